@@ -1,0 +1,1155 @@
+//! The allocator: construction, the public API, the zonelist walk
+//! (`get_page_from_freelist`), the slow path, drains, CPU hotplug and sizing updates.
+//!
+//! # Design
+//! One [`Allocator`] owns the per-frame metadata, the zones, and one pageset per (CPU,
+//! zone). Every entry point exists in two forms: one that asks the [`Platform`] which CPU
+//! it runs on ([`Allocator::alloc_pages`], [`Allocator::free_pages`]) and one that names
+//! the CPU ([`Allocator::alloc_on`], [`Allocator::free_on`]), which the simulator and
+//! pinned benchmark threads use. Naming a CPU another thread is using is safe (every
+//! pageset is locked) but its counters then mix two threads' work.
+
+use crate::buddy::Buddy;
+use crate::config::{Config, ConfigError};
+use crate::frame::{AllocError, Frame, FreeError, Gfp, MigrateType, Pfn, MAX_ORDER};
+use crate::memmap::{PageMeta, State};
+use crate::pcp::PcpSlot;
+use crate::platform::Platform;
+use crate::stats::{Counters, PcpInfo, Stats, ZoneInfo};
+use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use crate::sync::SpinLock;
+use crate::topology::{Layout, LayoutError, ZoneKind};
+use crate::tune::{self, Tune};
+use crate::zone::*;
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Per-frame metadata storage: owned, or a caller-supplied buffer (no_std).
+pub(crate) enum MetaStore {
+    Owned(Box<[PageMeta]>),
+    Borrowed(&'static [PageMeta]),
+}
+
+impl core::ops::Deref for MetaStore {
+    type Target = [PageMeta];
+    #[inline]
+    fn deref(&self) -> &[PageMeta] {
+        match self {
+            MetaStore::Owned(b) => b,
+            MetaStore::Borrowed(s) => s,
+        }
+    }
+}
+
+/// Per-CPU data that is not per zone.
+pub(crate) struct CpuInfo {
+    pub(crate) node: usize,
+    pub(crate) llc_slice_bytes: u64,
+    pub(crate) online: AtomicBool,
+    /// Lock-free events (atomic adds).
+    pub(crate) stats: Stats,
+}
+
+/// Why an allocator could not be built.
+#[derive(Debug)]
+pub enum BuildError {
+    /// The config is out of range.
+    Config(ConfigError),
+    /// The layout is inconsistent.
+    Layout(LayoutError),
+    /// A caller-supplied metadata buffer is too small (needed entries).
+    Metadata(usize),
+    /// Mapping memory failed.
+    #[cfg(feature = "std")]
+    Mmap(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Config(e) => e.fmt(f),
+            BuildError::Layout(e) => e.fmt(f),
+            BuildError::Metadata(n) => write!(f, "metadata buffer too small: {n} entries needed"),
+            #[cfg(feature = "std")]
+            BuildError::Mmap(e) => write!(f, "mmap failed: {e}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for BuildError {}
+
+impl From<ConfigError> for BuildError {
+    fn from(e: ConfigError) -> Self {
+        BuildError::Config(e)
+    }
+}
+impl From<LayoutError> for BuildError {
+    fn from(e: LayoutError) -> Self {
+        BuildError::Layout(e)
+    }
+}
+
+/// A frame in a bulk free that was refused; the frames before it were freed, the ones
+/// from it on were not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BulkFreeError {
+    /// Index of the refused frame.
+    pub index: usize,
+    /// Why.
+    pub error: FreeError,
+}
+
+/// A Linux-style page-frame allocator. See the crate docs.
+pub struct Allocator {
+    pub(crate) cfg: Config,
+    pub(crate) tune: Tune,
+    pub(crate) meta: MetaStore,
+    pub(crate) zones: Box<[Zone]>,
+    /// Zone indices sorted by start PFN, for frame lookups.
+    by_pfn: Box<[(u64, u64, usize)]>,
+    pub(crate) zonelists: Box<[Box<[usize]>]>,
+    node_zones: Box<[Box<[usize]>]>,
+    pub(crate) cpus: Box<[CpuInfo]>,
+    pub(crate) pcps: Box<[PcpSlot]>,
+    pub(crate) platform: Arc<dyn Platform>,
+    /// `pcp_batch_high_lock`: serializes sizing updates.
+    setup_lock: SpinLock<()>,
+    /// Serializes `drain_all_pages`.
+    drain_lock: SpinLock<()>,
+    high_fraction: AtomicU32,
+    #[cfg(feature = "std")]
+    pub(crate) region: Option<crate::os::mmap::MmapRegion>,
+    /// PFN of the first frame of the region (frame address = base + (pfn - this) * 4096).
+    pub(crate) region_base_pfn: u64,
+    #[cfg(feature = "std")]
+    pub(crate) ticker: std::sync::Mutex<Option<crate::ticker::TickerHandle>>,
+}
+
+impl fmt::Debug for Allocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Allocator")
+            .field("config", &alloc::format!("{}", self.cfg))
+            .field("zones", &self.zones)
+            .field("cpus", &self.cpus.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Allocator {
+    /// An allocator over `layout` with the host's CPU identity and clock.
+    #[cfg(feature = "std")]
+    pub fn new(layout: &Layout, config: Config) -> Result<Allocator, BuildError> {
+        Self::with_platform(layout, config, Arc::new(crate::platform::OsPlatform))
+    }
+
+    /// An allocator whose CPU identity and clock come from `platform`.
+    pub fn with_platform(
+        layout: &Layout,
+        config: Config,
+        platform: Arc<dyn Platform>,
+    ) -> Result<Allocator, BuildError> {
+        layout.validate()?;
+        let n = layout.spanned_pages() as usize;
+        let meta: Box<[PageMeta]> = (0..n).map(|_| PageMeta::new()).collect();
+        Self::build(layout, config, platform, MetaStore::Owned(meta))
+    }
+
+    /// An allocator using a caller-supplied metadata buffer of at least
+    /// `layout.metadata_size()` bytes (`layout.spanned_pages()` entries), e.g. a static
+    /// array in a kernel. The buffer's previous contents are overwritten.
+    pub fn with_metadata(
+        layout: &Layout,
+        config: Config,
+        platform: Arc<dyn Platform>,
+        meta: &'static [PageMeta],
+    ) -> Result<Allocator, BuildError> {
+        layout.validate()?;
+        let n = layout.spanned_pages() as usize;
+        if meta.len() < n {
+            return Err(BuildError::Metadata(n));
+        }
+        for e in &meta[..n] {
+            e.set_state(State::Tail);
+            e.set_order(0);
+        }
+        Self::build(layout, config, platform, MetaStore::Borrowed(&meta[..n]))
+    }
+
+    /// An allocator over a fresh anonymous mapping that backs every frame of `layout`
+    /// (frame address = region start + (pfn - lowest pfn) × 4096).
+    #[cfg(feature = "std")]
+    pub fn with_memory(
+        layout: &Layout,
+        config: Config,
+        huge: crate::os::mmap::HugePages,
+    ) -> Result<Allocator, BuildError> {
+        layout.validate()?;
+        let lo = layout.zones().map(|(_, z)| z.start_pfn).min().unwrap_or(0);
+        let hi = layout.zones().map(|(_, z)| z.end_pfn()).max().unwrap_or(0);
+        let region =
+            crate::os::mmap::MmapRegion::new(((hi - lo) as usize) * crate::frame::PAGE_SIZE, huge)
+                .map_err(BuildError::Mmap)?;
+        let mut a = Self::new(layout, config)?;
+        if a.cfg.poison {
+            region.poison(0, hi - lo, crate::config::POISON_BYTE);
+        }
+        a.region = Some(region);
+        a.region_base_pfn = lo;
+        Ok(a)
+    }
+
+    fn build(
+        layout: &Layout,
+        cfg: Config,
+        platform: Arc<dyn Platform>,
+        meta: MetaStore,
+    ) -> Result<Allocator, BuildError> {
+        cfg.validate()?;
+        let ncpus = layout.cpus.len();
+        let mut zones = Vec::new();
+        let mut base = 0u32;
+        let mut kinds = Vec::new();
+        let mut node_zones: Vec<Vec<usize>> = alloc::vec![Vec::new(); layout.nodes.len()];
+        for (node, zl) in layout.zones() {
+            let idx = zones.len();
+            zones.push(Zone::new(
+                idx,
+                node,
+                zl.kind,
+                zl.start_pfn,
+                zl.end_pfn(),
+                base,
+                zl.managed(),
+                ncpus,
+            ));
+            kinds.push((node, zl.kind));
+            node_zones[node].push(idx);
+            base += zl.pages as u32;
+        }
+        let mut by_pfn: Vec<_> = zones
+            .iter()
+            .map(|z| (z.start_pfn, z.end_pfn, z.idx))
+            .collect();
+        by_pfn.sort_unstable();
+        let zonelists = crate::zonelist::build(layout, &kinds)
+            .into_iter()
+            .map(Vec::into_boxed_slice)
+            .collect();
+        let cpus = layout
+            .cpus
+            .iter()
+            .map(|c| CpuInfo {
+                node: c.node,
+                llc_slice_bytes: c.llc_slice_bytes,
+                online: AtomicBool::new(c.online),
+                stats: Stats::default(),
+            })
+            .collect();
+        let pcps = (0..ncpus * zones.len()).map(|_| PcpSlot::new()).collect();
+        let a = Allocator {
+            tune: Tune::from_config(&cfg),
+            high_fraction: AtomicU32::new(cfg.high_fraction),
+            cfg,
+            meta,
+            zones: zones.into_boxed_slice(),
+            by_pfn: by_pfn.into_boxed_slice(),
+            zonelists,
+            node_zones: node_zones.into_iter().map(Vec::into_boxed_slice).collect(),
+            cpus,
+            pcps,
+            platform,
+            setup_lock: SpinLock::new(()),
+            drain_lock: SpinLock::new(()),
+            #[cfg(feature = "std")]
+            region: None,
+            region_base_pfn: 0,
+            #[cfg(feature = "std")]
+            ticker: std::sync::Mutex::new(None),
+        };
+        // Holes are never memory; everything else is handed to the buddy lists in the
+        // largest aligned blocks (`memblock_free_all`), all pageblocks MOVABLE.
+        for ((_, zl), z) in layout.zones().zip(a.zones.iter()) {
+            for &(s, e) in &zl.holes {
+                for pfn in s..e {
+                    a.meta[z.meta_index(pfn) as usize].set_state(State::Reserved);
+                }
+            }
+            let mut holes = zl.holes.clone();
+            holes.sort_unstable();
+            let mut runs = Vec::new();
+            let mut p = zl.start_pfn;
+            for (s, e) in holes {
+                if s > p {
+                    runs.push((p, s));
+                }
+                p = p.max(e);
+            }
+            if p < zl.end_pfn() {
+                runs.push((p, zl.end_pfn()));
+            }
+            let mut g = z.lock.lock();
+            let mut b = Buddy {
+                z,
+                inner: &mut g,
+                m: &a.meta,
+                cfg: &a.cfg,
+                st: &z.cpu_stats[0],
+            };
+            for (s, e) in runs {
+                let mut p = s;
+                while p < e {
+                    let mut o = MAX_ORDER.min(p.trailing_zeros().min(63) as u8);
+                    while p + (1u64 << o) > e {
+                        o -= 1;
+                    }
+                    b.free_one(p, o, MigrateType::Movable, false);
+                    p += 1u64 << o;
+                }
+            }
+        }
+        a.setup_wmarks();
+        a.update_all_pcp_sizes(true);
+        Ok(a)
+    }
+
+    /// `setup_per_zone_wmarks`.
+    fn setup_wmarks(&self) {
+        for (z, w) in self
+            .zones
+            .iter()
+            .zip(collect_wmarks(&self.zones, &self.cfg))
+        {
+            z.set_wmarks(w);
+        }
+    }
+
+    fn online_cpus(&self) -> u32 {
+        self.cpus.iter().filter(|c| c.online.load(Relaxed)).count() as u32
+    }
+
+    /// `zone_pcp_update` for every zone (spec §2.2): recompute (high_min, high_max, batch)
+    /// and write them into every CPU's pageset when they changed. Offline CPUs get the
+    /// boot pageset (0, 0, 1): nothing is cached on them.
+    fn update_all_pcp_sizes(&self, init: bool) {
+        let _g = self.setup_lock.lock();
+        let online = self.online_cpus();
+        let fraction = self.high_fraction.load(Relaxed);
+        for z in self.zones.iter() {
+            let (hmin, hmax, batch) = if !self.cfg.pcp {
+                (0, 0, 1)
+            } else {
+                let batch = self
+                    .cfg
+                    .fixed_batch
+                    .map_or_else(|| tune::zone_batchsize(z.managed), |b| b as i32);
+                let node_cpus = self
+                    .cpus
+                    .iter()
+                    .filter(|c| c.node == z.node && c.online.load(Relaxed))
+                    .count() as u32;
+                let (lo, hi) = match self.cfg.fixed_high {
+                    Some(h) => (h as i32, h as i32),
+                    None => tune::high_bounds(
+                        z.wmark(WMARK_LOW),
+                        z.managed,
+                        batch,
+                        node_cpus,
+                        0,
+                        online,
+                        fraction,
+                        self.cfg.auto_tune,
+                    ),
+                };
+                (lo, hi, batch)
+            };
+            let triple = [hmin as u32, hmax as u32, batch as u32];
+            let cached = [
+                z.pageset[0].load(Relaxed),
+                z.pageset[1].load(Relaxed),
+                z.pageset[2].load(Relaxed),
+            ];
+            for (a, v) in z.pageset.iter().zip(triple) {
+                a.store(v, Relaxed);
+            }
+            for cpu in 0..self.cpus.len() {
+                let on = self.cpus[cpu].online.load(Relaxed);
+                if !on {
+                    self.set_pcp_sizes(cpu, z.idx, 0, 0, 1, init);
+                } else if init
+                    || cached != triple
+                    || self.slot(cpu, z.idx).pcp.lock().st.batch != batch
+                {
+                    self.set_pcp_sizes(cpu, z.idx, hmin, hmax, batch, init);
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ allocation
+
+    /// Allocate 2^`order` frames on the current CPU's node.
+    #[inline]
+    pub fn alloc_pages(&self, order: u8, gfp: Gfp) -> Result<Frame, AllocError> {
+        self.alloc_on(self.platform.current_cpu(), order, gfp, None)
+    }
+
+    /// Allocate 2^`order` frames preferring `node` (`None`: the current CPU's node).
+    #[inline]
+    pub fn alloc_pages_node(
+        &self,
+        order: u8,
+        gfp: Gfp,
+        node: Option<usize>,
+    ) -> Result<Frame, AllocError> {
+        self.alloc_on(self.platform.current_cpu(), order, gfp, node)
+    }
+
+    /// Allocate as CPU `cpu` (its pageset, its node unless `node` is given).
+    #[inline]
+    pub fn alloc_on(
+        &self,
+        cpu: usize,
+        order: u8,
+        gfp: Gfp,
+        node: Option<usize>,
+    ) -> Result<Frame, AllocError> {
+        if order > MAX_ORDER {
+            return Err(AllocError::InvalidOrder(order));
+        }
+        let Some(c) = self.cpus.get(cpu) else {
+            return Err(AllocError::InvalidCpu(cpu));
+        };
+        let node = node.unwrap_or(c.node);
+        if node >= self.zonelists.len() {
+            return Err(AllocError::InvalidNode(node));
+        }
+        let mt = gfp.migratetype();
+        let mut aflags = WMARK_LOW as u32;
+        if gfp.contains(Gfp::KSWAPD) {
+            aflags |= ALLOC_KSWAPD;
+        }
+        if let Some(pfn) = self.get_page_from_freelist(cpu, node, order, mt, gfp, aflags) {
+            return Ok(Frame::new(Pfn(pfn), order));
+        }
+        self.alloc_slowpath(cpu, node, order, mt, gfp)
+    }
+
+    /// `get_page_from_freelist` (spec §6.4): walk the zonelist; BELOW_HIGH detection,
+    /// the watermark test, then `rmqueue`.
+    #[inline]
+    fn get_page_from_freelist(
+        &self,
+        cpu: usize,
+        node: usize,
+        order: u8,
+        mt: MigrateType,
+        gfp: Gfp,
+        aflags: u32,
+    ) -> Option<u64> {
+        let fa = self.cfg.highatomic_free_accounting;
+        for (k, &zi) in self.zonelists[node].iter().enumerate() {
+            let z = &self.zones[zi];
+            if k > 0 {
+                if gfp.contains(Gfp::THISNODE) && z.node != node {
+                    break;
+                }
+                self.cpus[cpu].stats.zonelist_scanned.add_shared(1);
+            }
+            if z.kind == ZoneKind::Movable && mt != MigrateType::Movable {
+                continue;
+            }
+            let mut checked = false;
+            if self.cfg.below_high && !z.has_flag(ZONE_BELOW_HIGH) {
+                if z.watermark_fast(order, z.wmark(WMARK_HIGH), aflags, fa) {
+                    checked = true;
+                } else {
+                    z.set_flag(ZONE_BELOW_HIGH);
+                    self.cpus[cpu].stats.below_high_set.add_shared(1);
+                }
+            }
+            if !checked && aflags & ALLOC_NO_WATERMARKS == 0 {
+                let mark = z.wmark((aflags & ALLOC_WMARK_MASK) as usize);
+                if !z.watermark_fast(order, mark, aflags, fa) {
+                    self.wake_kswapd(z);
+                    self.cpus[cpu].stats.watermark_fail.add_shared(1);
+                    continue;
+                }
+            }
+            if let Some(pfn) = self.rmqueue(cpu, z, order, mt, aflags) {
+                if aflags & ALLOC_HIGHATOMIC != 0 && order > 0 {
+                    let mut g = z.lock(cpu, &*self.platform);
+                    let st = g.st;
+                    Buddy {
+                        z,
+                        inner: &mut g,
+                        m: &self.meta,
+                        cfg: &self.cfg,
+                        st,
+                    }
+                    .reserve_highatomic(pfn, order);
+                }
+                return Some(pfn);
+            }
+        }
+        None
+    }
+
+    /// `rmqueue` (spec §4.1).
+    #[inline]
+    fn rmqueue(
+        &self,
+        cpu: usize,
+        z: &Zone,
+        order: u8,
+        mt: MigrateType,
+        aflags: u32,
+    ) -> Option<u64> {
+        if self.pcp_allowed(order) {
+            if let Some(p) = self.rmqueue_pcplist(cpu, z, order, mt, aflags) {
+                return Some(p);
+            }
+        }
+        let p = self.rmqueue_buddy(cpu, z, order, mt, aflags);
+        if z.has_flag(ZONE_BOOSTED_WATERMARK) && aflags & ALLOC_KSWAPD != 0 {
+            z.clear_flag(ZONE_BOOSTED_WATERMARK);
+            z.set_flag(ZONE_RECLAIM_ACTIVE);
+        }
+        p
+    }
+
+    /// `rmqueue_buddy` (spec §4.5).
+    #[cold]
+    fn rmqueue_buddy(
+        &self,
+        cpu: usize,
+        z: &Zone,
+        order: u8,
+        mt: MigrateType,
+        aflags: u32,
+    ) -> Option<u64> {
+        let mut g = z.lock(cpu, &*self.platform);
+        let st = g.st;
+        let mut b = Buddy {
+            z,
+            inner: &mut g,
+            m: &self.meta,
+            cfg: &self.cfg,
+            st,
+        };
+        let pfn = b.take_direct(order, mt, aflags)?;
+        let e = &self.meta[z.meta_index(pfn) as usize];
+        e.set_order(order);
+        e.set_mt(mt as u8);
+        e.set_state(State::Allocated);
+        st.pgalloc.add(1 << order);
+        st.alloc_zone.add(1 << order);
+        st.alloc_direct.add(1);
+        Some(pfn)
+    }
+
+    /// The model of kswapd: woken for a zone whose free pages fell below the low mark;
+    /// RECLAIM_ACTIVE stays set until free pages reach the high mark again.
+    #[inline]
+    fn wake_kswapd(&self, z: &Zone) {
+        if z.free_pages() < z.wmark(WMARK_LOW) {
+            z.set_flag(ZONE_RECLAIM_ACTIVE);
+        }
+    }
+
+    /// kswapd's end of balancing: free pages back at the high mark clears RECLAIM_ACTIVE
+    /// and resets the boost.
+    #[inline]
+    pub(crate) fn reclaim_progress(&self, z: &Zone) {
+        if z.has_flag(ZONE_RECLAIM_ACTIVE) && z.free_pages() >= z.wmark_raw(WMARK_HIGH) {
+            z.clear_flag(ZONE_RECLAIM_ACTIVE);
+            z.set_boost(0);
+        }
+    }
+
+    /// `__alloc_pages_slowpath`, reduced to what exists without reclaimable memory:
+    /// wake kswapd, retry at the min mark with the caller's reserves, then give back
+    /// the high-atomic reserve and drain every pageset (as direct reclaim's retry does),
+    /// then merge merge-skipped frames for a high-order request, then fail.
+    #[cold]
+    #[inline(never)]
+    fn alloc_slowpath(
+        &self,
+        cpu: usize,
+        node: usize,
+        order: u8,
+        mt: MigrateType,
+        gfp: Gfp,
+    ) -> Result<Frame, AllocError> {
+        self.cpus[cpu].stats.alloc_slowpath.add_shared(1);
+        let mut aflags = WMARK_MIN as u32;
+        if gfp.contains(Gfp::KSWAPD) {
+            aflags |= ALLOC_KSWAPD;
+            for &zi in self.zonelists[node].iter() {
+                self.wake_kswapd(&self.zones[zi]);
+            }
+        }
+        if gfp.contains(Gfp::HIGH) {
+            aflags |= ALLOC_MIN_RESERVE;
+        }
+        if gfp.contains(Gfp::ATOMIC) {
+            aflags |= ALLOC_NON_BLOCK;
+            if order > 0 {
+                aflags |= ALLOC_HIGHATOMIC;
+            }
+        }
+        let try_ = |a| self.get_page_from_freelist(cpu, node, order, mt, gfp, a);
+        if let Some(p) = try_(aflags) {
+            return Ok(Frame::new(Pfn(p), order));
+        }
+        if !gfp.contains(Gfp::ATOMIC) {
+            // Direct reclaim's retry: unreserve high-atomic, drain all pcps.
+            for &zi in self.zonelists[node].iter() {
+                self.unreserve_highatomic(cpu, &self.zones[zi], mt, false);
+            }
+            self.drain_all_pages();
+            if let Some(p) = try_(aflags) {
+                return Ok(Frame::new(Pfn(p), order));
+            }
+            if order > 0 && self.cfg.merge_skip && self.compact_zones(cpu, node) > 0 {
+                if let Some(p) = try_(aflags) {
+                    self.cpus[cpu].stats.highorder_rescued.add_shared(1);
+                    return Ok(Frame::new(Pfn(p), order));
+                }
+            }
+            if !gfp.contains(Gfp::NORETRY) {
+                for &zi in self.zonelists[node].iter() {
+                    self.unreserve_highatomic(cpu, &self.zones[zi], mt, true);
+                }
+                if let Some(p) = try_(aflags) {
+                    return Ok(Frame::new(Pfn(p), order));
+                }
+            }
+        }
+        self.cpus[cpu].stats.alloc_fail.add_shared(1);
+        Err(AllocError::OutOfMemory)
+    }
+
+    fn unreserve_highatomic(&self, cpu: usize, z: &Zone, mt: MigrateType, force: bool) {
+        if z.nr_reserved_highatomic.get() == 0 {
+            return;
+        }
+        let mut g = z.lock(cpu, &*self.platform);
+        let st = g.st;
+        let mt = if mt.is_mergeable() {
+            mt
+        } else {
+            MigrateType::Movable
+        };
+        Buddy {
+            z,
+            inner: &mut g,
+            m: &self.meta,
+            cfg: &self.cfg,
+            st,
+        }
+        .unreserve_highatomic(mt, force);
+    }
+
+    /// Merge every merge-skipped frame of the node's zones (the on-demand merge of
+    /// Aaron Lu's RFC, done where compaction would run). Returns frames merged.
+    fn compact_zones(&self, cpu: usize, node: usize) -> u64 {
+        let mut n = 0;
+        for &zi in self.zonelists[node].iter() {
+            n += self.compact_zone(cpu, zi);
+        }
+        n
+    }
+
+    fn compact_zone(&self, cpu: usize, zi: usize) -> u64 {
+        let z = &self.zones[zi];
+        let mut g = z.lock(cpu, &*self.platform);
+        let st = g.st;
+        let n = Buddy {
+            z,
+            inner: &mut g,
+            m: &self.meta,
+            cfg: &self.cfg,
+            st,
+        }
+        .merge_skipped();
+        st.merge_deferred.add(n);
+        n
+    }
+
+    /// Merge all merge-skipped order-0 frames in every zone (a `compact()` entry point
+    /// for merge skipping). Returns frames merged.
+    pub fn compact(&self) -> u64 {
+        let cpu = self.platform.current_cpu().min(self.cpus.len() - 1);
+        (0..self.zones.len())
+            .map(|z| self.compact_zone(cpu, z))
+            .sum()
+    }
+
+    /// Allocate up to `n` blocks into `out` (`alloc_pages_bulk`): for the cached orders the
+    /// pageset is locked once for the whole run. Returns how many were added; fewer than
+    /// `n` only when memory ran out.
+    pub fn alloc_bulk_on(
+        &self,
+        cpu: usize,
+        order: u8,
+        gfp: Gfp,
+        node: Option<usize>,
+        n: usize,
+        out: &mut Vec<Frame>,
+    ) -> Result<usize, AllocError> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let first = self.alloc_on(cpu, order, gfp, node)?;
+        out.push(first);
+        let mut done = 1;
+        if self.pcp_allowed(order) {
+            let zi = self
+                .zone_of(first.pfn.0)
+                .expect("allocated frame in a zone");
+            let z = &self.zones[zi];
+            let slot = self.slot(cpu, zi);
+            let mt = gfp.migratetype();
+            let fa = self.cfg.highatomic_free_accounting;
+            if let Some(mut pcp) = slot.pcp.try_lock() {
+                while done < n && z.watermark_fast(order, z.wmark(WMARK_LOW), 0, fa) {
+                    tune::on_alloc(&mut pcp.st, &self.tune);
+                    let Some(pfn) =
+                        self.take_from_list(cpu, z, slot, &mut pcp, order, mt, ALLOC_KSWAPD)
+                    else {
+                        break;
+                    };
+                    out.push(Frame::new(Pfn(pfn), order));
+                    done += 1;
+                }
+            }
+        }
+        while done < n {
+            match self.alloc_on(cpu, order, gfp, node) {
+                Ok(f) => {
+                    out.push(f);
+                    done += 1;
+                }
+                Err(AllocError::OutOfMemory) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    // ------------------------------------------------------------------ free
+
+    /// Free a block on the current CPU.
+    #[inline]
+    pub fn free_pages(&self, frame: Frame) -> Result<(), FreeError> {
+        self.free_on(self.platform.current_cpu(), frame)
+    }
+
+    /// Index of the zone containing `pfn`.
+    #[inline]
+    pub(crate) fn zone_of(&self, pfn: u64) -> Option<usize> {
+        if self.by_pfn.len() == 1 {
+            let (s, e, i) = self.by_pfn[0];
+            return (pfn >= s && pfn < e).then_some(i);
+        }
+        let k = self.by_pfn.partition_point(|&(s, _, _)| s <= pfn);
+        let (s, e, i) = *self.by_pfn.get(k.checked_sub(1)?)?;
+        (pfn >= s && pfn < e).then_some(i)
+    }
+
+    /// Check that `frame` is an allocated block of this allocator and take ownership of
+    /// it (checked mode: a compare-and-swap Allocated -> Freeing).
+    #[inline]
+    fn claim_for_free(&self, frame: Frame) -> Result<usize, FreeError> {
+        let pfn = frame.pfn.0;
+        if frame.order > MAX_ORDER {
+            return Err(FreeError::InvalidOrder(frame.order));
+        }
+        let zi = self
+            .zone_of(pfn)
+            .ok_or(FreeError::ForeignFrame(frame.pfn))?;
+        let z = &self.zones[zi];
+        let e = &self.meta[z.meta_index(pfn) as usize];
+        if self.cfg.checked {
+            match e.state() {
+                State::Reserved => return Err(FreeError::ForeignFrame(frame.pfn)),
+                State::Allocated => {}
+                _ => return Err(FreeError::NotAllocated(frame.pfn)),
+            }
+            if e.order() != frame.order {
+                return Err(FreeError::OrderMismatch {
+                    pfn: frame.pfn,
+                    allocated: e.order(),
+                    given: frame.order,
+                });
+            }
+            if e.claim(State::Allocated, State::Freeing).is_err() {
+                return Err(FreeError::NotAllocated(frame.pfn));
+            }
+        } else if pfn & ((1u64 << frame.order) - 1) != 0 || pfn + (1u64 << frame.order) > z.end_pfn
+        {
+            return Err(FreeError::InvalidOrder(frame.order));
+        }
+        #[cfg(feature = "std")]
+        if self.cfg.poison {
+            if let Some(r) = &self.region {
+                r.poison(
+                    pfn - self.region_base_pfn,
+                    frame.pages(),
+                    crate::config::POISON_BYTE,
+                );
+            }
+        }
+        Ok(zi)
+    }
+
+    /// Free a block as CPU `cpu`.
+    #[inline]
+    pub fn free_on(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
+        let cpu = cpu.min(self.cpus.len() - 1);
+        let zi = self.claim_for_free(frame)?;
+        self.free_unref_page(cpu, &self.zones[zi], frame.pfn.0, frame.order);
+        Ok(())
+    }
+
+    /// Free to the buddy lists directly (`free_one_page`).
+    #[cold]
+    pub(crate) fn free_to_zone(&self, cpu: usize, z: &Zone, pfn: u64, order: u8) {
+        let mut g = z.lock(cpu, &*self.platform);
+        let st = g.st;
+        self.meta[z.meta_index(pfn) as usize].set_state(State::Tail);
+        let mut b = Buddy {
+            z,
+            inner: &mut g,
+            m: &self.meta,
+            cfg: &self.cfg,
+            st,
+        };
+        b.free_pages(pfn, order);
+        st.pgfree.add(1 << order);
+        st.free_direct.add(1);
+        drop(g);
+        self.reclaim_progress(z);
+    }
+
+    /// Free many blocks (`free_unref_folios`): the pageset stays locked across consecutive
+    /// frames of one zone. Stops at the first refused frame.
+    pub fn free_bulk_on(&self, cpu: usize, frames: &[Frame]) -> Result<(), BulkFreeError> {
+        let cpu = cpu.min(self.cpus.len() - 1);
+        let mut held: Option<(usize, crate::sync::SpinGuard<'_, crate::pcp::Pcp>)> = None;
+        for (index, f) in frames.iter().enumerate() {
+            let zi = self
+                .claim_for_free(*f)
+                .map_err(|error| BulkFreeError { index, error })?;
+            let z = &self.zones[zi];
+            let pfn = f.pfn.0;
+            let pb = z.pageblock_mt(pfn);
+            if !self.pcp_allowed(f.order) || pb == MigrateType::Isolate {
+                held = None;
+                self.free_to_zone(cpu, z, pfn, f.order);
+                continue;
+            }
+            let mt = if pb.is_mergeable() {
+                pb
+            } else {
+                MigrateType::Movable
+            };
+            if held.as_ref().is_none_or(|(hz, _)| *hz != zi) {
+                drop(held.take());
+                held = self.slot(cpu, zi).pcp.try_lock().map(|g| (zi, g));
+            }
+            match held.as_mut() {
+                Some((_, pcp)) => {
+                    self.commit_free(cpu, z, self.slot(cpu, zi), pcp, pfn, f.order, mt, pb)
+                }
+                None => self.free_to_zone(cpu, z, pfn, f.order),
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ housekeeping
+
+    /// One decay tick for `cpu` (`vmstat_update` → `refresh_cpu_vm_stats`): decay each of
+    /// its pagesets' `high` and return the excess, drain remote-node pagesets idle for
+    /// three ticks. Returns true while work remains. The std ticker calls this for every
+    /// online CPU once per [`Config::tick_interval_ms`]; no_std and simulated users call it.
+    pub fn tick(&self, cpu: usize) -> bool {
+        let mut todo = false;
+        if cpu >= self.cpus.len() {
+            return false;
+        }
+        for z in self.zones.iter() {
+            todo |= self.tick_zone(cpu, z);
+        }
+        todo
+    }
+
+    /// [`Allocator::tick`] for every online CPU.
+    pub fn tick_all(&self) -> bool {
+        let mut todo = false;
+        for c in 0..self.cpus.len() {
+            if self.cpus[c].online.load(Relaxed) {
+                todo |= self.tick(c);
+            }
+        }
+        todo
+    }
+
+    /// `drain_pages(cpu)`: return every page cached on `cpu` to the zones.
+    pub fn drain_cpu(&self, cpu: usize) {
+        if cpu >= self.cpus.len() {
+            return;
+        }
+        for z in self.zones.iter() {
+            self.drain_pages_zone(cpu, z);
+        }
+    }
+
+    /// `drain_all_pages(NULL)`: drain every CPU's pagesets that hold pages, from the
+    /// calling thread (no IPIs, as in 6.x). Serialized.
+    pub fn drain_all_pages(&self) {
+        let _g = self.drain_lock.lock();
+        for cpu in 0..self.cpus.len() {
+            for z in self.zones.iter() {
+                if self.slot(cpu, z.idx).pcp.lock().st.count != 0 {
+                    self.drain_pages_zone(cpu, z);
+                }
+            }
+        }
+    }
+
+    /// Take `cpu` offline (`page_alloc_cpu_dead`): drain its pagesets, give it the boot
+    /// pageset (nothing cached) and resize the others (fewer CPUs share the node).
+    pub fn cpu_offline(&self, cpu: usize) -> Result<(), AllocError> {
+        let c = self.cpus.get(cpu).ok_or(AllocError::InvalidCpu(cpu))?;
+        c.online.store(false, Relaxed);
+        self.update_all_pcp_sizes(false);
+        self.drain_cpu(cpu);
+        Ok(())
+    }
+
+    /// Bring `cpu` online (`page_alloc_cpu_online`): size its pagesets.
+    pub fn cpu_online(&self, cpu: usize) -> Result<(), AllocError> {
+        let c = self.cpus.get(cpu).ok_or(AllocError::InvalidCpu(cpu))?;
+        c.online.store(true, Relaxed);
+        self.update_all_pcp_sizes(false);
+        // A CPU coming back starts from high_min.
+        for z in self.zones.iter() {
+            let mut p = self.slot(cpu, z.idx).pcp.lock();
+            p.st.high = p.st.high_min;
+        }
+        Ok(())
+    }
+
+    /// `vm.percpu_pagelist_high_fraction`: 0 (auto-tuning) or ≥ 8 (high =
+    /// managed/fraction per CPU, tuning off). Anything else is refused and nothing changes.
+    pub fn set_high_fraction(&self, fraction: u32) -> Result<(), ConfigError> {
+        if fraction != 0 && fraction < 8 {
+            return Err(ConfigError::Invalid {
+                key: "high_fraction",
+                why: "must be 0 or >= 8",
+            });
+        }
+        self.high_fraction.store(fraction, Relaxed);
+        self.update_all_pcp_sizes(false);
+        Ok(())
+    }
+
+    /// Current `percpu_pagelist_high_fraction`.
+    pub fn high_fraction(&self) -> u32 {
+        self.high_fraction.load(Relaxed)
+    }
+
+    // ------------------------------------------------------------------ inspection
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    /// The platform seam.
+    pub fn platform(&self) -> &Arc<dyn Platform> {
+        &self.platform
+    }
+    /// Number of CPUs (online or not).
+    pub fn nr_cpus(&self) -> usize {
+        self.cpus.len()
+    }
+    /// Number of zones.
+    pub fn nr_zones(&self) -> usize {
+        self.zones.len()
+    }
+    /// Number of nodes.
+    pub fn nr_nodes(&self) -> usize {
+        self.zonelists.len()
+    }
+    /// Zone indices of a node.
+    pub fn node_zones(&self, node: usize) -> &[usize] {
+        &self.node_zones[node]
+    }
+    /// Node of a CPU.
+    pub fn cpu_node(&self, cpu: usize) -> usize {
+        self.cpus[cpu].node
+    }
+    /// Zone index holding `pfn`.
+    pub fn zone_of_pfn(&self, pfn: Pfn) -> Option<usize> {
+        self.zone_of(pfn.0)
+    }
+    /// Pages managed by all zones.
+    pub fn managed_pages(&self) -> u64 {
+        self.zones.iter().map(|z| z.managed).sum()
+    }
+    /// Free pages in the buddy lists of all zones (NR_FREE_PAGES; pcp pages excluded).
+    pub fn nr_free_pages(&self) -> u64 {
+        self.zones.iter().map(|z| z.free_pages()).sum()
+    }
+    /// Pages cached in all pagesets (`free_pcp`).
+    pub fn nr_pcp_pages(&self) -> u64 {
+        (0..self.cpus.len())
+            .flat_map(|c| (0..self.zones.len()).map(move |z| (c, z)))
+            .map(|(c, z)| self.slot(c, z).pcp.lock().st.count.max(0) as u64)
+            .sum()
+    }
+
+    /// All counters, summed over CPUs and zones.
+    pub fn counters(&self) -> Counters {
+        let mut c = Counters::default();
+        for s in self.pcps.iter() {
+            s.stats.accumulate(&mut c);
+        }
+        for z in self.zones.iter() {
+            for s in z.cpu_stats.iter() {
+                s.accumulate(&mut c);
+            }
+        }
+        for cpu in self.cpus.iter() {
+            cpu.stats.accumulate(&mut c);
+        }
+        c
+    }
+
+    /// Counters of one CPU (its pagesets, its zone-lock trips, its lock-free events).
+    pub fn cpu_counters(&self, cpu: usize) -> Counters {
+        let mut c = Counters::default();
+        for z in 0..self.zones.len() {
+            self.slot(cpu, z).stats.accumulate(&mut c);
+            self.zones[z].cpu_stats[cpu].accumulate(&mut c);
+        }
+        self.cpus[cpu].stats.accumulate(&mut c);
+        c
+    }
+
+    /// Reset every counter (not atomic with concurrent work).
+    pub fn reset_counters(&self) {
+        for s in self.pcps.iter() {
+            s.stats.reset();
+        }
+        for z in self.zones.iter() {
+            z.cpu_stats.iter().for_each(Stats::reset);
+        }
+        self.cpus.iter().for_each(|c| c.stats.reset());
+    }
+
+    /// One pageset's state.
+    pub fn pcp_info(&self, cpu: usize, zone: usize) -> PcpInfo {
+        let p = self.slot(cpu, zone).pcp.lock();
+        PcpInfo {
+            cpu,
+            zone,
+            count: p.st.count,
+            high: p.st.high,
+            batch: p.st.batch,
+            high_min: p.st.high_min,
+            high_max: p.st.high_max,
+            flags: p.st.flags,
+            alloc_factor: p.st.alloc_factor,
+            free_factor: p.st.free_factor,
+            free_count: p.st.free_count,
+        }
+    }
+
+    /// One zone's state.
+    pub fn zone_info(&self, zone: usize) -> ZoneInfo {
+        let z = &self.zones[zone];
+        let nr_free = {
+            let g = z.lock.lock();
+            g.free.nr_free
+        };
+        ZoneInfo {
+            zone,
+            node: z.node,
+            name: z.kind.name(),
+            free: z.free_pages(),
+            wmark: [
+                z.wmark_raw(WMARK_MIN),
+                z.wmark_raw(WMARK_LOW),
+                z.wmark_raw(WMARK_HIGH),
+                z.wmark_raw(WMARK_PROMO),
+            ],
+            boost: z.boost(),
+            spanned: z.end_pfn - z.start_pfn,
+            managed: z.managed,
+            nr_free,
+            below_high: z.has_flag(ZONE_BELOW_HIGH),
+            reclaim_active: z.has_flag(ZONE_RECLAIM_ACTIVE),
+            reserved_highatomic: z.nr_reserved_highatomic.get(),
+        }
+    }
+
+    /// The pageblock type of the pageblock holding `pfn`.
+    pub fn pageblock_type(&self, pfn: Pfn) -> Option<MigrateType> {
+        let zi = self.zone_of(pfn.0)?;
+        Some(self.zones[zi].pageblock_mt(pfn.0))
+    }
+
+    /// Retag the pageblock holding `pfn` (`set_pageblock_migratetype` with
+    /// `move_freepages_block`): its free blocks move to the new type's lists. Used for
+    /// isolation (type [`MigrateType::Isolate`]) and by tests of pageblock changes.
+    pub fn set_pageblock_type(&self, pfn: Pfn, mt: MigrateType) -> Option<u64> {
+        let zi = self.zone_of(pfn.0)?;
+        let z = &self.zones[zi];
+        let cpu = self.platform.current_cpu().min(self.cpus.len() - 1);
+        let mut g = z.lock(cpu, &*self.platform);
+        let st = g.st;
+        Buddy {
+            z,
+            inner: &mut g,
+            m: &self.meta,
+            cfg: &self.cfg,
+            st,
+        }
+        .move_freepages_block(pfn.0, mt)
+    }
+
+    /// Raise (`true`) or lower the merge-skipping disable depth of every zone: callers
+    /// that need contiguity turn skipping off while they run (Appendix A).
+    pub fn merge_skip_disable(&self, disable: bool) {
+        for z in self.zones.iter() {
+            if disable {
+                z.merge_disable.fetch_add(1, Relaxed);
+            } else {
+                z.merge_disable.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+
+    /// Address of a frame in the memory backing (allocators built with
+    /// [`Allocator::with_memory`] only).
+    #[cfg(feature = "std")]
+    pub fn frame_ptr(&self, frame: Frame) -> Option<core::ptr::NonNull<u8>> {
+        let r = self.region.as_ref()?;
+        let idx = frame.pfn.0.checked_sub(self.region_base_pfn)?;
+        core::ptr::NonNull::new(r.frame_ptr(idx)?)
+    }
+
+    /// The frame holding an address of the memory backing.
+    #[cfg(feature = "std")]
+    pub fn pfn_of_ptr(&self, p: *const u8) -> Option<Pfn> {
+        let r = self.region.as_ref()?;
+        let off = (p as usize).checked_sub(r.as_ptr() as usize)?;
+        (off < r.len()).then(|| Pfn(self.region_base_pfn + (off / crate::frame::PAGE_SIZE) as u64))
+    }
+}

@@ -1,0 +1,528 @@
+//! The buddy allocator of one zone: free areas per order and migratetype, split
+//! (`expand`), merge (`__free_one_page`), fallback and pageblock stealing, and the
+//! high-atomic reserve (spec §7, 6.10+ behaviour with the 6.7/6.8 forms as switches).
+//!
+//! # Locking rules
+//! Everything here runs with the zone lock held: a [`Buddy`] is built from the
+//! `&mut ZoneInner` of a locked zone and lives no longer than the guard.
+//!
+//! # Invariants
+//! `Σ_o nr_free[o]·2^o over non-isolated lists == NR_FREE_PAGES`; every free block head
+//! has state `Buddy`, its order, and `mt` = the list it is on; no two free buddies of the
+//! same order are both free unless they are in pageblocks whose types may not merge (or
+//! merge skipping left them, marked).
+
+use crate::config::Config;
+use crate::frame::{MigrateType, MAX_ORDER, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
+use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED};
+use crate::stats::Stats;
+use crate::zone::{Zone, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ZONE_BOOSTED_WATERMARK};
+
+const PB_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
+
+/// Free lists of one zone, per order and migratetype. Protected by the zone lock.
+#[derive(Debug)]
+pub(crate) struct FreeArea {
+    pub(crate) lists: [[List; NR_MIGRATETYPES]; NR_ORDERS],
+    /// Free blocks per order, all types (`free_area[o].nr_free`).
+    pub(crate) nr_free: [u64; NR_ORDERS],
+}
+
+impl FreeArea {
+    pub(crate) fn new() -> Self {
+        FreeArea {
+            lists: [[List::new(); NR_MIGRATETYPES]; NR_ORDERS],
+            nr_free: [0; NR_ORDERS],
+        }
+    }
+}
+
+/// `fallbacks[]` (spec §7.3).
+const FALLBACKS: [[MigrateType; 2]; 3] = [
+    [MigrateType::Reclaimable, MigrateType::Movable],
+    [MigrateType::Reclaimable, MigrateType::Unmovable],
+    [MigrateType::Unmovable, MigrateType::Movable],
+];
+
+/// `can_steal_fallback`.
+fn can_steal(order: u8, start: MigrateType) -> bool {
+    order >= PAGEBLOCK_ORDER
+        || order >= PAGEBLOCK_ORDER / 2
+        || matches!(start, MigrateType::Reclaimable | MigrateType::Unmovable)
+}
+
+/// The buddy state of a locked zone.
+pub(crate) struct Buddy<'a> {
+    pub(crate) z: &'a Zone,
+    pub(crate) inner: &'a mut ZoneInner,
+    pub(crate) m: &'a [PageMeta],
+    pub(crate) cfg: &'a Config,
+    pub(crate) st: &'a Stats,
+}
+
+impl Buddy<'_> {
+    #[inline]
+    fn idx(&self, pfn: u64) -> u32 {
+        self.z.meta_index(pfn)
+    }
+    #[inline]
+    fn meta(&self, pfn: u64) -> &PageMeta {
+        &self.m[self.idx(pfn) as usize]
+    }
+
+    /// `account_freepages`: NR_FREE_PAGES (not for ISOLATE) and free highatomic.
+    #[inline]
+    pub(crate) fn account(&mut self, delta: i64, mt: MigrateType) {
+        if mt == MigrateType::Isolate {
+            return;
+        }
+        self.z.nr_free_pages.add_signed(delta);
+        if mt == MigrateType::HighAtomic {
+            self.z.nr_free_highatomic.add_signed(delta);
+        }
+    }
+
+    fn set_nonempty(&self, order: u8, mt: MigrateType) {
+        let l = &self.inner.free.lists[order as usize][mt as usize];
+        self.z.set_nonempty(order, mt, !l.is_empty());
+    }
+
+    /// Put block `pfn` of `order` on the `mt` list (no accounting).
+    pub(crate) fn add_to_list(&mut self, pfn: u64, order: u8, mt: MigrateType, tail: bool) {
+        let i = self.idx(pfn);
+        let e = &self.m[i as usize];
+        e.set_order(order);
+        e.set_mt(mt as u8);
+        e.set_state(State::Buddy);
+        let l = &mut self.inner.free.lists[order as usize][mt as usize];
+        if tail {
+            l.push_tail(self.m, i);
+        } else {
+            l.push_head(self.m, i);
+        }
+        self.inner.free.nr_free[order as usize] += 1;
+        self.set_nonempty(order, mt);
+    }
+
+    /// Take block `pfn` off its list (no accounting); returns the list's type.
+    pub(crate) fn del_from_list(&mut self, pfn: u64, order: u8) -> MigrateType {
+        let i = self.idx(pfn);
+        let e = &self.m[i as usize];
+        let mt = MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable);
+        self.inner.free.lists[order as usize][mt as usize].remove(self.m, i);
+        self.inner.free.nr_free[order as usize] -= 1;
+        e.set_state(State::Tail);
+        self.set_nonempty(order, mt);
+        mt
+    }
+
+    /// Move a free block to another type's list, with accounting.
+    fn move_to_list(&mut self, pfn: u64, order: u8, to: MigrateType, tail: bool) {
+        let from = self.del_from_list(pfn, order);
+        self.account(-(1i64 << order), from);
+        self.add_to_list(pfn, order, to, tail);
+        self.account(1i64 << order, to);
+    }
+
+    /// True if `pfn` heads a free block of `order` on a buddy list of this zone.
+    #[inline]
+    fn is_buddy(&self, pfn: u64, order: u8) -> bool {
+        if !self.z.contains(pfn) {
+            return false;
+        }
+        let e = self.meta(pfn);
+        e.state() == State::Buddy && e.order() == order
+    }
+
+    /// `__free_one_page` (spec §7.1): merge upward as far as possible and insert, at the
+    /// tail when the merge of the next level is likely.
+    pub(crate) fn free_one(&mut self, mut pfn: u64, mut order: u8, mt: MigrateType, to_tail: bool) {
+        self.account(1i64 << order, mt);
+        while order < MAX_ORDER {
+            let bpfn = pfn ^ (1u64 << order);
+            if !self.is_buddy(bpfn, order) {
+                break;
+            }
+            let bmt = if order >= PAGEBLOCK_ORDER {
+                let bmt = self.z.pageblock_mt(bpfn);
+                if bmt != mt && (!mt.is_mergeable() || !bmt.is_mergeable()) {
+                    break;
+                }
+                bmt
+            } else {
+                mt
+            };
+            let list_mt = self.del_from_list(bpfn, order);
+            // The buddy's pages leave its list type and join ours (same pageblock below
+            // pageblock order; the retag below makes them ours above it).
+            if list_mt != mt {
+                self.account(-(1i64 << order), list_mt);
+                self.account(1i64 << order, mt);
+            }
+            let e = self.meta(bpfn);
+            e.set_state_flags(State::Tail, 0);
+            if bmt != mt && self.cfg.steal_claim_half {
+                // 6.10+: match the buddy's pageblock type so that expand() later puts the
+                // sub-blocks on the right lists.
+                self.z.set_pageblock_mt(bpfn, mt);
+            }
+            pfn &= bpfn;
+            order += 1;
+        }
+        let tail = to_tail || self.merge_likely(pfn, order);
+        self.add_to_list(pfn, order, mt, tail);
+    }
+
+    /// `buddy_merge_likely`: the order+1 block containing ours has its own buddy free, so
+    /// once our missing buddy comes back two levels of merging follow: keep this block
+    /// cold (tail) so it is less likely to be split meanwhile.
+    fn merge_likely(&self, pfn: u64, order: u8) -> bool {
+        if order >= MAX_ORDER - 1 {
+            return false;
+        }
+        let higher = pfn & !(1u64 << order);
+        self.is_buddy(higher ^ (1u64 << (order + 1)), order + 1)
+    }
+
+    /// `free_one_page` (6.12): blocks larger than a pageblock are freed pageblock by
+    /// pageblock, each with its own pageblock's type.
+    pub(crate) fn free_pages(&mut self, pfn: u64, order: u8) {
+        if order > PAGEBLOCK_ORDER {
+            let mut p = pfn;
+            while p < pfn + (1u64 << order) {
+                let mt = self.z.pageblock_mt(p);
+                self.free_one(p, PAGEBLOCK_ORDER, mt, false);
+                p += PB_PAGES;
+            }
+        } else {
+            let mt = self.z.pageblock_mt(pfn);
+            self.free_one(pfn, order, mt, false);
+        }
+    }
+
+    /// `expand`: split a block of order `high` at `pfn` down to `low`, putting the upper
+    /// halves on the head of the `mt` lists; returns pages put back.
+    fn expand(&mut self, pfn: u64, low: u8, mut high: u8, mt: MigrateType) -> u64 {
+        let mut added = 0;
+        while high > low {
+            high -= 1;
+            let size = 1u64 << high;
+            self.add_to_list(pfn + size, high, mt, false);
+            added += size;
+        }
+        added
+    }
+
+    /// `__rmqueue_smallest` (spec §7.2).
+    pub(crate) fn smallest(&mut self, order: u8, mt: MigrateType) -> Option<u64> {
+        for cur in order..=MAX_ORDER {
+            let Some(i) = self.inner.free.lists[cur as usize][mt as usize].head() else {
+                continue;
+            };
+            let pfn = self.z.pfn_of(i);
+            self.del_from_list(pfn, cur);
+            self.expand(pfn, order, cur, mt);
+            self.account(-(1i64 << order), mt);
+            self.m[i as usize].set_state_flags(State::Tail, 0);
+            return Some(pfn);
+        }
+        None
+    }
+
+    /// First fallback type with a free block of order `cur`.
+    fn find_fallback(&self, cur: u8, start: MigrateType) -> Option<MigrateType> {
+        FALLBACKS[start as usize]
+            .iter()
+            .copied()
+            .find(|&t| !self.inner.free.lists[cur as usize][t as usize].is_empty())
+    }
+
+    /// `__rmqueue`: own type, then fallback with stealing.
+    pub(crate) fn take(&mut self, order: u8, mt: MigrateType, aflags: u32) -> Option<u64> {
+        if let Some(p) = self.smallest(order, mt) {
+            return Some(p);
+        }
+        if !mt.is_mergeable() {
+            return None;
+        }
+        self.fallback(order, mt, aflags)
+    }
+
+    /// `__rmqueue_fallback` (spec §7.3): the largest fallback block first, so that a
+    /// whole pageblock can be claimed; a movable request that cannot claim takes the
+    /// smallest block instead.
+    fn fallback(&mut self, order: u8, start: MigrateType, aflags: u32) -> Option<u64> {
+        let mut cur = MAX_ORDER as i32;
+        while cur >= order as i32 {
+            let c = cur as u8;
+            if let Some(ft) = self.find_fallback(c, start) {
+                let mut c = c;
+                let mut ft = ft;
+                let mut steal = can_steal(c, start);
+                if !steal && start == MigrateType::Movable && c > order {
+                    let (o, t) = (order..=MAX_ORDER)
+                        .find_map(|o| self.find_fallback(o, start).map(|t| (o, t)))?;
+                    c = o;
+                    ft = t;
+                    steal = can_steal(o, start);
+                }
+                let i = self.inner.free.lists[c as usize][ft as usize].head()?;
+                self.st.fallback.add(1);
+                return self.steal_block(self.z.pfn_of(i), c, order, start, aflags, steal);
+            }
+            cur -= 1;
+        }
+        None
+    }
+
+    /// `steal_suitable_fallback` (6.10+) or its ≤ 6.9 form (by `steal_claim_half`).
+    fn steal_block(
+        &mut self,
+        pfn: u64,
+        cur: u8,
+        order: u8,
+        start: MigrateType,
+        aflags: u32,
+        whole_allowed: bool,
+    ) -> Option<u64> {
+        let bt = self.z.pageblock_mt(pfn);
+        let new69 = self.cfg.steal_claim_half;
+        if bt != MigrateType::HighAtomic {
+            if cur >= PAGEBLOCK_ORDER {
+                self.st.pageblock_claim.add(1);
+                if new69 {
+                    let from = self.del_from_list(pfn, cur);
+                    self.account(-(1i64 << cur), from);
+                    self.set_pageblock_range(pfn, cur, start);
+                    let added = self.expand(pfn, order, cur, start);
+                    self.account(added as i64, start);
+                    self.meta(pfn).set_state_flags(State::Tail, 0);
+                    return Some(pfn);
+                }
+                self.set_pageblock_range(pfn, cur, start);
+                self.move_to_list(pfn, cur, start, false);
+                return self.smallest(order, start);
+            }
+            if self.boost_watermark() && aflags & ALLOC_KSWAPD != 0 {
+                self.z.set_flag(ZONE_BOOSTED_WATERMARK);
+            }
+            if whole_allowed {
+                if let Some((free, movable)) = self.scan_pageblock(pfn) {
+                    let alike = if start == MigrateType::Movable {
+                        movable
+                    } else if bt == MigrateType::Movable {
+                        PB_PAGES - free - movable
+                    } else {
+                        0
+                    };
+                    let claim = free + alike >= PB_PAGES / 2;
+                    if claim || !new69 {
+                        // ≤ 6.9 moves the free pages even when it does not claim.
+                        self.move_freepages_block(pfn, start);
+                        if claim {
+                            self.st.pageblock_claim.add(1);
+                            self.z.set_pageblock_mt(pfn, start);
+                        }
+                        return self.smallest(order, start);
+                    }
+                }
+            }
+        }
+        if new69 {
+            // Split in place: the remainders stay on the block's own lists.
+            let from = self.del_from_list(pfn, cur);
+            self.account(-(1i64 << cur), from);
+            let keep = if bt.is_mergeable() || bt == MigrateType::HighAtomic {
+                bt
+            } else {
+                from
+            };
+            let added = self.expand(pfn, order, cur, keep);
+            self.account(added as i64, keep);
+            self.meta(pfn).set_state_flags(State::Tail, 0);
+            Some(pfn)
+        } else {
+            self.move_to_list(pfn, cur, start, false);
+            self.smallest(order, start)
+        }
+    }
+
+    /// `boost_watermark` (spec §6.1).
+    fn boost_watermark(&mut self) -> bool {
+        let f = self.cfg.watermark_boost_factor as u64;
+        if f == 0 || PB_PAGES * 4 > self.z.managed {
+            return false;
+        }
+        let high = self.z.wmark_raw(crate::zone::WMARK_HIGH);
+        let max_boost = (high * f / 10000).max(PB_PAGES);
+        let b = (self.z.boost() + PB_PAGES).min(max_boost);
+        self.z.set_boost(b);
+        true
+    }
+
+    /// Free pages and movable in-use pages of the pageblock around `pfn`; `None` if the
+    /// pageblock crosses the zone boundary.
+    fn scan_pageblock(&self, pfn: u64) -> Option<(u64, u64)> {
+        let start = pfn & !(PB_PAGES - 1);
+        if start < self.z.start_pfn || start + PB_PAGES > self.z.end_pfn {
+            return None;
+        }
+        let (mut free, mut movable) = (0, 0);
+        let mut p = start;
+        while p < start + PB_PAGES {
+            let e = self.meta(p);
+            let step = match e.state() {
+                State::Buddy => {
+                    free += 1u64 << e.order();
+                    1u64 << e.order()
+                }
+                State::Allocated | State::Freeing => {
+                    if e.mt() == MigrateType::Movable as u8 {
+                        movable += 1u64 << e.order();
+                    }
+                    1u64 << e.order()
+                }
+                State::Pcp => 1u64 << e.order(),
+                _ => 1,
+            };
+            p += step.max(1);
+        }
+        Some((free, movable))
+    }
+
+    /// `move_freepages_block`: every free block of the pageblock around `pfn` moves to the
+    /// `to` lists (tail), and the pageblock is retagged. Returns pages moved, or `None`
+    /// when the pageblock crosses the zone boundary.
+    pub(crate) fn move_freepages_block(&mut self, pfn: u64, to: MigrateType) -> Option<u64> {
+        let start = pfn & !(PB_PAGES - 1);
+        if start < self.z.start_pfn || start + PB_PAGES > self.z.end_pfn {
+            return None;
+        }
+        let mut moved = 0;
+        let mut p = start;
+        while p < start + PB_PAGES {
+            let e = self.meta(p);
+            if e.state() == State::Buddy {
+                let o = e.order();
+                self.move_to_list(p, o, to, true);
+                moved += 1u64 << o;
+                p += 1u64 << o;
+            } else if matches!(e.state(), State::Allocated | State::Pcp | State::Freeing) {
+                p += 1u64 << e.order();
+            } else {
+                p += 1;
+            }
+        }
+        self.z.set_pageblock_mt(start, to);
+        Some(moved)
+    }
+
+    /// Retag every pageblock covered by a block of `order` at `pfn`.
+    fn set_pageblock_range(&self, pfn: u64, order: u8, mt: MigrateType) {
+        let n = (1u64 << order.max(PAGEBLOCK_ORDER)) / PB_PAGES;
+        for k in 0..n {
+            self.z.set_pageblock_mt(pfn + k * PB_PAGES, mt);
+        }
+    }
+
+    /// `rmqueue_buddy` under the lock: HIGHATOMIC first for ALLOC_HIGHATOMIC, then the
+    /// normal path, then HIGHATOMIC for non-blocking requests (spec §4.5).
+    pub(crate) fn take_direct(&mut self, order: u8, mt: MigrateType, aflags: u32) -> Option<u64> {
+        if aflags & ALLOC_HIGHATOMIC != 0 {
+            if let Some(p) = self.smallest(order, MigrateType::HighAtomic) {
+                return Some(p);
+            }
+        }
+        if let Some(p) = self.take(order, mt, aflags) {
+            return Some(p);
+        }
+        if aflags & (crate::zone::ALLOC_NON_BLOCK | crate::zone::ALLOC_OOM) != 0 {
+            return self.smallest(order, MigrateType::HighAtomic);
+        }
+        None
+    }
+
+    /// `reserve_highatomic_pageblock` (spec §7.3): after a successful high-order atomic
+    /// allocation, reserve its pageblock, up to about 1 % of the zone.
+    pub(crate) fn reserve_highatomic(&mut self, pfn: u64, order: u8) {
+        let managed = self.z.managed;
+        if managed / 100 < PB_PAGES {
+            return;
+        }
+        let max = (managed / 100).div_ceil(PB_PAGES) * PB_PAGES;
+        if self.z.nr_reserved_highatomic.get() >= max {
+            return;
+        }
+        let mt = self.z.pageblock_mt(pfn);
+        if !mt.is_mergeable() {
+            return;
+        }
+        if order < PAGEBLOCK_ORDER {
+            if self
+                .move_freepages_block(pfn, MigrateType::HighAtomic)
+                .is_none()
+            {
+                return;
+            }
+            self.z.nr_reserved_highatomic.add_signed(PB_PAGES as i64);
+        } else {
+            self.set_pageblock_range(pfn, order, MigrateType::HighAtomic);
+            self.z.nr_reserved_highatomic.add_signed(1i64 << order);
+        }
+        self.st.highatomic_reserve.add(1);
+    }
+
+    /// `unreserve_highatomic_pageblock`: give one reserved pageblock back to `mt`
+    /// (keeping the last one unless `force`). True if one was released.
+    pub(crate) fn unreserve_highatomic(&mut self, mt: MigrateType, force: bool) -> bool {
+        let reserved = self.z.nr_reserved_highatomic.get();
+        if reserved == 0 || (!force && reserved <= PB_PAGES) {
+            return false;
+        }
+        for order in 0..=MAX_ORDER {
+            let Some(i) =
+                self.inner.free.lists[order as usize][MigrateType::HighAtomic as usize].head()
+            else {
+                continue;
+            };
+            let pfn = self.z.pfn_of(i);
+            if self.z.pageblock_mt(pfn) != MigrateType::HighAtomic {
+                continue;
+            }
+            let size = PB_PAGES.max(1u64 << order);
+            self.z
+                .nr_reserved_highatomic
+                .add_signed(-(size.min(self.z.nr_reserved_highatomic.get()) as i64));
+            if order < PAGEBLOCK_ORDER {
+                self.move_freepages_block(pfn, mt);
+            } else {
+                self.move_to_list(pfn, order, mt, false);
+                self.set_pageblock_range(pfn, order, mt);
+            }
+            self.st.highatomic_unreserve.add(1);
+            return true;
+        }
+        false
+    }
+
+    /// Merge order-0 frames left unmerged by merge skipping (Appendix A): each is taken
+    /// off the order-0 list and freed again with merging. Returns frames processed.
+    pub(crate) fn merge_skipped(&mut self) -> u64 {
+        let mut n = 0;
+        for mt in MigrateType::ALL {
+            loop {
+                let found = self.inner.free.lists[0][mt as usize]
+                    .iter(self.m)
+                    .find(|&i| self.m[i as usize].flags() & FLAG_MERGE_SKIPPED != 0);
+                let Some(i) = found else { break };
+                let pfn = self.z.pfn_of(i);
+                let lmt = self.del_from_list(pfn, 0);
+                self.account(-1, lmt);
+                self.m[i as usize].set_state_flags(State::Tail, 0);
+                self.free_one(pfn, 0, lmt, false);
+                n += 1;
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,379 @@
+//! Per-frame metadata (the `struct page` analogue) and the intrusive lists built on it.
+//!
+//! # Design
+//! One [`PageMeta`] of 16 bytes per frame of every zone's span (holes included). List
+//! links are `u32` indices into the metadata array, not pointers, so the array can be a
+//! caller-supplied buffer (no_std) and the simulator can model large memories cheaply.
+//! Every field is an atomic used with relaxed loads and stores only (plain `mov`s on x86):
+//! the locks below give the ordering, and a buggy caller (a racing double free) can
+//! produce a detected error or a wrong answer but never undefined behaviour.
+//!
+//! # Locking rules
+//! Which lock protects a frame's fields follows its state, as in the kernel:
+//! - [`State::Buddy`] (on a zone free list): the zone lock.
+//! - [`State::Pcp`] (on a per-CPU list): that pageset's lock.
+//! - [`State::Allocated`]: the owner of the block; `free` moves it to `Pcp` (under the pcp
+//!   lock) or `Buddy` (under the zone lock). In checked mode the move is a compare-and-swap
+//!   on the state, so two racing frees of one block cannot both succeed.
+//! - [`State::Tail`]: not a block head; nobody writes it except the zone-lock holder that
+//!   merges or splits the block around it.
+//!
+//! A refill or drain moves frames between a pcp list and the buddy lists holding both
+//! locks (pcp, then zone).
+
+use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
+use core::fmt;
+
+/// "No frame" in a list link.
+pub const NIL: u32 = u32::MAX;
+
+/// The state of a frame, kept in its metadata.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum State {
+    /// Not the head of any block (inside a free or allocated block), or never used.
+    Tail = 0,
+    /// Head of a free block on a zone free list (`PageBuddy`).
+    Buddy = 1,
+    /// Head of a block on a per-CPU list.
+    Pcp = 2,
+    /// Head of a block handed out to a caller.
+    Allocated = 3,
+    /// In a hole of the zone's span: never managed.
+    Reserved = 4,
+    /// Claimed by a checked free that is in progress.
+    Freeing = 5,
+}
+
+impl State {
+    fn from_u8(v: u8) -> State {
+        match v & STATE_MASK {
+            1 => State::Buddy,
+            2 => State::Pcp,
+            3 => State::Allocated,
+            4 => State::Reserved,
+            5 => State::Freeing,
+            _ => State::Tail,
+        }
+    }
+}
+
+const STATE_MASK: u8 = 0x0f;
+/// Flag bit: an order-0 free that skipped buddy merging (Aaron Lu's RFC, appendix A).
+pub const FLAG_MERGE_SKIPPED: u8 = 0x10;
+
+/// Metadata of one frame: 16 bytes (checked by a test).
+///
+/// Fields: `next`/`prev` list links (protected by the lock of the list the frame is on),
+/// `order` of the block it heads, `state` (a [`State`] plus flag bits), `mt` (the
+/// migratetype of the list it is on, the cached pcp migratetype, or the requested type of
+/// an allocated block), and `aux` (free for mechanisms: cluster ids, the allocating CPU).
+#[repr(C)]
+pub struct PageMeta {
+    next: AtomicU32,
+    prev: AtomicU32,
+    order: AtomicU8,
+    state: AtomicU8,
+    mt: AtomicU8,
+    spare: AtomicU8,
+    aux: AtomicU32,
+}
+
+impl Default for PageMeta {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PageMeta {
+    /// A fresh, unused entry (state [`State::Tail`]).
+    pub fn new() -> Self {
+        PageMeta {
+            next: AtomicU32::new(NIL),
+            prev: AtomicU32::new(NIL),
+            order: AtomicU8::new(0),
+            state: AtomicU8::new(0),
+            mt: AtomicU8::new(0),
+            spare: AtomicU8::new(0),
+            aux: AtomicU32::new(0),
+        }
+    }
+    /// The frame's state.
+    #[inline]
+    pub fn state(&self) -> State {
+        State::from_u8(self.state.load(Relaxed))
+    }
+    /// Set the state, clearing flag bits.
+    #[inline]
+    pub(crate) fn set_state(&self, s: State) {
+        self.state.store(s as u8, Relaxed);
+    }
+    /// Set state and flags together.
+    #[inline]
+    pub(crate) fn set_state_flags(&self, s: State, flags: u8) {
+        self.state.store(s as u8 | flags, Relaxed);
+    }
+    /// Atomically move from `from` (flags ignored) to `to`; the previous raw byte on success.
+    #[inline]
+    pub(crate) fn claim(&self, from: State, to: State) -> Result<u8, u8> {
+        let cur = self.state.load(Relaxed);
+        if State::from_u8(cur) != from {
+            return Err(cur);
+        }
+        self.state.compare_exchange(cur, to as u8, Relaxed, Relaxed)
+    }
+    /// Flag bits.
+    #[inline]
+    pub fn flags(&self) -> u8 {
+        self.state.load(Relaxed) & !STATE_MASK
+    }
+    /// Order of the block this frame heads.
+    #[inline]
+    pub fn order(&self) -> u8 {
+        self.order.load(Relaxed)
+    }
+    #[inline]
+    pub(crate) fn set_order(&self, o: u8) {
+        self.order.store(o, Relaxed);
+    }
+    /// Migratetype byte (meaning depends on state, see the type docs).
+    #[inline]
+    pub fn mt(&self) -> u8 {
+        self.mt.load(Relaxed)
+    }
+    #[inline]
+    pub(crate) fn set_mt(&self, mt: u8) {
+        self.mt.store(mt, Relaxed);
+    }
+    /// Mechanism-private word.
+    #[inline]
+    pub fn aux(&self) -> u32 {
+        self.aux.load(Relaxed)
+    }
+    #[inline]
+    pub(crate) fn next(&self) -> u32 {
+        self.next.load(Relaxed)
+    }
+    #[inline]
+    pub(crate) fn prev(&self) -> u32 {
+        self.prev.load(Relaxed)
+    }
+    #[inline]
+    fn set_next(&self, v: u32) {
+        self.next.store(v, Relaxed);
+    }
+    #[inline]
+    fn set_prev(&self, v: u32) {
+        self.prev.store(v, Relaxed);
+    }
+}
+
+impl fmt::Debug for PageMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PageMeta")
+            .field("state", &self.state())
+            .field("order", &self.order())
+            .field("mt", &self.mt())
+            .field("flags", &self.flags())
+            .finish()
+    }
+}
+
+/// Bytes of metadata needed for `frames` frames (spanned, holes included).
+pub const fn metadata_size(frames: u64) -> usize {
+    frames as usize * core::mem::size_of::<PageMeta>()
+}
+
+/// A doubly linked list of frames threaded through their metadata.
+///
+/// The list head itself lives in the structure the owning lock protects (a pageset or a
+/// zone's free area), so `&mut List` proves the lock is held; the frames' links are
+/// touched only through it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct List {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+impl Default for List {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for List {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "List(len {})", self.len)
+    }
+}
+
+impl List {
+    /// An empty list.
+    pub const fn new() -> Self {
+        List {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
+    }
+    /// No entries.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+    /// Number of entries (blocks, not pages).
+    #[inline]
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+    /// First entry.
+    #[inline]
+    pub fn head(&self) -> Option<u32> {
+        (self.head != NIL).then_some(self.head)
+    }
+    /// Last entry.
+    #[inline]
+    pub fn tail(&self) -> Option<u32> {
+        (self.tail != NIL).then_some(self.tail)
+    }
+    /// Insert `i` at the head.
+    #[inline]
+    pub(crate) fn push_head(&mut self, m: &[PageMeta], i: u32) {
+        let e = &m[i as usize];
+        e.set_prev(NIL);
+        e.set_next(self.head);
+        if self.head != NIL {
+            m[self.head as usize].set_prev(i);
+        } else {
+            self.tail = i;
+        }
+        self.head = i;
+        self.len += 1;
+    }
+    /// Insert `i` at the tail.
+    #[inline]
+    pub(crate) fn push_tail(&mut self, m: &[PageMeta], i: u32) {
+        let e = &m[i as usize];
+        e.set_next(NIL);
+        e.set_prev(self.tail);
+        if self.tail != NIL {
+            m[self.tail as usize].set_next(i);
+        } else {
+            self.head = i;
+        }
+        self.tail = i;
+        self.len += 1;
+    }
+    /// Remove and return the head.
+    #[inline]
+    pub(crate) fn pop_head(&mut self, m: &[PageMeta]) -> Option<u32> {
+        let i = self.head;
+        if i == NIL {
+            return None;
+        }
+        let n = m[i as usize].next();
+        self.head = n;
+        if n != NIL {
+            m[n as usize].set_prev(NIL);
+        } else {
+            self.tail = NIL;
+        }
+        self.len -= 1;
+        Some(i)
+    }
+    /// Remove and return the tail.
+    #[inline]
+    pub(crate) fn pop_tail(&mut self, m: &[PageMeta]) -> Option<u32> {
+        let i = self.tail;
+        if i == NIL {
+            return None;
+        }
+        let p = m[i as usize].prev();
+        self.tail = p;
+        if p != NIL {
+            m[p as usize].set_next(NIL);
+        } else {
+            self.head = NIL;
+        }
+        self.len -= 1;
+        Some(i)
+    }
+    /// Unlink `i`, which must be on this list.
+    #[inline]
+    pub(crate) fn remove(&mut self, m: &[PageMeta], i: u32) {
+        let e = &m[i as usize];
+        let (p, n) = (e.prev(), e.next());
+        if p != NIL {
+            m[p as usize].set_next(n);
+        } else {
+            debug_assert_eq!(self.head, i);
+            self.head = n;
+        }
+        if n != NIL {
+            m[n as usize].set_prev(p);
+        } else {
+            debug_assert_eq!(self.tail, i);
+            self.tail = p;
+        }
+        self.len -= 1;
+    }
+    /// Walk the entries head to tail.
+    pub fn iter<'a>(&self, m: &'a [PageMeta]) -> ListIter<'a> {
+        ListIter {
+            m,
+            cur: self.head,
+            left: self.len,
+        }
+    }
+}
+
+/// Iterator over a [`List`], head to tail (bounded by the recorded length, so a corrupted
+/// list cannot loop forever).
+#[derive(Debug)]
+pub struct ListIter<'a> {
+    m: &'a [PageMeta],
+    cur: u32,
+    left: u32,
+}
+
+impl Iterator for ListIter<'_> {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        if self.cur == NIL || self.left == 0 {
+            return None;
+        }
+        let i = self.cur;
+        self.cur = self.m[i as usize].next();
+        self.left -= 1;
+        Some(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn metadata_is_16_bytes() {
+        assert_eq!(core::mem::size_of::<PageMeta>(), 16);
+        assert_eq!(metadata_size(1000), 16000);
+    }
+
+    #[test]
+    fn list_ops() {
+        let m: Vec<PageMeta> = (0..8).map(|_| PageMeta::new()).collect();
+        let mut l = List::new();
+        l.push_head(&m, 1);
+        l.push_head(&m, 2);
+        l.push_tail(&m, 3);
+        assert_eq!(l.iter(&m).collect::<Vec<_>>(), [2, 1, 3]);
+        l.remove(&m, 1);
+        assert_eq!(l.iter(&m).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(l.pop_tail(&m), Some(3));
+        assert_eq!(l.pop_head(&m), Some(2));
+        assert!(l.is_empty());
+        assert_eq!(l.pop_head(&m), None);
+    }
+}

@@ -1,0 +1,480 @@
+//! Per-CPU pagesets: the lists, the hot path (`rmqueue_pcplist`, `free_unref_page`) and
+//! the paths that move pages between a pageset and its zone (`rmqueue_bulk`,
+//! `free_pcppages_bulk`, `drain_pages_zone`, `decay_pcp_high`).
+//!
+//! # Design
+//! Budget of the hot path: one trylock of this CPU's pageset lock, a list pop or push, a
+//! few field updates, one unlock; no atomics beyond the lock, no config reads beyond the
+//! copied [`Tune`](crate::tune::Tune). Refill and drain, the only places that take the
+//! zone lock, run the tuning functions of [`crate::tune`].
+//!
+//! # Locking rules
+//! `PcpSlot::pcp` protects the lists, the [`PcpState`] and the metadata of frames on the
+//! lists; `PcpSlot::stats` is written only under it. Order: pcp lock, then zone lock. The
+//! fast paths `try_lock` (a busy lock means a remote drain or decay holds it: the caller
+//! falls back to the zone); drains, decay and sizing updates take it blocking.
+//!
+//! # Invariants
+//! `count == Σ_lists len · 2^order(list)`; every frame on a list has state `Pcp` and the
+//! list's order.
+
+use crate::allocator::Allocator;
+use crate::buddy::Buddy;
+use crate::frame::{MigrateType, NR_PCPTYPES, THP_ORDER};
+use crate::memmap::{List, State, FLAG_MERGE_SKIPPED};
+use crate::stats::Stats;
+use crate::sync::{SpinGuard, SpinLock};
+use crate::tune::{self, PcpState};
+use crate::zone::{Zone, ZONE_BELOW_HIGH};
+
+/// Lists per pageset: 3 types × orders 0..=3, plus the THP lists (`NR_PCP_LISTS`).
+pub const NR_PCP_LISTS: usize = 14;
+
+/// One pageset (`struct per_cpu_pages`), protected by its slot's lock.
+#[derive(Debug)]
+pub(crate) struct Pcp {
+    pub(crate) st: PcpState,
+    /// NUMA remote-pcp countdown (spec §5.3).
+    pub(crate) expire: u8,
+    /// Used since the last tick (stands for "folded a counter delta").
+    pub(crate) active: bool,
+    pub(crate) lists: [List; NR_PCP_LISTS],
+}
+
+impl Pcp {
+    pub(crate) fn new() -> Pcp {
+        Pcp {
+            st: PcpState {
+                batch: 1,
+                ..Default::default()
+            },
+            expire: 0,
+            active: false,
+            lists: [List::new(); NR_PCP_LISTS],
+        }
+    }
+}
+
+/// A pageset with its lock and counters, on its own cache lines.
+#[repr(align(128))]
+#[derive(Debug)]
+pub(crate) struct PcpSlot {
+    pub(crate) pcp: SpinLock<Pcp>,
+    pub(crate) stats: Stats,
+}
+
+impl PcpSlot {
+    pub(crate) fn new() -> Self {
+        PcpSlot {
+            pcp: SpinLock::new(Pcp::new()),
+            stats: Stats::default(),
+        }
+    }
+}
+
+/// `order_to_pindex` (spec §1.4); `mt` is a pcp type (0..=2).
+#[inline]
+pub(crate) fn pindex(order: u8, mt: MigrateType, thp_lists: u8) -> usize {
+    if order <= 3 {
+        3 * order as usize + mt as usize
+    } else {
+        12 + (thp_lists == 2 && mt == MigrateType::Movable) as usize
+    }
+}
+
+/// `pindex_to_order`.
+#[inline]
+pub(crate) fn order_of(pi: usize) -> u8 {
+    if pi < 12 {
+        (pi / 3) as u8
+    } else {
+        THP_ORDER
+    }
+}
+
+impl Allocator {
+    #[inline]
+    pub(crate) fn slot(&self, cpu: usize, zone: usize) -> &PcpSlot {
+        &self.pcps[cpu * self.zones.len() + zone]
+    }
+
+    /// `pcp_allowed_order`.
+    #[inline]
+    pub(crate) fn pcp_allowed(&self, order: u8) -> bool {
+        self.cfg.pcp && (order <= 3 || (order == THP_ORDER && self.cfg.thp))
+    }
+
+    /// `rmqueue_pcplist` (spec §4.2): `None` if the pcp is busy or the zone is empty.
+    #[inline]
+    pub(crate) fn rmqueue_pcplist(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        order: u8,
+        mt: MigrateType,
+        aflags: u32,
+    ) -> Option<u64> {
+        let slot = self.slot(cpu, zone.idx);
+        let Some(mut pcp) = slot.pcp.try_lock() else {
+            self.cpus[cpu].stats.pcp_lock_busy.add_shared(1);
+            return None;
+        };
+        tune::on_alloc(&mut pcp.st, &self.tune);
+        self.take_from_list(cpu, zone, slot, &mut pcp, order, mt, aflags)
+    }
+
+    /// `__rmqueue_pcplist`: pop the head of the list, refilling it first if empty.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn take_from_list(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        pcp: &mut Pcp,
+        order: u8,
+        mt: MigrateType,
+        aflags: u32,
+    ) -> Option<u64> {
+        pcp.active = true;
+        let pi = pindex(order, mt, self.cfg.thp_pcp_lists);
+        if pcp.lists[pi].is_empty() {
+            self.refill(cpu, zone, slot, pcp, order, mt, aflags, pi);
+        }
+        let m = &self.meta[..];
+        let i = pcp.lists[pi].pop_head(m)?;
+        pcp.st.count -= 1 << order;
+        if self.tune.count_min {
+            pcp.st.count_min = pcp.st.count_min.min(pcp.st.count);
+        }
+        let e = &m[i as usize];
+        e.set_state(State::Allocated);
+        e.set_mt(mt as u8);
+        slot.stats.pgalloc.add(1 << order);
+        Some(zone.pfn_of(i))
+    }
+
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn refill(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        pcp: &mut Pcp,
+        order: u8,
+        mt: MigrateType,
+        aflags: u32,
+        pi: usize,
+    ) {
+        let n = tune::nr_pcp_alloc(&mut pcp.st, zone.tune_flags(), order, &self.tune);
+        let got = self.rmqueue_bulk(cpu, zone, order, n, pcp, pi, mt, aflags);
+        if got > 0 {
+            let pages = (got as u64) << order;
+            slot.stats.pcp_refill.add(1);
+            slot.stats.pcp_refill_pages.add(pages);
+            slot.stats.alloc_zone.add(pages);
+        }
+    }
+
+    /// `rmqueue_bulk` (spec §4.4): `n` blocks under one zone-lock hold, appended to the
+    /// tail of list `pi`. Returns blocks taken.
+    #[allow(clippy::too_many_arguments)]
+    fn rmqueue_bulk(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        order: u8,
+        n: i32,
+        pcp: &mut Pcp,
+        pi: usize,
+        mt: MigrateType,
+        aflags: u32,
+    ) -> i32 {
+        let m = &self.meta[..];
+        let mut g = zone.lock(cpu, &*self.platform);
+        let st = g.st;
+        let mut b = Buddy {
+            z: zone,
+            inner: &mut g,
+            m,
+            cfg: &self.cfg,
+            st,
+        };
+        let mut got = 0;
+        while got < n {
+            let Some(pfn) = b.take(order, mt, aflags) else {
+                break;
+            };
+            let i = zone.meta_index(pfn);
+            let e = &m[i as usize];
+            e.set_order(order);
+            e.set_state(State::Pcp);
+            if self.cfg.pcp_migratetype_cache {
+                e.set_mt(zone.pageblock_mt(pfn) as u8);
+            }
+            pcp.lists[pi].push_tail(m, i);
+            got += 1;
+        }
+        st.refill_meta_touched.add(got as u64);
+        drop(g);
+        pcp.st.count += got << order;
+        got
+    }
+
+    /// `free_unref_page` (spec §3.1) for a block whose ownership the caller proved.
+    #[inline]
+    pub(crate) fn free_unref_page(&self, cpu: usize, zone: &Zone, pfn: u64, order: u8) {
+        if !self.pcp_allowed(order) {
+            return self.free_to_zone(cpu, zone, pfn, order);
+        }
+        let pb_mt = zone.pageblock_mt(pfn);
+        let mt = if (pb_mt as usize) >= NR_PCPTYPES {
+            if pb_mt == MigrateType::Isolate {
+                return self.free_to_zone(cpu, zone, pfn, order);
+            }
+            MigrateType::Movable
+        } else {
+            pb_mt
+        };
+        let slot = self.slot(cpu, zone.idx);
+        match slot.pcp.try_lock() {
+            Some(mut pcp) => self.commit_free(cpu, zone, slot, &mut pcp, pfn, order, mt, pb_mt),
+            None => self.free_to_zone(cpu, zone, pfn, order),
+        }
+    }
+
+    /// `free_unref_page_commit` (spec §3.2), in the kernel's order of operations.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn commit_free(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        pcp: &mut Pcp,
+        pfn: u64,
+        order: u8,
+        mt: MigrateType,
+        pb_mt: MigrateType,
+    ) {
+        let m = &self.meta[..];
+        let i = zone.meta_index(pfn);
+        let e = &m[i as usize];
+        e.set_state(State::Pcp);
+        if self.cfg.pcp_migratetype_cache {
+            e.set_mt(pb_mt as u8);
+        }
+        pcp.active = true;
+        slot.stats.pgfree.add(1 << order);
+        let pi = pindex(order, mt, self.cfg.thp_pcp_lists);
+        pcp.lists[pi].push_head(m, i);
+        pcp.st.count += 1 << order;
+        let d = tune::on_free(&mut pcp.st, order, zone.tune_flags(), &self.tune);
+        if d.free_high {
+            slot.stats.free_high.add(1);
+        }
+        if d.drain > 0 {
+            self.drain_after_free(cpu, zone, slot, pcp, d.drain, pi);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drain_after_free(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        pcp: &mut Pcp,
+        n: i32,
+        pi: usize,
+    ) {
+        self.free_pcppages_bulk(cpu, zone, slot, n, pcp, pi);
+        if zone.has_flag(ZONE_BELOW_HIGH)
+            && zone.watermark_ok(
+                0,
+                zone.wmark(crate::zone::WMARK_HIGH),
+                0,
+                self.cfg.highatomic_free_accounting,
+            )
+        {
+            zone.clear_flag(ZONE_BELOW_HIGH);
+        }
+        self.reclaim_progress(zone);
+    }
+
+    /// `free_pcppages_bulk` (spec §3.6): `n` pages from the list tails, round robin from
+    /// list `start`, under one zone-lock hold.
+    pub(crate) fn free_pcppages_bulk(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        n: i32,
+        pcp: &mut Pcp,
+        start: usize,
+    ) {
+        let mut n = n.min(pcp.st.count);
+        if n <= 0 {
+            return;
+        }
+        let m = &self.meta[..];
+        let moved_before = pcp.st.count;
+        let mut g = zone.lock(cpu, &*self.platform);
+        let st = g.st;
+        let isolated = zone
+            .nr_isolate_pageblock
+            .load(crate::sync::atomic::Ordering::Relaxed)
+            > 0;
+        let mut b = Buddy {
+            z: zone,
+            inner: &mut g,
+            m,
+            cfg: &self.cfg,
+            st,
+        };
+        let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
+        while n > 0 && pcp.st.count > 0 {
+            loop {
+                pi = (pi + 1) % NR_PCP_LISTS;
+                if !pcp.lists[pi].is_empty() {
+                    break;
+                }
+            }
+            let k = order_of(pi);
+            while let Some(i) = pcp.lists[pi].pop_tail(m) {
+                n -= 1 << k;
+                pcp.st.count -= 1 << k;
+                let pfn = zone.pfn_of(i);
+                let e = &m[i as usize];
+                let mt = if self.cfg.pcp_migratetype_cache && !isolated {
+                    MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
+                } else {
+                    zone.pageblock_mt(pfn)
+                };
+                e.set_state_flags(State::Tail, 0);
+                if k == 0 && self.cfg.merge_skip && b.can_skip_merge() {
+                    b.free_skip_merge(pfn, mt);
+                } else {
+                    b.free_one(pfn, k, mt, false);
+                }
+                if n <= 0 {
+                    break;
+                }
+            }
+        }
+        drop(g);
+        slot.stats.pcp_drain.add(1);
+        slot.stats
+            .pcp_drain_pages
+            .add((moved_before - pcp.st.count) as u64);
+    }
+
+    /// `drain_pages_zone` (spec §5.4): empty one CPU's pageset of a zone, in chunks of
+    /// `batch << SCALE` (6.10+) or in one hold (≤ 6.9).
+    pub(crate) fn drain_pages_zone(&self, cpu: usize, zone: &Zone) {
+        let slot = self.slot(cpu, zone.idx);
+        loop {
+            let mut pcp = slot.pcp.lock();
+            let c = pcp.st.count;
+            if c == 0 {
+                break;
+            }
+            let n = if self.cfg.chunked_drain {
+                c.min(pcp.st.batch.max(1) << self.tune.scale)
+            } else {
+                c
+            };
+            slot.stats.drain_cpu.add(1);
+            self.free_pcppages_bulk(cpu, zone, slot, n, &mut pcp, 0);
+            if !self.cfg.chunked_drain {
+                break;
+            }
+        }
+        self.reclaim_progress(zone);
+    }
+
+    /// The per-CPU part of `refresh_cpu_vm_stats` (spec §5.2, §5.3): decay `high`, return
+    /// the excess, and drain remote-node pcps idle for 3 ticks. True if work remains.
+    pub(crate) fn tick_zone(&self, cpu: usize, zone: &Zone) -> bool {
+        let slot = self.slot(cpu, zone.idx);
+        let mut pcp = slot.pcp.lock();
+        let d = tune::decay(&mut pcp.st, &self.tune);
+        let mut todo = d.todo;
+        if d.excess > 0 {
+            slot.stats.decay_drain.add(1);
+            self.free_pcppages_bulk(cpu, zone, slot, d.excess, &mut pcp, 0);
+        }
+        if pcp.active {
+            pcp.expire = 3;
+            pcp.active = false;
+        }
+        if pcp.expire != 0 && pcp.st.count != 0 {
+            if zone.node == self.cpus[cpu].node {
+                pcp.expire = 0;
+            } else {
+                pcp.expire -= 1;
+                todo = true;
+                if pcp.expire == 0 {
+                    let n = pcp.st.count.min(pcp.st.batch);
+                    slot.stats.expire_drain.add(1);
+                    self.free_pcppages_bulk(cpu, zone, slot, n, &mut pcp, 0);
+                }
+            }
+        }
+        drop(pcp);
+        self.reclaim_progress(zone);
+        todo
+    }
+
+    /// Write sizes into a pageset (`zone_set_pageset_high_and_batch`'s store): `high`,
+    /// `count` and the factors are not touched; FREE_HIGH_BATCH from the cache slice.
+    pub(crate) fn set_pcp_sizes(
+        &self,
+        cpu: usize,
+        zone: usize,
+        high_min: i32,
+        high_max: i32,
+        batch: i32,
+        init: bool,
+    ) {
+        let mut pcp: SpinGuard<'_, Pcp> = self.slot(cpu, zone).pcp.lock();
+        pcp.st.high_min = high_min;
+        pcp.st.high_max = high_max;
+        pcp.st.batch = batch;
+        if init {
+            // `high` starts at 0 and is clamped to high_min on first use; start there.
+            pcp.st.high = high_min;
+        }
+        let big = self.cfg.free_high_bounded
+            && tune::free_high_batch(self.cpus[cpu].llc_slice_bytes, batch);
+        if big {
+            pcp.st.flags |= tune::PCPF_FREE_HIGH_BATCH;
+        } else {
+            pcp.st.flags &= !tune::PCPF_FREE_HIGH_BATCH;
+        }
+    }
+}
+
+impl Buddy<'_> {
+    /// `can_skip_merge` (Appendix A): order-0 frees skip merging unless a caller that
+    /// needs contiguity raised the zone's merge-disable depth.
+    #[inline]
+    pub(crate) fn can_skip_merge(&self) -> bool {
+        self.z
+            .merge_disable
+            .load(crate::sync::atomic::Ordering::Relaxed)
+            == 0
+    }
+
+    /// Put an order-0 frame on the free list head, marked merge-skipped, without looking
+    /// at its buddy.
+    pub(crate) fn free_skip_merge(&mut self, pfn: u64, mt: MigrateType) {
+        self.add_to_list(pfn, 0, mt, false);
+        self.m[self.z.meta_index(pfn) as usize].set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
+        self.account(1, mt);
+        self.st.merge_skipped.add(1);
+    }
+}

@@ -1,0 +1,72 @@
+//! Environment seams: which CPU am I on, and what time is it.
+//!
+//! The same allocator code runs on real threads ([`OsPlatform`]: `sched_getcpu` and the
+//! monotonic clock), under the simulator and in no_std users ([`ManualPlatform`], or an
+//! implementation of [`Platform`] of their own).
+
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::fmt;
+
+/// CPU identity and time, as the allocator needs them.
+///
+/// `current_cpu` is called by the allocation and free entry points that do not name a
+/// CPU; `now_ns` on zone-lock trips (hold/wait accounting) and by the zonelist cache.
+pub trait Platform: Send + Sync + fmt::Debug {
+    /// The CPU the caller runs on, `< Layout::cpus.len()`.
+    fn current_cpu(&self) -> usize;
+    /// A monotonic clock in nanoseconds.
+    fn now_ns(&self) -> u64;
+}
+
+/// The host: `sched_getcpu()` and `CLOCK_MONOTONIC`.
+#[cfg(feature = "std")]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsPlatform;
+
+#[cfg(feature = "std")]
+impl Platform for OsPlatform {
+    #[inline]
+    fn current_cpu(&self) -> usize {
+        crate::os::current_cpu()
+    }
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        crate::os::monotonic_ns()
+    }
+}
+
+/// A platform whose CPU and clock are set by the caller: for no_std, tests and the
+/// simulator (virtual time).
+#[derive(Debug, Default)]
+pub struct ManualPlatform {
+    cpu: AtomicUsize,
+    now: AtomicU64,
+}
+
+impl ManualPlatform {
+    /// CPU 0 at time 0.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Set the CPU `current_cpu` reports.
+    pub fn set_cpu(&self, cpu: usize) {
+        self.cpu.store(cpu, Relaxed);
+    }
+    /// Set the clock.
+    pub fn set_now(&self, ns: u64) {
+        self.now.store(ns, Relaxed);
+    }
+    /// Advance the clock.
+    pub fn advance(&self, ns: u64) {
+        self.now.fetch_add(ns, Relaxed);
+    }
+}
+
+impl Platform for ManualPlatform {
+    fn current_cpu(&self) -> usize {
+        self.cpu.load(Relaxed)
+    }
+    fn now_ns(&self) -> u64 {
+        self.now.load(Relaxed)
+    }
+}

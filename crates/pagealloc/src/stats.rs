@@ -1,0 +1,202 @@
+//! Counters, declared once and expanded into the per-CPU cells, the summed snapshot and
+//! the `/proc/vmstat`-style printer.
+//!
+//! # Design
+//! Each counter cell is owned by one lock: the pageset's (`pcp` path events), the zone's
+//! (events under the zone lock, kept per CPU inside the zone), or nobody (rare lock-free
+//! events, updated with an atomic add). A cell is written with a plain load and store
+//! under its lock ([`StatCell::add`]), so counting costs an add, and a read sums every
+//! cell without taking locks ([`Counters`]). Fields marked `max` are maxima, merged with
+//! `max` instead of `+`.
+
+use crate::sync::StatCell;
+use core::fmt;
+
+macro_rules! counters {
+    ($( $(#[doc = $doc:expr])* $name:ident : $kind:ident ),* $(,)?) => {
+        /// Live counter cells of one owner (a pageset, a zone's per-CPU slot, a CPU).
+        #[derive(Default, Debug)]
+        pub struct Stats {
+            $( $(#[doc = $doc])* pub $name: StatCell, )*
+        }
+
+        /// A summed snapshot of counters (all CPUs, all zones, or one of them).
+        #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Counters {
+            $( $(#[doc = $doc])* pub $name: u64, )*
+        }
+
+        impl Stats {
+            /// Merge this owner's cells into a snapshot.
+            pub fn accumulate(&self, into: &mut Counters) {
+                $( counters!(@merge $kind, into.$name, self.$name.get()); )*
+            }
+            /// Zero every cell (not atomic with respect to concurrent updates).
+            pub fn reset(&self) {
+                $( self.$name.reset(); )*
+            }
+        }
+
+        impl Counters {
+            /// Names and values, in declaration order.
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$( (stringify!($name), self.$name), )*].into_iter()
+            }
+            /// Merge another snapshot into this one.
+            pub fn merge(&mut self, o: &Counters) {
+                $( counters!(@merge $kind, self.$name, o.$name); )*
+            }
+            /// `self - earlier` for sums, `self` for maxima: the events of an interval.
+            pub fn since(&self, earlier: &Counters) -> Counters {
+                Counters {
+                    $( $name: counters!(@since $kind, self.$name, earlier.$name), )*
+                }
+            }
+            /// The value of a counter by name.
+            pub fn get(&self, name: &str) -> Option<u64> {
+                self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+            }
+        }
+    };
+    (@merge sum, $a:expr, $b:expr) => { $a += $b };
+    (@merge max, $a:expr, $b:expr) => { $a = $a.max($b) };
+    (@since sum, $a:expr, $b:expr) => { $a.wrapping_sub($b) };
+    (@since max, $a:expr, $b:expr) => { $a };
+}
+
+counters! {
+    /// Pages allocated (`pgalloc_*`): +2^order per successful allocation.
+    pgalloc: sum,
+    /// Pages freed (`pgfree`): +2^order per free, pcp or zone path.
+    pgfree: sum,
+    /// Pages taken from the zone's buddy lists for allocation: refills + direct.
+    alloc_zone: sum,
+    /// Allocations served directly by the zone (orders not cached, or pcp unavailable).
+    alloc_direct: sum,
+    /// Frees that went straight to the zone.
+    free_direct: sum,
+    /// Refills of a pcp list from the zone (`rmqueue_bulk` calls).
+    pcp_refill: sum,
+    /// Pages moved zone -> pcp by refills.
+    pcp_refill_pages: sum,
+    /// Drains of a pcp to the zone (`free_pcppages_bulk` calls), any cause.
+    pcp_drain: sum,
+    /// Pages moved pcp -> zone by drains.
+    pcp_drain_pages: sum,
+    /// Frees that triggered a free_high drain.
+    free_high: sum,
+    /// Drains done by the decay tick.
+    decay_drain: sum,
+    /// Drains of remote-node pcps that expired (3 idle ticks).
+    expire_drain: sum,
+    /// `drain_pages_zone` calls (drain of one CPU, drain of all, CPU offline).
+    drain_cpu: sum,
+    /// Allocation fast paths that found the pcp lock taken and went to the zone.
+    pcp_lock_busy: sum,
+    /// Zone-lock acquisitions.
+    zone_lock: sum,
+    /// Zone-lock acquisitions that had to wait.
+    zone_lock_contended: sum,
+    /// Nanoseconds spent waiting for zone locks.
+    zone_lock_wait_ns: sum,
+    /// Nanoseconds zone locks were held.
+    zone_lock_hold_ns: sum,
+    /// Longest single zone-lock hold, ns.
+    zone_lock_max_hold_ns: max,
+    /// Fallback allocations from another migratetype's free list.
+    fallback: sum,
+    /// Pageblocks claimed (retagged) by a fallback.
+    pageblock_claim: sum,
+    /// Pageblocks reserved as HIGHATOMIC.
+    highatomic_reserve: sum,
+    /// Pageblocks given back from the HIGHATOMIC reserve.
+    highatomic_unreserve: sum,
+    /// Zones the allocation path skipped for failing the watermark test.
+    watermark_fail: sum,
+    /// Allocations that entered the slow path.
+    alloc_slowpath: sum,
+    /// Allocations that failed with OutOfMemory.
+    alloc_fail: sum,
+    /// Times the zone's BELOW_HIGH flag was set.
+    below_high_set: sum,
+    /// Zones examined by zonelist walks past the first zone.
+    zonelist_scanned: sum,
+    /// Zones skipped by the zonelist full-zone cache.
+    zonelist_skipped: sum,
+    /// Order-0 frees that skipped buddy merging.
+    merge_skipped: sum,
+    /// Deferred merges of merge-skipped frames done later.
+    merge_deferred: sum,
+    /// High-order allocations that failed, then succeeded after deferred merging.
+    highorder_rescued: sum,
+    /// Per-frame metadata writes under the zone lock by refills (clustered refill).
+    refill_meta_touched: sum,
+    /// Refill cuts of whole clusters (clustered refill).
+    cluster_cut: sum,
+}
+
+impl fmt::Display for Counters {
+    /// `/proc/vmstat` style: `name value` per line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (n, v) in self.iter() {
+            writeln!(f, "{n} {v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One pageset's state, as `/proc/zoneinfo` prints it (plus the tuning internals).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PcpInfo {
+    /// CPU.
+    pub cpu: usize,
+    /// Zone index.
+    pub zone: usize,
+    /// Pages on the lists.
+    pub count: i32,
+    /// Current high (as stored; the next alloc/free re-clamps it).
+    pub high: i32,
+    /// Batch.
+    pub batch: i32,
+    /// Lower bound of high.
+    pub high_min: i32,
+    /// Upper bound of high.
+    pub high_max: i32,
+    /// PCPF_* flags.
+    pub flags: u8,
+    /// Refill scale exponent.
+    pub alloc_factor: u8,
+    /// v6.6 drain scale exponent.
+    pub free_factor: u8,
+    /// Recently freed pages.
+    pub free_count: i32,
+}
+
+/// One zone's state for reports.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ZoneInfo {
+    /// Zone index.
+    pub zone: usize,
+    /// Node of the zone.
+    pub node: usize,
+    /// Zone name (DMA, DMA32, Normal, Movable).
+    pub name: &'static str,
+    /// Free pages in the buddy lists (NR_FREE_PAGES).
+    pub free: u64,
+    /// min / low / high / promo watermarks, without boost.
+    pub wmark: [u64; 4],
+    /// Current watermark boost.
+    pub boost: u64,
+    /// Pages spanned, including holes.
+    pub spanned: u64,
+    /// Pages managed.
+    pub managed: u64,
+    /// Free blocks per order.
+    pub nr_free: [u64; crate::frame::NR_ORDERS],
+    /// ZONE_BELOW_HIGH.
+    pub below_high: bool,
+    /// ZONE_RECLAIM_ACTIVE.
+    pub reclaim_active: bool,
+    /// Pages reserved as HIGHATOMIC.
+    pub reserved_highatomic: u64,
+}

@@ -1,0 +1,803 @@
+//! PCP auto-tuning as pure functions over copyable state: sizing (`zone_batchsize`,
+//! `zone_highsize`), the free path (`free_high` detection, `nr_pcp_high`, `nr_pcp_free`),
+//! the allocation path (`nr_pcp_alloc`) and the decay tick (`decay_pcp_high`).
+//!
+//! # Design
+//! Everything the kernel's functions read or write on `struct per_cpu_pages` is in
+//! [`PcpState`]; the zone flags they test are in [`ZoneFlags`]; the switches of the series
+//! are in [`Tune`]. The pageset code (`pcp.rs`) calls these with the pcp lock held and acts
+//! on the answers (moves pages), so each formula can be table-tested alone against
+//! `shared/spec/linux-pcp.md` (§2–§5, cited per function).
+//!
+//! Partners: [`on_free`] raises `free_count` and halves `alloc_factor`; [`on_alloc`]
+//! halves `free_count`; [`nr_pcp_alloc`] raises `alloc_factor` and `high`;
+//! [`nr_pcp_high`] raises or cuts `high` on free; [`decay`] brings it back down.
+
+use crate::config::Config;
+
+/// `PCPF_PREV_FREE_HIGH_ORDER`: the previous free on this pcp was order 1..=3.
+pub const PCPF_PREV_FREE_HIGH_ORDER: u8 = 0x01;
+/// `PCPF_FREE_HIGH_BATCH`: this CPU's share of the data cache is large (> 3 batches), so
+/// free_high keeps one batch in the pcp.
+pub const PCPF_FREE_HIGH_BATCH: u8 = 0x02;
+
+/// The tunable fields of one pageset (one CPU, one zone). Counts in base pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PcpState {
+    /// Pages on all lists.
+    pub count: i32,
+    /// Current limit; re-clamped into [high_min, high_max] before use.
+    pub high: i32,
+    /// Lower bound of `high`.
+    pub high_min: i32,
+    /// Upper bound of `high`.
+    pub high_max: i32,
+    /// Refill/drain chunk.
+    pub batch: i32,
+    /// PCPF_* bits.
+    pub flags: u8,
+    /// Order-0 refill scale exponent, 0..=SCALE (V3 5/9).
+    pub alloc_factor: u8,
+    /// Drain scale exponent of v6.6 .. V3 8/9 (replaced by `free_count`).
+    pub free_factor: u8,
+    /// Pages freed recently (V3 9/9); halved by every allocation.
+    pub free_count: i32,
+    /// Lowest `count` since the last tick (V2 09/10, non-mainline).
+    pub count_min: i32,
+}
+
+/// Zone flags read by the tuning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZoneFlags {
+    /// ZONE_BELOW_HIGH: free pages fell below the high watermark.
+    pub below_high: bool,
+    /// ZONE_RECLAIM_ACTIVE: (modelled) kswapd is reclaiming on this node.
+    pub reclaim_active: bool,
+}
+
+/// The switches of the series that the tuning functions read; copied out of [`Config`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tune {
+    /// `CONFIG_PCP_BATCH_SCALE_MAX`.
+    pub scale: u8,
+    /// V3 1/9.
+    pub prev_order: bool,
+    /// V3 3/9.
+    pub bounded: bool,
+    /// V3 4/9 + 5/9.
+    pub refill_scaling: bool,
+    /// V3 7/9.
+    pub auto_tune: bool,
+    /// V3 8/9.
+    pub below_high: bool,
+    /// V3 9/9.
+    pub free_count: bool,
+    /// V2 09/10.
+    pub count_min: bool,
+}
+
+impl Tune {
+    /// The tuning switches of a config.
+    pub fn from_config(c: &Config) -> Tune {
+        Tune {
+            scale: c.batch_scale_max,
+            prev_order: c.free_high_prev_order,
+            bounded: c.free_high_bounded,
+            refill_scaling: c.refill_scaling,
+            auto_tune: c.auto_tune,
+            below_high: c.below_high,
+            free_count: c.free_count,
+            count_min: c.count_min,
+        }
+    }
+}
+
+fn clamp(x: i32, lo: i32, hi: i32) -> i32 {
+    // The kernel's clamp: if lo > hi the answer is hi (spec §0.3).
+    x.max(lo).min(hi)
+}
+
+/// `zone_batchsize` (spec §2.1): `2^n - 1` pages, about 0.1 % of the zone up to 1 MiB/4.
+pub fn zone_batchsize(managed: u64) -> i32 {
+    let mut b = (managed >> 10).min((1024 * 1024 / crate::frame::PAGE_SIZE) as u64) as i64;
+    b /= 4;
+    if b < 1 {
+        b = 1;
+    }
+    // round_down_pow2(b + b/2) - 1: a 2^n - 1 value, to avoid cache-colour aliasing.
+    let x = (b + b / 2) as u64;
+    let r = 1u64 << (63 - x.leading_zeros());
+    (r as i32 - 1).max(1)
+}
+
+/// `zone_highsize` (spec §2.2): `max(total / cpus, batch * 4)` where `total` is the low
+/// watermark (fraction 0) or `managed / fraction`, and `cpus` the CPUs of the zone's node
+/// (plus one coming online; all online CPUs for a memory-only node).
+pub fn zone_highsize(
+    low_wmark: u64,
+    managed: u64,
+    batch: i32,
+    node_cpus: u32,
+    cpu_online: u32,
+    online_cpus: u32,
+    fraction: u32,
+) -> i32 {
+    let total = if fraction == 0 {
+        low_wmark
+    } else {
+        managed / fraction as u64
+    };
+    let mut n = node_cpus + cpu_online;
+    if n == 0 {
+        n = online_cpus.max(1);
+    }
+    ((total / n as u64).min(i32::MAX as u64) as i32).max(batch * 4)
+}
+
+/// `(high_min, high_max)` for a zone (spec §2.2, `zone_set_pageset_high_and_batch`).
+/// Without auto-tuning (v6.6) both are the low-watermark share, the old fixed `high`.
+#[allow(clippy::too_many_arguments)]
+pub fn high_bounds(
+    low_wmark: u64,
+    managed: u64,
+    batch: i32,
+    node_cpus: u32,
+    cpu_online: u32,
+    online_cpus: u32,
+    high_fraction: u32,
+    auto_tune: bool,
+) -> (i32, i32) {
+    let hs = |f| {
+        zone_highsize(
+            low_wmark,
+            managed,
+            batch,
+            node_cpus,
+            cpu_online,
+            online_cpus,
+            f,
+        )
+    };
+    if high_fraction != 0 {
+        let h = hs(high_fraction);
+        (h, h)
+    } else if !auto_tune {
+        let h = hs(0);
+        (h, h)
+    } else {
+        (hs(0), hs(8))
+    }
+}
+
+/// `PCPF_FREE_HIGH_BATCH` from the per-CPU data-cache slice (spec §3.3,
+/// `zone_pcp_update_cacheinfo`): set when the slice holds more than three batches.
+pub fn free_high_batch(slice_bytes: u64, batch: i32) -> bool {
+    (slice_bytes >> crate::frame::PAGE_SHIFT) > 3 * batch.max(0) as u64
+}
+
+/// What one free decided: whether it was a free_high free, and how many pages to drain
+/// to the zone now (0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreeDecision {
+    /// The free triggered free_high.
+    pub free_high: bool,
+    /// Pages to return with `free_pcppages_bulk` (0: keep everything).
+    pub drain: i32,
+}
+
+/// The tuning half of `free_unref_page_commit` (spec §3.2), called after the page was
+/// put on its list and `count` raised. Halves `alloc_factor`, detects free_high, raises
+/// `free_count`, computes the limit ([`nr_pcp_high`]) and the drain ([`nr_pcp_free`]).
+pub fn on_free(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDecision {
+    if t.refill_scaling {
+        st.alloc_factor >>= 1;
+    }
+    let batch = st.batch;
+    let mut free_high = false;
+    let high_order = (1..=crate::frame::COSTLY_ORDER).contains(&order);
+    if high_order {
+        // v6.6: free_factor > 0. V3 9/9: free_count >= batch.
+        let recent = if t.free_count {
+            st.free_count >= batch
+        } else {
+            st.free_factor > 0
+        };
+        free_high = recent
+            && (!t.prev_order || st.flags & PCPF_PREV_FREE_HIGH_ORDER != 0)
+            && (!t.bounded || st.flags & PCPF_FREE_HIGH_BATCH == 0 || st.count >= batch);
+        st.flags |= PCPF_PREV_FREE_HIGH_ORDER;
+    } else {
+        st.flags &= !PCPF_PREV_FREE_HIGH_ORDER;
+    }
+    if t.free_count && st.free_count < (batch << t.scale) {
+        // Updated after the free_high test, saturating near batch << SCALE.
+        st.free_count += 1 << order;
+    }
+    let limit = nr_pcp_high(st, zf, free_high, t);
+    let drain = if st.count >= limit {
+        nr_pcp_free(st, limit, free_high, t)
+    } else {
+        0
+    };
+    FreeDecision { free_high, drain }
+}
+
+/// The allocation-side bookkeeping of `rmqueue_pcplist` (spec §4.2): every pcp allocation
+/// halves `free_count` (v6.6 .. V3 8/9: `free_factor`).
+#[inline]
+pub fn on_alloc(st: &mut PcpState, t: &Tune) {
+    if t.free_count {
+        st.free_count >>= 1;
+    } else {
+        st.free_factor >>= 1;
+    }
+}
+
+/// The amount by which a free under pressure cuts `high` (`max(free_count, batch)`;
+/// before V3 9/9, `batch << free_factor`).
+fn pressure_step(st: &PcpState, t: &Tune) -> i32 {
+    if t.free_count {
+        st.free_count.max(st.batch)
+    } else {
+        st.batch << st.free_factor.min(20)
+    }
+}
+
+/// `nr_pcp_high` (spec §3.4): the count at which a free drains; may move `high`.
+pub fn nr_pcp_high(st: &mut PcpState, zf: ZoneFlags, free_high: bool, t: &Tune) -> i32 {
+    let (high_min, high_max, batch) = (st.high_min, st.high_max, st.batch);
+    st.high = clamp(st.high, high_min, high_max);
+    let h = st.high;
+    if h == 0 {
+        return 0;
+    }
+    if free_high {
+        if t.bounded {
+            st.high = (h - (batch << t.scale)).max(high_min);
+        }
+        return 0;
+    }
+    if zf.reclaim_active {
+        if t.auto_tune {
+            st.high = (h - pressure_step(st, t)).max(high_min);
+        }
+        return (batch * 4).min(st.high);
+    }
+    if high_min == high_max {
+        return h;
+    }
+    if t.below_high && zf.below_high {
+        st.high = (h - pressure_step(st, t)).max(high_min);
+        return st.count.max(high_min);
+    }
+    if st.count >= h {
+        // About to drain: a bigger pcp would have avoided it; raise for next time.
+        let need = if t.free_count {
+            st.free_count + batch
+        } else {
+            (batch << st.free_factor.min(20)) + batch
+        };
+        if st.high < need {
+            st.high = clamp(need, high_min, high_max);
+        }
+    }
+    h
+}
+
+/// `nr_pcp_free` (spec §3.5, and v6.6's free_factor form): pages one drain frees.
+pub fn nr_pcp_free(st: &mut PcpState, limit: i32, free_high: bool, t: &Tune) -> i32 {
+    let batch = st.batch;
+    if free_high {
+        return if t.bounded {
+            st.count.min(batch << t.scale)
+        } else {
+            st.count
+        };
+    }
+    if limit < batch {
+        return 1;
+    }
+    let (min_nr, max_nr) = (batch, limit - batch);
+    if t.free_count {
+        return clamp(st.free_count, min_nr, max_nr);
+    }
+    // v6.6: double the drain on each consecutive drain without an allocation.
+    let n = batch.checked_shl(st.free_factor as u32).unwrap_or(i32::MAX);
+    let n = if n < 0 || st.free_factor >= 31 {
+        i32::MAX
+    } else {
+        n
+    };
+    if t.refill_scaling {
+        // V3 4/9 capped the factor at SCALE (7/9 turned `<` into `<=`; we use `<=` from
+        // the capped step on, a deviation of one patch inside the series).
+        if n <= max_nr && st.free_factor < t.scale {
+            st.free_factor += 1;
+        }
+    } else if n < max_nr {
+        st.free_factor = st.free_factor.saturating_add(1);
+    }
+    clamp(n, min_nr, max_nr)
+}
+
+/// `nr_pcp_alloc` (spec §4.3): blocks of `order` to take from the zone in one refill.
+/// Raises `high` (auto-tuning, zone healthy) and `alloc_factor` (order 0).
+pub fn nr_pcp_alloc(st: &mut PcpState, zf: ZoneFlags, order: u8, t: &Tune) -> i32 {
+    let base = st.batch;
+    st.high = clamp(st.high, st.high_min, st.high_max);
+    let mut h = st.high;
+    if h < base {
+        return 1;
+    }
+    if !t.refill_scaling {
+        // v6.6: a constant batch >> order, at least two blocks.
+        return if base > 1 {
+            (base >> order).max(2)
+        } else {
+            base
+        };
+    }
+    let mut n = if order == 0 {
+        base << st.alloc_factor
+    } else {
+        base
+    };
+    // V3 7/9 gated growth by RECLAIM_ACTIVE; 8/9 by BELOW_HIGH.
+    let pressure = if t.below_high {
+        zf.below_high
+    } else {
+        zf.reclaim_active
+    };
+    if t.auto_tune && st.high_min != st.high_max && !pressure {
+        h = (h + n).min(st.high_max);
+        st.high = h;
+    }
+    if order == 0 {
+        let cap = (h - st.count - base).max(base);
+        if n <= cap && st.alloc_factor < t.scale {
+            st.alloc_factor += 1;
+        }
+        n = n.min(cap);
+    }
+    if n > 1 {
+        n = (n >> order).max(2);
+    }
+    n
+}
+
+/// Result of one decay tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decay {
+    /// Pages above the new `high` to return to the zone now.
+    pub excess: i32,
+    /// Work remains (keeps the vmstat worker re-arming).
+    pub todo: bool,
+}
+
+/// `decay_pcp_high` (spec §5.2): `high` loses 1/8 per tick down to high_min, never more
+/// than one maximal drain below `count`; the excess above `high` is returned.
+/// With `count_min` (V2 09/10, non-mainline) only pages that stayed idle since the last
+/// tick are decayed: `high - min(count_min, high >> 3)`.
+pub fn decay(st: &mut PcpState, t: &Tune) -> Decay {
+    let mut todo = false;
+    if !t.auto_tune {
+        return Decay {
+            excess: 0,
+            todo: false,
+        };
+    }
+    if st.high > st.high_min {
+        let step = if t.count_min {
+            st.count_min.max(0).min(st.high >> 3)
+        } else {
+            st.high >> 3
+        };
+        st.high = (st.count - (st.batch << t.scale))
+            .max(st.high - step)
+            .max(st.high_min);
+        if st.high > st.high_min {
+            todo = true;
+        }
+    }
+    let excess = st.count - st.high;
+    if t.count_min {
+        st.count_min = st.count.min(st.high);
+    }
+    Decay {
+        excess: excess.max(0),
+        todo: todo || excess > 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Preset;
+
+    fn tune(p: Preset) -> Tune {
+        Tune::from_config(&p.config())
+    }
+
+    #[test]
+    fn batch_per_zone_size() {
+        // spec §2.1 table
+        let mib = |m: u64| m * 256;
+        for (size, batch) in [
+            (mib(16), 1),
+            (mib(64), 3),
+            (mib(128), 7),
+            (mib(256), 15),
+            (mib(512), 31),
+            (176_128, 63),
+            (mib(1024), 63),
+            (mib(1 << 20), 63),
+        ] {
+            assert_eq!(zone_batchsize(size), batch, "{size} pages");
+        }
+        assert_eq!(zone_batchsize(176_127), 31);
+        assert_eq!(zone_batchsize(0), 1);
+    }
+
+    #[test]
+    fn high_min_max_worked_example() {
+        // spec §2.4: one node, 8 CPUs, 4 GiB zone: LOW = 3096, batch 63.
+        let m = 1_048_576;
+        let b = zone_batchsize(m);
+        assert_eq!(b, 63);
+        assert_eq!(high_bounds(3096, m, b, 8, 0, 8, 0, true), (387, 16384));
+        // tuning off (v6.6): fixed at the low-watermark share
+        assert_eq!(high_bounds(3096, m, b, 8, 0, 8, 0, false), (387, 387));
+        // high fraction 8: managed/8/cpus, both bounds
+        assert_eq!(high_bounds(3096, m, b, 8, 0, 8, 8, true), (16384, 16384));
+        // floor of 4 batches; memory-only node uses online CPUs
+        assert_eq!(zone_highsize(100, m, 63, 8, 0, 8, 0), 252);
+        assert_eq!(zone_highsize(8000, m, 63, 0, 0, 4, 0), 2000);
+        // a CPU coming online counts
+        assert_eq!(zone_highsize(3096, m, 63, 7, 1, 8, 0), 387);
+    }
+
+    fn healthy() -> ZoneFlags {
+        ZoneFlags::default()
+    }
+
+    #[test]
+    fn refill_sizes_grow_63_to_2016() {
+        // spec §4.3: batch 63, healthy zone, order 0: 63, 126, 252, 504, 1008, 2016.
+        let t = tune(Preset::Linux612);
+        let mut st = PcpState {
+            batch: 63,
+            high_min: 387,
+            high_max: 16384,
+            ..Default::default()
+        };
+        let mut got = alloc::vec::Vec::new();
+        for _ in 0..8 {
+            let n = nr_pcp_alloc(&mut st, healthy(), 0, &t);
+            got.push(n);
+            // the refill is consumed before the next one (count back to 0)
+        }
+        assert_eq!(got, [63, 126, 252, 504, 1008, 2016, 2016, 2016]);
+        assert_eq!(st.alloc_factor, 5);
+        // higher orders: 31, 15, 7 blocks, THP 2 blocks
+        for (o, n) in [(1, 31), (2, 15), (3, 7), (9, 2)] {
+            let mut st = PcpState {
+                batch: 63,
+                high_min: 387,
+                high_max: 16384,
+                ..Default::default()
+            };
+            assert_eq!(nr_pcp_alloc(&mut st, healthy(), o, &t), n, "order {o}");
+        }
+        // cap by high - count - batch, never below batch
+        let mut st = PcpState {
+            batch: 63,
+            high: 400,
+            high_min: 400,
+            high_max: 400,
+            alloc_factor: 3,
+            count: 300,
+            ..Default::default()
+        };
+        assert_eq!(nr_pcp_alloc(&mut st, healthy(), 0, &t), 63);
+        assert_eq!(st.alloc_factor, 3, "no growth when capped");
+        // the scale cap
+        let mut t2 = t;
+        t2.scale = 2;
+        let mut st = PcpState {
+            batch: 63,
+            high_min: 387,
+            high_max: 16384,
+            ..Default::default()
+        };
+        let v: alloc::vec::Vec<_> = (0..5)
+            .map(|_| nr_pcp_alloc(&mut st, healthy(), 0, &t2))
+            .collect();
+        assert_eq!(v, [63, 126, 252, 252, 252]);
+        // base: constant batch >> order
+        let tb = tune(Preset::Base);
+        let mut st = PcpState {
+            batch: 63,
+            high: 387,
+            high_min: 387,
+            high_max: 387,
+            ..Default::default()
+        };
+        for _ in 0..4 {
+            assert_eq!(nr_pcp_alloc(&mut st, healthy(), 0, &tb), 63);
+        }
+        assert_eq!(nr_pcp_alloc(&mut st, healthy(), 3, &tb), 7);
+        // boot pageset: one page
+        let mut st = PcpState {
+            batch: 1,
+            ..Default::default()
+        };
+        assert_eq!(nr_pcp_alloc(&mut st, healthy(), 0, &t), 1);
+    }
+
+    #[test]
+    fn refill_raises_high_unless_below_high() {
+        let t = tune(Preset::Linux612);
+        let mut st = PcpState {
+            batch: 63,
+            high_min: 387,
+            high_max: 16384,
+            ..Default::default()
+        };
+        nr_pcp_alloc(&mut st, healthy(), 0, &t);
+        assert_eq!(st.high, 387 + 63);
+        let below = ZoneFlags {
+            below_high: true,
+            ..Default::default()
+        };
+        nr_pcp_alloc(&mut st, below, 0, &t);
+        assert_eq!(st.high, 450);
+        // patch7 gates growth by RECLAIM_ACTIVE, not BELOW_HIGH
+        let t7 = tune(Preset::Patch7);
+        let mut st = PcpState {
+            batch: 63,
+            high_min: 387,
+            high_max: 16384,
+            ..Default::default()
+        };
+        nr_pcp_alloc(&mut st, below, 0, &t7);
+        assert_eq!(st.high, 450);
+        let ra = ZoneFlags {
+            reclaim_active: true,
+            ..Default::default()
+        };
+        nr_pcp_alloc(&mut st, ra, 0, &t7);
+        assert_eq!(st.high, 450);
+    }
+
+    #[test]
+    fn decay_16384_to_387_in_29_ticks() {
+        let t = tune(Preset::Linux612);
+        let mut st = PcpState {
+            batch: 63,
+            high: 16384,
+            high_min: 387,
+            high_max: 16384,
+            ..Default::default()
+        };
+        let mut ticks = 0;
+        while st.high > 387 {
+            let d = decay(&mut st, &t);
+            assert_eq!(d.excess, 0);
+            ticks += 1;
+            assert!(ticks < 100);
+        }
+        assert_eq!(ticks, 29);
+        assert!(!decay(&mut st, &t).todo);
+        // with pages cached, high never falls more than batch<<SCALE below count
+        let mut st = PcpState {
+            batch: 63,
+            high: 16384,
+            high_min: 387,
+            high_max: 16384,
+            count: 16000,
+            ..Default::default()
+        };
+        let d = decay(&mut st, &t);
+        assert_eq!(st.high, 16384 - 2048);
+        assert_eq!(d.excess, 16000 - 14336);
+        st.count -= d.excess;
+        let d = decay(&mut st, &t);
+        assert_eq!(st.high, 14336 - 14336 / 8);
+        assert_eq!(d.excess, 14336 - st.high);
+        // no decay before patch7
+        let mut st2 = st;
+        assert_eq!(decay(&mut st2, &tune(Preset::Patch5)).excess, 0);
+        assert_eq!(st2, st);
+    }
+
+    #[test]
+    fn count_min_decays_only_idle_pages() {
+        let mut t = tune(Preset::Linux612);
+        t.count_min = true;
+        let mut st = PcpState {
+            batch: 63,
+            high: 8000,
+            high_min: 387,
+            high_max: 16384,
+            count: 5000,
+            count_min: 100,
+            ..Default::default()
+        };
+        decay(&mut st, &t);
+        assert_eq!(st.high, 7900, "only the 100 idle pages decay");
+        assert_eq!(st.count_min, 5000);
+    }
+
+    fn st63() -> PcpState {
+        PcpState {
+            batch: 63,
+            high: 1000,
+            high_min: 387,
+            high_max: 16384,
+            count: 100,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn free_high_conditions() {
+        // spec §3.3: all of order 1..=3, previous free order 1..=3, free_count >= batch,
+        // and with FREE_HIGH_BATCH count >= batch.
+        let t = tune(Preset::Linux612);
+        let z = healthy();
+        // (order, prev flag, free_count, cache flag, count before) -> free_high
+        let cases = [
+            (1, true, 63, false, 100, true),
+            (3, true, 63, false, 100, true),
+            (0, true, 63, false, 100, false),
+            (9, true, 63, false, 100, false),
+            (4, true, 63, false, 100, false),
+            (1, false, 63, false, 100, false),
+            (1, true, 62, false, 100, false),
+            (1, true, 63, true, 60, false),
+            (1, true, 63, true, 61, true), // count includes the page just freed (+2)
+        ];
+        for (i, &(order, prev, fc, cache, count, want)) in cases.iter().enumerate() {
+            let mut st = st63();
+            st.count = count + (1 << order);
+            st.free_count = fc;
+            if prev {
+                st.flags |= PCPF_PREV_FREE_HIGH_ORDER;
+            }
+            if cache {
+                st.flags |= PCPF_FREE_HIGH_BATCH;
+            }
+            let d = on_free(&mut st, order, z, &t);
+            assert_eq!(d.free_high, want, "case {i}");
+            assert_eq!(
+                st.flags & PCPF_PREV_FREE_HIGH_ORDER != 0,
+                (1..=3).contains(&order),
+                "case {i} flag"
+            );
+            if want {
+                assert_eq!(d.drain, st.count.min(63 << 5));
+                assert_eq!(st.high, 387, "high cut by batch << SCALE, floored at high_min");
+            }
+        }
+        // v6.6: free_factor > 0 and order 1..=3 is enough, and it drains everything
+        let tb = tune(Preset::Base);
+        let mut st = PcpState {
+            batch: 63,
+            high: 387,
+            high_min: 387,
+            high_max: 387,
+            count: 300,
+            free_factor: 1,
+            ..Default::default()
+        };
+        let d = on_free(&mut st, 1, z, &tb);
+        assert!(d.free_high);
+        assert_eq!(d.drain, 300);
+    }
+
+    #[test]
+    fn process_exit_does_not_drain() {
+        // spec §3.7: thousands of order-0 frees, then one order-1 free (the PGD).
+        let t = tune(Preset::Linux612);
+        let mut st = PcpState {
+            batch: 63,
+            high: 387,
+            high_min: 387,
+            high_max: 16384,
+            ..Default::default()
+        };
+        let mut drained = 0;
+        for _ in 0..5000 {
+            st.count += 1;
+            let d = on_free(&mut st, 0, healthy(), &t);
+            assert!(!d.free_high);
+            st.count -= d.drain;
+            drained += d.drain;
+        }
+        assert!(drained > 0);
+        assert_eq!(st.free_count, 2016, "saturates at batch << SCALE");
+        assert!(
+            st.high >= 2016,
+            "high raised toward free_count + batch: {}",
+            st.high
+        );
+        let before = st.count;
+        st.count += 2;
+        let d = on_free(&mut st, 1, healthy(), &t);
+        assert!(
+            !d.free_high,
+            "one order-1 free after order-0 frees keeps the pcp"
+        );
+        assert_eq!(d.drain, 0);
+        assert_eq!(st.count, before + 2);
+        // base (v6.6): the same sequence drains everything at the PGD free
+        let tb = tune(Preset::Base);
+        let mut st = PcpState {
+            batch: 63,
+            high: 387,
+            high_min: 387,
+            high_max: 387,
+            ..Default::default()
+        };
+        for _ in 0..5000 {
+            st.count += 1;
+            let d = on_free(&mut st, 0, healthy(), &tb);
+            st.count -= d.drain;
+        }
+        st.count += 2;
+        let d = on_free(&mut st, 1, healthy(), &tb);
+        assert!(d.free_high);
+        assert_eq!(d.drain, st.count);
+    }
+
+    #[test]
+    fn nr_pcp_high_and_free_cases() {
+        let t = tune(Preset::Linux612);
+        // healthy, about to drain: raise to free_count + batch, drain at the old high
+        let mut st = st63();
+        st.count = 1000;
+        st.free_count = 1500;
+        assert_eq!(nr_pcp_high(&mut st, healthy(), false, &t), 1000);
+        assert_eq!(st.high, 1563);
+        assert_eq!(nr_pcp_free(&mut st, 1000, false, &t), 937);
+        // below high: cut by max(free_count, batch), drain at count >= high_min
+        let mut st = st63();
+        st.count = 500;
+        st.free_count = 10;
+        let bh = ZoneFlags {
+            below_high: true,
+            ..Default::default()
+        };
+        assert_eq!(nr_pcp_high(&mut st, bh, false, &t), 500);
+        assert_eq!(st.high, 937);
+        // reclaim active: limit min(4 batch, high)
+        let mut st = st63();
+        let ra = ZoneFlags {
+            reclaim_active: true,
+            ..Default::default()
+        };
+        assert_eq!(nr_pcp_high(&mut st, ra, false, &t), 252);
+        assert_eq!(st.high, 937);
+        // disabled pcp
+        let mut st = PcpState {
+            batch: 1,
+            ..Default::default()
+        };
+        assert_eq!(nr_pcp_high(&mut st, healthy(), false, &t), 0);
+        assert_eq!(nr_pcp_free(&mut st, 0, false, &t), 1);
+        // v6.6 free_factor doubling
+        let tb = tune(Preset::Base);
+        let mut st = PcpState {
+            batch: 63,
+            high: 10000,
+            high_min: 10000,
+            high_max: 10000,
+            count: 10000,
+            ..Default::default()
+        };
+        let v: alloc::vec::Vec<_> = (0..9)
+            .map(|_| nr_pcp_free(&mut st, 10000, false, &tb))
+            .collect();
+        assert_eq!(v, [63, 126, 252, 504, 1008, 2016, 4032, 8064, 9937]);
+    }
+}

@@ -1,0 +1,481 @@
+//! A zone: the buddy free lists behind a spin lock, plus the read-mostly and lockless
+//! fields the allocation fast path reads (watermarks, flags, NR_FREE_PAGES, pageblock
+//! types), and the zone-lock accounting.
+//!
+//! # Locking rules
+//! `lock` protects [`ZoneInner`] (the free lists) and the metadata of frames on them.
+//! Fields outside it are atomics: written under the zone lock (NR_FREE_PAGES, highatomic
+//! counts, pageblock types, free-list occupancy bits) or by the sizing code (watermarks),
+//! and read without it by the watermark test, which tolerates stale values as the kernel's
+//! does. `cpu_stats[c]` is written only under the zone lock.
+
+use crate::buddy::FreeArea;
+use crate::frame::{MigrateType, MAX_ORDER, NR_ORDERS, PAGEBLOCK_ORDER};
+use crate::platform::Platform;
+use crate::stats::Stats;
+use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use crate::sync::{SpinGuard, SpinLock};
+use crate::topology::ZoneKind;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+use core::ops::{Deref, DerefMut};
+
+/// Index of the min watermark in `wmark`.
+pub(crate) const WMARK_MIN: usize = 0;
+/// Low watermark.
+pub(crate) const WMARK_LOW: usize = 1;
+/// High watermark.
+pub(crate) const WMARK_HIGH: usize = 2;
+/// Promo watermark.
+pub(crate) const WMARK_PROMO: usize = 3;
+
+/// `alloc_flags` (a subset): the low two bits select the watermark.
+pub(crate) const ALLOC_WMARK_MASK: u32 = 0x3;
+/// Skip the watermark test.
+pub(crate) const ALLOC_NO_WATERMARKS: u32 = 0x4;
+/// Allowed to wake kswapd.
+pub(crate) const ALLOC_KSWAPD: u32 = 0x8;
+/// `__GFP_HIGH`: halve the mark.
+pub(crate) const ALLOC_MIN_RESERVE: u32 = 0x10;
+/// Cannot sleep: a further quarter off.
+pub(crate) const ALLOC_NON_BLOCK: u32 = 0x20;
+/// High-order atomic: may use and build the HIGHATOMIC reserve.
+pub(crate) const ALLOC_HIGHATOMIC: u32 = 0x40;
+/// Last attempt before failing.
+pub(crate) const ALLOC_OOM: u32 = 0x80;
+
+/// Zone flag: watermark boosted by a fallback; the next rmqueue wakes kswapd.
+pub(crate) const ZONE_BOOSTED_WATERMARK: u32 = 1 << 0;
+/// Zone flag: kswapd is (modelled as) reclaiming.
+pub(crate) const ZONE_RECLAIM_ACTIVE: u32 = 1 << 1;
+/// Zone flag: free pages fell below the high watermark.
+pub(crate) const ZONE_BELOW_HIGH: u32 = 1 << 2;
+
+/// A counter written under the zone lock and read anywhere.
+#[derive(Default)]
+pub(crate) struct ZoneCounter(AtomicU64);
+
+impl ZoneCounter {
+    #[inline]
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+    #[inline]
+    pub(crate) fn add_signed(&self, d: i64) {
+        let v = self.0.load(Relaxed) as i64 + d;
+        debug_assert!(v >= 0, "zone counter underflow");
+        self.0.store(v.max(0) as u64, Relaxed);
+    }
+}
+
+impl fmt::Debug for ZoneCounter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.get())
+    }
+}
+
+/// The part of a zone protected by its lock.
+#[derive(Debug)]
+pub(crate) struct ZoneInner {
+    pub(crate) free: FreeArea,
+}
+
+/// One zone. See the module docs for which lock protects what.
+pub(crate) struct Zone {
+    // ---- read-mostly ----
+    pub(crate) idx: usize,
+    pub(crate) node: usize,
+    pub(crate) kind: ZoneKind,
+    pub(crate) start_pfn: u64,
+    pub(crate) end_pfn: u64,
+    /// Metadata index of `start_pfn`.
+    pub(crate) meta_base: u32,
+    pub(crate) managed: u64,
+    /// `start_pfn` rounded down to a pageblock.
+    pb_start: u64,
+    /// Pageblock migratetypes (`pageblock_flags`); written under the zone lock.
+    pageblock: Box<[AtomicU8]>,
+    /// min, low, high, promo (without boost).
+    wmark: [AtomicU64; 4],
+    boost: AtomicU64,
+    flags: AtomicU32,
+    /// Number of pageblocks of type ISOLATE (`nr_isolate_pageblock`).
+    pub(crate) nr_isolate_pageblock: AtomicU32,
+    /// Bit `mt` set in `nonempty[o]` while `free_area[o].free_list[mt]` is not empty.
+    nonempty: [AtomicU8; NR_ORDERS],
+    /// (high_min, high_max, batch) last given to all pcps (`pageset_high_min`, ...).
+    pub(crate) pageset: [AtomicU32; 3],
+    /// Merge-skipping disable depth (Appendix A): raised by callers that need contiguity.
+    pub(crate) merge_disable: AtomicU32,
+
+    // ---- written under the zone lock ----
+    /// NR_FREE_PAGES: free pages on the buddy lists, ISOLATE excluded, pcp excluded.
+    pub(crate) nr_free_pages: ZoneCounter,
+    pub(crate) nr_free_highatomic: ZoneCounter,
+    pub(crate) nr_reserved_highatomic: ZoneCounter,
+    pub(crate) lock: SpinLock<ZoneInner>,
+    /// Per-CPU counters of events under this zone's lock.
+    pub(crate) cpu_stats: Box<[Stats]>,
+}
+
+impl fmt::Debug for Zone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Zone")
+            .field("idx", &self.idx)
+            .field("node", &self.node)
+            .field("kind", &self.kind)
+            .field("span", &(self.start_pfn..self.end_pfn))
+            .field("managed", &self.managed)
+            .field("free", &self.nr_free_pages)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Zone {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        idx: usize,
+        node: usize,
+        kind: ZoneKind,
+        start_pfn: u64,
+        end_pfn: u64,
+        meta_base: u32,
+        managed: u64,
+        ncpus: usize,
+    ) -> Zone {
+        let pb_start = start_pfn & !((1u64 << PAGEBLOCK_ORDER) - 1);
+        let nblocks = (end_pfn - pb_start).div_ceil(1 << PAGEBLOCK_ORDER) as usize;
+        Zone {
+            idx,
+            node,
+            kind,
+            start_pfn,
+            end_pfn,
+            meta_base,
+            managed,
+            pb_start,
+            pageblock: (0..nblocks)
+                .map(|_| AtomicU8::new(MigrateType::Movable as u8))
+                .collect(),
+            wmark: Default::default(),
+            boost: AtomicU64::new(0),
+            flags: AtomicU32::new(0),
+            nr_isolate_pageblock: AtomicU32::new(0),
+            nonempty: Default::default(),
+            pageset: Default::default(),
+            merge_disable: AtomicU32::new(0),
+            nr_free_pages: ZoneCounter::default(),
+            nr_free_highatomic: ZoneCounter::default(),
+            nr_reserved_highatomic: ZoneCounter::default(),
+            lock: SpinLock::new(ZoneInner {
+                free: FreeArea::new(),
+            }),
+            cpu_stats: (0..ncpus).map(|_| Stats::default()).collect(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, pfn: u64) -> bool {
+        pfn >= self.start_pfn && pfn < self.end_pfn
+    }
+    #[inline]
+    pub(crate) fn meta_index(&self, pfn: u64) -> u32 {
+        self.meta_base + (pfn - self.start_pfn) as u32
+    }
+    #[inline]
+    pub(crate) fn pfn_of(&self, idx: u32) -> u64 {
+        self.start_pfn + (idx - self.meta_base) as u64
+    }
+    #[inline]
+    fn pb_index(&self, pfn: u64) -> usize {
+        ((pfn - self.pb_start) >> PAGEBLOCK_ORDER) as usize
+    }
+    /// `get_pfnblock_migratetype`.
+    #[inline]
+    pub(crate) fn pageblock_mt(&self, pfn: u64) -> MigrateType {
+        MigrateType::from_u8(self.pageblock[self.pb_index(pfn)].load(Relaxed))
+            .unwrap_or(MigrateType::Movable)
+    }
+    /// `set_pageblock_migratetype`; keeps `nr_isolate_pageblock`. Zone lock held.
+    pub(crate) fn set_pageblock_mt(&self, pfn: u64, mt: MigrateType) {
+        let old = self.pageblock[self.pb_index(pfn)].swap(mt as u8, Relaxed);
+        if old == MigrateType::Isolate as u8 && mt != MigrateType::Isolate {
+            self.nr_isolate_pageblock.fetch_sub(1, Relaxed);
+        } else if old != MigrateType::Isolate as u8 && mt == MigrateType::Isolate {
+            self.nr_isolate_pageblock.fetch_add(1, Relaxed);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn set_nonempty(&self, order: u8, mt: MigrateType, on: bool) {
+        let a = &self.nonempty[order as usize];
+        let bit = 1u8 << mt as u8;
+        let v = a.load(Relaxed);
+        let n = if on { v | bit } else { v & !bit };
+        if n != v {
+            a.store(n, Relaxed);
+        }
+    }
+
+    // ---- flags ----
+    #[inline]
+    pub(crate) fn has_flag(&self, f: u32) -> bool {
+        self.flags.load(Relaxed) & f != 0
+    }
+    #[inline]
+    pub(crate) fn set_flag(&self, f: u32) {
+        if !self.has_flag(f) {
+            self.flags.fetch_or(f, Relaxed);
+        }
+    }
+    #[inline]
+    pub(crate) fn clear_flag(&self, f: u32) {
+        if self.has_flag(f) {
+            self.flags.fetch_and(!f, Relaxed);
+        }
+    }
+    #[inline]
+    pub(crate) fn tune_flags(&self) -> crate::tune::ZoneFlags {
+        let f = self.flags.load(Relaxed);
+        crate::tune::ZoneFlags {
+            below_high: f & ZONE_BELOW_HIGH != 0,
+            reclaim_active: f & ZONE_RECLAIM_ACTIVE != 0,
+        }
+    }
+
+    // ---- watermarks ----
+    pub(crate) fn wmark_raw(&self, i: usize) -> u64 {
+        self.wmark[i].load(Relaxed)
+    }
+    /// Effective mark: raw + boost (`wmark_pages`).
+    #[inline]
+    pub(crate) fn wmark(&self, i: usize) -> u64 {
+        self.wmark[i].load(Relaxed) + self.boost.load(Relaxed)
+    }
+    pub(crate) fn set_wmarks(&self, w: [u64; 4]) {
+        for (a, v) in self.wmark.iter().zip(w) {
+            a.store(v, Relaxed);
+        }
+        self.boost.store(0, Relaxed);
+    }
+    pub(crate) fn boost(&self) -> u64 {
+        self.boost.load(Relaxed)
+    }
+    pub(crate) fn set_boost(&self, b: u64) {
+        self.boost.store(b, Relaxed);
+    }
+    #[inline]
+    pub(crate) fn free_pages(&self) -> u64 {
+        self.nr_free_pages.get()
+    }
+
+    /// `__zone_watermark_unusable_free`.
+    #[inline]
+    fn unusable(&self, order: u8, aflags: u32, free_accounting: bool) -> u64 {
+        let mut u = (1u64 << order) - 1;
+        if aflags & (ALLOC_NON_BLOCK | ALLOC_MIN_RESERVE | ALLOC_HIGHATOMIC | ALLOC_OOM) == 0 {
+            u += if free_accounting {
+                self.nr_free_highatomic.get()
+            } else {
+                self.nr_reserved_highatomic.get()
+            };
+        }
+        u
+    }
+
+    /// `__zone_watermark_ok` (spec §6.2). `lowmem_reserve` is not modelled (0).
+    pub(crate) fn watermark_ok(&self, order: u8, mark: u64, aflags: u32, fa: bool) -> bool {
+        let free = self.free_pages() as i64 - self.unusable(order, aflags, fa) as i64;
+        let mut m = mark as i64;
+        if aflags & ALLOC_MIN_RESERVE != 0 {
+            m -= m / 2;
+            if aflags & ALLOC_NON_BLOCK != 0 {
+                m -= m / 4;
+            }
+        }
+        if aflags & ALLOC_OOM != 0 {
+            m -= m / 2;
+        }
+        if free <= m {
+            return false;
+        }
+        if order == 0 {
+            return true;
+        }
+        let mut types: u8 = 0b111;
+        if aflags & (ALLOC_HIGHATOMIC | ALLOC_OOM) != 0 {
+            types |= 1 << MigrateType::HighAtomic as u8;
+        }
+        (order..=MAX_ORDER).any(|o| self.nonempty[o as usize].load(Relaxed) & types != 0)
+    }
+
+    /// `zone_watermark_fast`: a cheap order-0 test first, then the full one.
+    #[inline]
+    pub(crate) fn watermark_fast(&self, order: u8, mark: u64, aflags: u32, fa: bool) -> bool {
+        if order == 0 {
+            let free = self.free_pages();
+            let reserved = self.unusable(0, aflags, fa);
+            if free - free.min(reserved) > mark {
+                return true;
+            }
+        }
+        self.watermark_ok(order, mark, aflags, fa)
+    }
+
+    /// Take the zone lock, counting contention, wait and hold time for `cpu`.
+    #[inline]
+    pub(crate) fn lock<'a>(&'a self, cpu: usize, clock: &'a dyn Platform) -> ZoneGuard<'a> {
+        let st = &self.cpu_stats[cpu];
+        let (g, t_acq) = match self.lock.try_lock() {
+            Some(g) => (g, clock.now_ns()),
+            None => {
+                let t0 = clock.now_ns();
+                let g = self.lock.lock();
+                let t = clock.now_ns();
+                st.zone_lock_contended.add(1);
+                st.zone_lock_wait_ns.add(t.saturating_sub(t0));
+                (g, t)
+            }
+        };
+        st.zone_lock.add(1);
+        ZoneGuard {
+            g: Some(g),
+            zone: self,
+            st,
+            clock,
+            t_acq,
+        }
+    }
+}
+
+/// The zone lock, held. Records the hold time into the holder CPU's counters just
+/// before unlocking.
+pub(crate) struct ZoneGuard<'a> {
+    g: Option<SpinGuard<'a, ZoneInner>>,
+    pub(crate) zone: &'a Zone,
+    /// The holder CPU's counters in this zone (written under this lock).
+    pub(crate) st: &'a Stats,
+    clock: &'a dyn Platform,
+    t_acq: u64,
+}
+
+impl Deref for ZoneGuard<'_> {
+    type Target = ZoneInner;
+    fn deref(&self) -> &ZoneInner {
+        self.g.as_ref().expect("guard alive")
+    }
+}
+
+impl DerefMut for ZoneGuard<'_> {
+    fn deref_mut(&mut self) -> &mut ZoneInner {
+        self.g.as_mut().expect("guard alive")
+    }
+}
+
+impl Drop for ZoneGuard<'_> {
+    fn drop(&mut self) {
+        let hold = self.clock.now_ns().saturating_sub(self.t_acq);
+        self.st.zone_lock_hold_ns.add(hold);
+        self.st.zone_lock_max_hold_ns.max(hold);
+        drop(self.g.take());
+    }
+}
+
+impl fmt::Debug for ZoneGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ZoneGuard(zone {})", self.zone.idx)
+    }
+}
+
+/// `calculate_min_free_kbytes` (spec §6.1): `isqrt(lowmem_kb * 16)` clamped to
+/// 128..=262144, raised to khugepaged's recommendation with THP.
+pub fn min_free_kbytes(lowmem_pages: u64, nr_zones: u64, thp: bool) -> u64 {
+    let lowmem_kb = lowmem_pages * 4;
+    let mut k = isqrt(lowmem_kb * 16).clamp(128, 262_144);
+    if thp {
+        // set_recommended_min_free_kbytes: pageblock * zones * (2 + MIGRATE_PCPTYPES^2),
+        // capped at 5 % of lowmem.
+        let pages = ((1u64 << PAGEBLOCK_ORDER) * nr_zones * 11).min(lowmem_pages * 5 / 100);
+        k = k.max(pages * 4);
+    }
+    k
+}
+
+/// Integer square root.
+pub fn isqrt(x: u64) -> u64 {
+    if x < 2 {
+        return x;
+    }
+    let mut r = (x as f64).sqrt() as u64;
+    while r * r > x {
+        r -= 1;
+    }
+    while (r + 1) * (r + 1) <= x {
+        r += 1;
+    }
+    r
+}
+
+/// `__setup_per_zone_wmarks` for one zone: `[min, low, high, promo]`.
+pub fn zone_wmarks(
+    pages_min: u64,
+    managed: u64,
+    lowmem: u64,
+    movable: bool,
+    scale_factor: u32,
+) -> [u64; 4] {
+    let min = if movable {
+        (managed / 1024).clamp(32, 128)
+    } else {
+        (pages_min as u128 * managed as u128 / lowmem.max(1) as u128) as u64
+    };
+    let gap = (min / 4).max(managed * scale_factor as u64 / 10000);
+    [min, min + gap, min + 2 * gap, min + 3 * gap]
+}
+
+pub(crate) fn collect_wmarks(zones: &[Zone], cfg: &crate::config::Config) -> Vec<[u64; 4]> {
+    let lowmem: u64 = zones
+        .iter()
+        .filter(|z| z.kind != ZoneKind::Movable)
+        .map(|z| z.managed)
+        .sum();
+    let nr_low_zones = zones.iter().filter(|z| z.kind != ZoneKind::Movable).count() as u64;
+    let kb = cfg
+        .min_free_kbytes
+        .unwrap_or_else(|| min_free_kbytes(lowmem, nr_low_zones, cfg.thp));
+    let pages_min = kb / 4;
+    zones
+        .iter()
+        .map(|z| {
+            zone_wmarks(
+                pages_min,
+                z.managed,
+                lowmem,
+                z.kind == ZoneKind::Movable,
+                cfg.watermark_scale_factor,
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worked_watermarks() {
+        // spec §2.4: 4 GiB zone, THP off: min_free_kbytes 8192, MIN 2048, LOW 3096, HIGH 4144
+        let m = 1_048_576;
+        assert_eq!(min_free_kbytes(m, 1, false), 8192);
+        let w = zone_wmarks(8192 / 4, m, m, false, 10);
+        assert_eq!(w[..3], [2048, 3096, 4144]);
+        // clamps
+        assert_eq!(min_free_kbytes(10, 1, false), 128);
+        assert_eq!(min_free_kbytes(1 << 40, 1, false), 262_144);
+        // THP recommendation: 5632 pages per zone = 22528 KiB
+        assert_eq!(min_free_kbytes(m, 1, true), 22_528);
+        assert_eq!(isqrt(99), 9);
+        assert_eq!(isqrt(100), 10);
+    }
+}
