@@ -676,7 +676,10 @@ mod tests {
             );
             if want {
                 assert_eq!(d.drain, st.count.min(63 << 5));
-                assert_eq!(st.high, 387, "high cut by batch << SCALE, floored at high_min");
+                assert_eq!(
+                    st.high, 387,
+                    "high cut by batch << SCALE, floored at high_min"
+                );
             }
         }
         // v6.6: free_factor > 0 and order 1..=3 is enough, and it drains everything
