@@ -246,7 +246,7 @@ fn high_fraction_rules() {
     a.set_high_fraction(8).unwrap();
     let p = a.pcp_info(0, 0);
     assert_eq!(p.high_min, p.high_max, "tuning off");
-    assert_eq!(p.high_min, ((1 << 18) / 8 / 2) as i32);
+    assert_eq!(p.high_min, (1 << 18) / 8 / 2);
     a.set_high_fraction(0).unwrap();
     assert_eq!(a.pcp_info(0, 0).high_max, before.high_max);
 }

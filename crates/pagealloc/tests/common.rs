@@ -5,14 +5,14 @@ use pagealloc::{Allocator, Config, Layout, ManualPlatform};
 use std::sync::Arc;
 
 /// An allocator on a manual platform (CPU and clock set by the test).
-pub fn manual(layout: &Layout, cfg: Config) -> (Allocator, Arc<ManualPlatform>) {
+pub(crate) fn manual(layout: &Layout, cfg: Config) -> (Allocator, Arc<ManualPlatform>) {
     let p = Arc::new(ManualPlatform::new());
     let a = Allocator::with_platform(layout, cfg, p.clone()).expect("build");
     (a, p)
 }
 
 /// Config of a preset, checked mode on, THP off (order 9 not cached) unless asked.
-pub fn cfg(name: &str) -> Config {
+pub(crate) fn cfg(name: &str) -> Config {
     let mut c: Config = name.parse().expect("preset");
     c.checked = true;
     c

@@ -1,0 +1,159 @@
+//! page_fault1 (will-it-scale), its THP variant, and the batch sweep.
+//!
+//! # Design
+//! Each CPU loops: fault in `pages_per_loop` pages as order-`order` movable blocks, one
+//! at a time, touching each (the fault zeroes it), then unmap: free them all in address
+//! (= allocation) order. Linux frees an unmap in mmu_gather batches of ~500 pages; the
+//! lab has no batched free op, so the batches are implicit in the order of the frees.
+//!
+//! `page_fault1_thp` is the same with order 9; `batch_sweep` is page_fault1 under another
+//! name, since the sweep (high = 2 × batch, batch ∈ {63 … 4095}) is allocator
+//! configuration, not workload. Score: base pages faulted per second, all CPUs.
+
+use std::collections::VecDeque;
+
+use super::params::define_params;
+use super::program::{script, Fill, Phase, Program};
+use super::{
+    check_nonzero, check_order, invalid, CpuScript, MigrateKind, OpCounts, Params, Rng, ScoreKind,
+    Slot, Workload, WorkloadError,
+};
+
+define_params! {
+    /// Parameters of page_fault1, page_fault1_thp and batch_sweep.
+    pub struct PageFault1Params {
+        /// Memory faulted in per loop, in base pages (spec: 32 768 = 128 MiB); a multiple
+        /// of 2^order.
+        pages_per_loop: u32 = 8_192, full 32_768;
+        /// Loops per CPU. will-it-scale runs for a fixed time instead; 4 loops of 128 MiB
+        /// per CPU get the per-CPU lists past their warm-up in the simulator.
+        loops: u32 = 512, full 4;
+        /// Order of every block: 0, or 9 for THP.
+        order: u8 = 0, full 0;
+    }
+}
+
+impl PageFault1Params {
+    /// Laptop defaults with order-9 (THP) blocks, and half the loops: the touches
+    /// (8 GiB per CPU) dominate, not the 16 allocations per loop.
+    pub fn thp() -> Self {
+        PageFault1Params {
+            order: 9,
+            loops: 256,
+            ..Self::default()
+        }
+    }
+
+    /// Full scale with order-9 (THP) blocks.
+    pub fn thp_full_scale() -> Self {
+        PageFault1Params {
+            order: 9,
+            ..Self::full_scale()
+        }
+    }
+
+    /// Blocks per loop.
+    pub(crate) fn blocks(&self) -> Slot {
+        self.pages_per_loop >> self.order
+    }
+
+    /// Checks the parameters for workload `name`.
+    pub(crate) fn validate(&self, name: &'static str) -> Result<(), WorkloadError> {
+        check_order(name, "order", self.order)?;
+        check_nonzero(name, "loops", u64::from(self.loops))?;
+        check_nonzero(name, "pages_per_loop", u64::from(self.pages_per_loop))?;
+        if self.pages_per_loop % (1 << self.order) != 0 {
+            return Err(invalid(
+                name,
+                "pages_per_loop",
+                self.pages_per_loop,
+                "must be a multiple of 2^order",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// page_fault1: every CPU faults in and unmaps a region, in a loop.
+#[derive(Clone, Debug)]
+pub struct PageFault1 {
+    name: &'static str,
+    params: PageFault1Params,
+}
+
+impl PageFault1 {
+    /// page_fault1 under registry name `name` (`page_fault1`, `page_fault1_thp` or
+    /// `batch_sweep`).
+    ///
+    /// # Errors
+    /// [`WorkloadError::InvalidParam`] for an order above 10, a zero count, or a region
+    /// that is not a whole number of blocks.
+    pub fn new(name: &'static str, params: PageFault1Params) -> Result<Self, WorkloadError> {
+        params.validate(name)?;
+        Ok(PageFault1 { name, params })
+    }
+}
+
+impl Workload for PageFault1 {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        self.params.list()
+    }
+
+    fn scripts(&self, cpus: u32) -> Result<Vec<Box<dyn CpuScript>>, WorkloadError> {
+        Ok((0..cpus)
+            .map(|_| script(FaultLoop::new(&self.params)))
+            .collect())
+    }
+
+    fn score_kind(&self) -> ScoreKind {
+        ScoreKind::Rate
+    }
+
+    fn score_unit(&self) -> &'static str {
+        "pages/s"
+    }
+
+    fn work_units(&self, counts: &OpCounts) -> f64 {
+        counts.allocated_pages() as f64
+    }
+}
+
+/// The page_fault1 loop of one CPU (also thp_mix's, after its prelude).
+#[derive(Clone, Debug)]
+pub(crate) struct FaultLoop {
+    order: u8,
+    blocks: Slot,
+    loops_left: u32,
+}
+
+impl FaultLoop {
+    pub(crate) fn new(p: &PageFault1Params) -> Self {
+        FaultLoop {
+            order: p.order,
+            blocks: p.blocks(),
+            loops_left: p.loops,
+        }
+    }
+}
+
+impl Program for FaultLoop {
+    fn slot_count(&self) -> Slot {
+        self.blocks
+    }
+
+    fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
+        if self.loops_left == 0 {
+            return false;
+        }
+        self.loops_left -= 1;
+        out.push_back(Phase::Fill(
+            Fill::new(0..self.blocks, self.order, MigrateKind::Movable).touching(),
+        ));
+        out.push_back(Phase::Free(0..self.blocks));
+        true
+    }
+}

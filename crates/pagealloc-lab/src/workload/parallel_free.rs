@@ -1,0 +1,112 @@
+//! parallel_free: a task holding a very large anonymous region exits.
+//!
+//! # Design
+//! The first `tasks` CPUs (one, in the spec) each fault in a region of `region_pages`,
+//! touched; barrier 0 starts the measured window; then each frees its region in address
+//! order and exits. The other CPUs only pass the barrier: they are idle, leaving the
+//! zone lock to the exiting tasks. Score: 100 / time to free; the freed pages are the work.
+
+use super::params::define_params;
+use super::program::{script, Fill, Once, Phase};
+use super::{
+    check_cpus, check_nonzero, check_order, invalid, CpuScript, MigrateKind, Op, OpCounts, Params,
+    ScoreKind, Slot, Workload, WorkloadError,
+};
+
+define_params! {
+    /// Parameters of parallel_free.
+    pub struct ParallelFreeParams {
+        /// Base pages in each exiting task's region (full scale: 16 GiB of skx's 768 GiB
+        /// 4-socket box; the spec gives no size), a multiple of 2^order.
+        region_pages: u64 = 262_144, full 4_194_304;
+        /// Order of the region's blocks (0: plain anonymous memory; 9: THP).
+        order: u8 = 0, full 0;
+        /// Exiting tasks, one per CPU from CPU 0.
+        tasks: u32 = 1, full 1;
+    }
+}
+
+/// parallel_free: time the exit of tasks holding large regions.
+#[derive(Clone, Debug)]
+pub struct ParallelFree {
+    params: ParallelFreeParams,
+    blocks: Slot,
+}
+
+const NAME: &str = "parallel_free";
+
+impl ParallelFree {
+    /// parallel_free with `params`.
+    ///
+    /// # Errors
+    /// [`WorkloadError::InvalidParam`] for zero counts, an order above 10, or a region
+    /// that is not a whole number of blocks or needs 2^32 slots or more.
+    pub fn new(params: ParallelFreeParams) -> Result<Self, WorkloadError> {
+        let p = &params;
+        check_nonzero(NAME, "region_pages", p.region_pages)?;
+        check_nonzero(NAME, "tasks", u64::from(p.tasks))?;
+        check_order(NAME, "order", p.order)?;
+        if p.region_pages % (1 << p.order) != 0 {
+            return Err(invalid(
+                NAME,
+                "region_pages",
+                p.region_pages,
+                "must be a multiple of 2^order",
+            ));
+        }
+        let blocks = Slot::try_from(p.region_pages >> p.order)
+            .map_err(|_| invalid(NAME, "region_pages", p.region_pages, "2^32 blocks or more"))?;
+        Ok(ParallelFree { params, blocks })
+    }
+}
+
+impl Workload for ParallelFree {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        self.params.list()
+    }
+
+    fn scripts(&self, cpus: u32) -> Result<Vec<Box<dyn CpuScript>>, WorkloadError> {
+        check_cpus(NAME, self.params.tasks, cpus)?;
+        let barrier = Phase::Op(Op::Barrier { id: 0 });
+        Ok((0..cpus)
+            .map(|cpu| {
+                if cpu >= self.params.tasks {
+                    return script(Once::new(0, vec![barrier.clone()]));
+                }
+                let region = 0..self.blocks;
+                script(Once::new(
+                    self.blocks,
+                    vec![
+                        Phase::Fill(
+                            Fill::new(region.clone(), self.params.order, MigrateKind::Movable)
+                                .touching(),
+                        ),
+                        barrier.clone(),
+                        Phase::Free(region),
+                        Phase::Op(Op::Exit),
+                    ],
+                ))
+            })
+            .collect())
+    }
+
+    fn score_kind(&self) -> ScoreKind {
+        ScoreKind::InverseMakespan
+    }
+
+    fn score_unit(&self) -> &'static str {
+        "100/s"
+    }
+
+    fn work_units(&self, counts: &OpCounts) -> f64 {
+        counts.freed_pages() as f64
+    }
+
+    fn measured_after(&self) -> Option<u32> {
+        Some(0)
+    }
+}

@@ -1,0 +1,429 @@
+//! Every workload's op stream, checked against its definition in the spec with the dry
+//! run: counts, conservation, balance of sends and barriers, determinism, and the
+//! registry's errors.
+
+use pagealloc_lab::workload::{
+    build, by_name, dry_run, names, CpuScript, DryRun, DryRunStats, MigrateKind, Op, OpResult, Rng,
+    Scale, ScoreKind, Slot, TraceEntry, Workload, WorkloadError,
+};
+
+fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn workload(name: &str, overrides: &[(&str, &str)]) -> Box<dyn Workload> {
+    by_name(name, &kv(overrides)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Small parameters for each workload, so every one dry-runs in milliseconds.
+fn small(name: &str) -> Vec<(&'static str, &'static str)> {
+    match name {
+        "page_fault1" | "batch_sweep" => vec![("pages_per_loop", "64"), ("loops", "3")],
+        "page_fault1_thp" => vec![("pages_per_loop", "2048"), ("loops", "3")],
+        "kbuild" => vec![
+            ("tasks", "20"),
+            ("median_pages", "64"),
+            ("min_pages", "16"),
+            ("max_pages", "256"),
+            ("chunks", "4"),
+        ],
+        "netperf" => vec![("messages", "50")],
+        "lmbench" => vec![("chunks", "30")],
+        "bulk" => vec![("pages", "100"), ("rounds", "5")],
+        "high_order_stress" => vec![("fill_pages", "1000"), ("attempts", "10")],
+        "thp_mix" => vec![
+            ("pages_per_loop", "1024"),
+            ("loops", "2"),
+            ("break_pages_per_cpu", "100"),
+        ],
+        "parallel_free" => vec![("region_pages", "4096")],
+        "zonelist_hog" => vec![("total_pages", "1000")],
+        other => panic!("no small parameters for {other}"),
+    }
+}
+
+fn traced(w: &dyn Workload, cpus: u32, seed: u64) -> (DryRunStats, Vec<Vec<TraceEntry>>) {
+    let mut stats = DryRun::new(cpus, seed).trace(true).run(w).unwrap();
+    let trace = stats.trace.take().unwrap();
+    (stats, trace)
+}
+
+#[test]
+fn page_fault1_counts_and_order() {
+    let (n, loops) = (64u64, 3u64);
+    let w = workload("page_fault1", &small("page_fault1"));
+    let (stats, trace) = traced(&*w, 3, 1);
+    for c in &stats.per_cpu {
+        assert_eq!(c.allocs[0], n * loops);
+        assert_eq!(c.frees[0], n * loops);
+        assert_eq!(c.touches, n * loops);
+        assert_eq!(c.alloc_ops(), n * loops);
+        assert_eq!((c.sends, c.recvs, c.barriers, c.exits), (0, 0, 0, 0));
+    }
+    // One loop: alloc/touch pairs into slots 0..n, then frees of 0..n in order.
+    let ops: Vec<Op> = trace[0].iter().map(|e| e.op).collect();
+    for i in 0..n as usize {
+        assert_eq!(
+            ops[2 * i],
+            Op::Alloc {
+                slot: i as Slot,
+                order: 0,
+                kind: MigrateKind::Movable
+            }
+        );
+        assert_eq!(ops[2 * i + 1], Op::Touch { slot: i as Slot });
+        assert_eq!(ops[2 * n as usize + i], Op::Free { slot: i as Slot });
+    }
+    assert_eq!(w.work_units(&stats.total), (3 * n * loops) as f64);
+    assert_eq!(w.score_kind(), ScoreKind::Rate);
+}
+
+#[test]
+fn page_fault1_thp_and_batch_sweep() {
+    let w = workload("page_fault1_thp", &small("page_fault1_thp"));
+    let stats = dry_run(&*w, 2, 1);
+    for c in &stats.per_cpu {
+        assert_eq!(c.allocs[9], 4 * 3);
+        assert_eq!(c.alloc_ops(), 4 * 3);
+        assert_eq!(c.touched_pages, 2048 * 3);
+    }
+    let sweep = workload("batch_sweep", &small("batch_sweep"));
+    assert_eq!(sweep.name(), "batch_sweep");
+    let pf1 = workload("page_fault1", &small("page_fault1"));
+    assert_eq!(
+        dry_run(&*sweep, 2, 5).trace_hash,
+        dry_run(&*pf1, 2, 5).trace_hash
+    );
+    // The order is a parameter too; the region must be whole blocks.
+    assert!(matches!(
+        by_name(
+            "page_fault1",
+            &kv(&[("order", "9"), ("pages_per_loop", "100")])
+        ),
+        Err(WorkloadError::InvalidParam { .. })
+    ));
+}
+
+#[test]
+fn kbuild_tasks_exit_with_order0_flood_then_pgd() {
+    let w = workload("kbuild", &small("kbuild"));
+    let (stats, trace) = traced(&*w, 4, 3);
+    let t = &stats.total;
+    assert_eq!(t.exits, 20);
+    assert_eq!(w.work_units(t), 20.0);
+    assert_eq!(w.score_kind(), ScoreKind::InverseMakespan);
+    let slab = t.allocs[1] + t.allocs[2] + t.allocs[3] - 20; // minus the page directories
+    assert!(slab <= 20 * 4, "{slab} slab blocks");
+    assert!(t.alloc_ops() - t.allocs[0] - 20 == slab);
+    assert!(
+        (20 * 16..=20 * 256).contains(&t.allocs[0]),
+        "{}",
+        t.allocs[0]
+    );
+    assert_eq!(t.touches, t.allocs[0]);
+    assert_eq!(t.compute_ns, t.allocs[0] * 1_000);
+    assert!(t.allocs[0] > 0 && t.frees[0] == t.allocs[0]);
+    // Page tables show up as unmovable order-0 requests only at ~2 per mille: allowed.
+    for cpu in &trace {
+        let mut task_start = 0;
+        for (i, e) in cpu.iter().enumerate() {
+            if e.op != Op::Exit {
+                continue;
+            }
+            let task = &cpu[task_start..i];
+            assert!(matches!(
+                task[0].op,
+                Op::Alloc {
+                    slot: 0,
+                    order: 1,
+                    ..
+                }
+            ));
+            // Exit = the order-0 frees of the whole address space, then the pgd.
+            let last = task.len() - 1;
+            assert_eq!(task[last].op, Op::Free { slot: 0 });
+            assert_eq!(task[last].block_order, Some(1));
+            let flood = task[..last]
+                .iter()
+                .rev()
+                .take_while(|e| matches!(e.op, Op::Free { .. }) && e.block_order == Some(0))
+                .count();
+            assert!(flood >= 16, "exit flood of {flood} pages");
+            task_start = i + 1;
+        }
+    }
+    // Tasks are spread over the CPUs by the shared queue.
+    assert!(stats.per_cpu.iter().filter(|c| c.exits > 0).count() >= 2);
+}
+
+#[test]
+fn netperf_pairs_messages() {
+    let w = workload("netperf", &small("netperf"));
+    let stats = dry_run(&*w, 5, 1);
+    for pair in 0..2 {
+        let (tx, rx) = (&stats.per_cpu[2 * pair], &stats.per_cpu[2 * pair + 1]);
+        assert_eq!((tx.allocs[0], tx.allocs[2], tx.alloc_ops()), (50, 50, 100));
+        assert_eq!((tx.sends, tx.free_ops(), tx.touches), (100, 0, 100));
+        assert_eq!(
+            (rx.recvs, rx.frees[0], rx.frees[2], rx.alloc_ops()),
+            (100, 50, 50, 0)
+        );
+    }
+    assert_eq!(stats.per_cpu[4], Default::default(), "odd CPU idles");
+    assert_eq!(w.work_units(&stats.total), 100.0);
+    assert!(stats.peak_inbox <= w.inbox_capacity());
+    assert_eq!(w.inbox_capacity(), 32 * 2);
+    assert!(matches!(
+        by_name("netperf", &kv(&[("pairs", "3")]))
+            .unwrap()
+            .scripts(4),
+        Err(WorkloadError::TooFewCpus {
+            need: 6,
+            have: 4,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn lmbench_chunks_are_head_plus_two_order3() {
+    let w = workload("lmbench", &small("lmbench"));
+    let stats = dry_run(&*w, 2, 1);
+    let (tx, rx) = (&stats.per_cpu[0], &stats.per_cpu[1]);
+    assert_eq!((tx.allocs[0], tx.allocs[3], tx.sends), (30, 60, 90));
+    assert_eq!((rx.recvs, rx.frees[0], rx.frees[3]), (90, 30, 60));
+    assert_eq!(w.work_units(&stats.total), (30 * 65_536) as f64);
+    assert!(stats.peak_inbox <= 4 * 3);
+}
+
+#[test]
+fn bulk_rounds() {
+    let w = workload("bulk", &small("bulk"));
+    let stats = dry_run(&*w, 3, 1);
+    for c in &stats.per_cpu {
+        assert_eq!((c.allocs[0], c.frees[0], c.touches), (500, 500, 0));
+    }
+    assert_eq!(stats.peak_live_pages, 300);
+}
+
+#[test]
+fn high_order_stress_counts_successes() {
+    let w = workload("high_order_stress", &small("high_order_stress"));
+    let stats = dry_run(&*w, 2, 1);
+    let t = &stats.total;
+    assert_eq!(t.allocs[0], 1000);
+    assert_eq!(t.frees[0], 1000);
+    assert_eq!(t.barriers, 2 * 3);
+    let m = &stats.measured;
+    assert_eq!((m.allocs[9], m.alloc_failures[9], m.allocs[0]), (10, 0, 0));
+    assert_eq!(m.compute_ns, 10 * 1_000_000);
+    assert_eq!(w.work_units(m), 100.0);
+    assert_eq!(w.score_kind(), ScoreKind::Absolute);
+    // Released pages are freed before barrier 1 (not measured); the rest after.
+    let released = t.frees[0] - m.frees[0];
+    assert!(
+        (300..700).contains(&released),
+        "{released} of 1000 released"
+    );
+
+    // With memory for the fill and three order-9 blocks only, 3 of 10 succeed.
+    let limited = DryRun::new(2, 1)
+        .capacity_pages(1000 + 3 * 512)
+        .run(&*w)
+        .unwrap();
+    let m = &limited.measured;
+    assert_eq!((m.allocs[9], m.alloc_failures[9]), (3, 7));
+    assert_eq!(w.work_units(m), 30.0);
+}
+
+#[test]
+fn thp_mix_groups_and_prelude() {
+    let w = workload("thp_mix", &small("thp_mix"));
+    let stats = dry_run(&*w, 4, 1);
+    let groups = w.groups(4);
+    assert_eq!(groups[0].name, "thp");
+    assert_eq!(groups[0].cpus, vec![0, 1]);
+    assert_eq!(groups[1].cpus, vec![2, 3]);
+    for &cpu in &groups[0].cpus {
+        let m = &stats.measured_per_cpu[cpu as usize];
+        assert_eq!((m.allocs[9], m.allocs[0]), (2 * 2, 0));
+        assert_eq!(stats.per_cpu[cpu as usize].allocs[0], 100, "prelude");
+    }
+    for &cpu in &groups[1].cpus {
+        assert_eq!(stats.measured_per_cpu[cpu as usize].allocs[0], 2 * 1024);
+    }
+    let thp = stats.measured_per_cpu[..2].iter().collect::<Vec<_>>();
+    assert_eq!(
+        w.work_units(&pagealloc_lab::workload::OpCounts::sum(thp)),
+        (2 * 2 * 1024) as f64
+    );
+
+    // The prelude stops at the first failure and the run goes on.
+    let w = workload(
+        "thp_mix",
+        &[
+            ("pages_per_loop", "1024"),
+            ("loops", "2"),
+            ("break_pages_per_cpu", "2000"),
+        ],
+    );
+    let limited = DryRun::new(4, 1).capacity_pages(5000).run(&*w).unwrap();
+    assert!(limited.total.alloc_failures[0] > 0);
+    assert_eq!(limited.measured.failed_allocs(), 0);
+    assert_eq!(limited.measured.allocated_pages(), 4 * 2 * 1024);
+}
+
+#[test]
+fn parallel_free_one_task_frees_in_the_window() {
+    let w = workload("parallel_free", &small("parallel_free"));
+    let stats = dry_run(&*w, 3, 1);
+    assert_eq!(stats.per_cpu[0].allocs[0], 4096);
+    assert_eq!(stats.per_cpu[0].exits, 1);
+    assert_eq!(stats.measured_per_cpu[0].frees[0], 4096);
+    assert_eq!(stats.measured_per_cpu[0].alloc_ops(), 0);
+    for c in &stats.per_cpu[1..] {
+        assert_eq!((c.barriers, c.alloc_ops()), (1, 0));
+    }
+    assert_eq!(w.work_units(&stats.measured), 4096.0);
+}
+
+#[test]
+fn zonelist_hog_shares_and_failure() {
+    let w = workload("zonelist_hog", &[("threads", "3"), ("total_pages", "1000")]);
+    let stats = dry_run(&*w, 4, 1);
+    let allocs: Vec<u64> = stats.per_cpu.iter().map(|c| c.allocs[0]).collect();
+    assert_eq!(allocs, vec![334, 333, 333, 0]);
+    assert_eq!(stats.total.touches, 1000);
+    assert_eq!(stats.total.exits, 3);
+
+    // 600 pages for 1000 wanted: threads back off, retry, give up, free, exit.
+    let limited = DryRun::new(4, 1).capacity_pages(600).run(&*w).unwrap();
+    let t = &limited.total;
+    assert!(t.alloc_failures[0] > 0);
+    assert!(limited.peak_live_pages <= 600);
+    assert_eq!(t.compute_ns % 10_000, 0);
+    assert_eq!(t.exits, 3);
+    assert!(t.allocs[0] < 1000);
+}
+
+#[test]
+fn every_workload_is_deterministic_and_conserves_blocks() {
+    for &name in names() {
+        let w = workload(name, &small(name));
+        for cpus in [2, 3] {
+            // dry_run itself asserts conservation and balance.
+            let a = dry_run(&*w, cpus, 42);
+            let b = dry_run(&*w, cpus, 42);
+            assert_eq!(a.trace_hash, b.trace_hash, "{name}");
+            assert_eq!(a.per_cpu, b.per_cpu, "{name}");
+            assert_eq!(a.total.allocs, a.total.frees, "{name}");
+            assert_eq!(a.total.sends, a.total.recvs, "{name}");
+            assert!(a.total.alloc_ops() > 0, "{name}");
+            let barriers: Vec<u64> = a.per_cpu.iter().map(|c| c.barriers).collect();
+            assert!(barriers.iter().all(|&b| b == barriers[0]), "{name}");
+        }
+    }
+    // The seed matters where the workload draws randomness.
+    let w = workload("kbuild", &small("kbuild"));
+    assert_ne!(dry_run(&*w, 2, 1).trace_hash, dry_run(&*w, 2, 2).trace_hash);
+}
+
+#[test]
+fn every_workload_builds_at_both_scales() {
+    for &name in names() {
+        for scale in [Scale::Laptop, Scale::Full] {
+            let w = build(name, scale, &[]).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(w.name(), name);
+            assert!(!w.params().is_empty());
+            assert!(!w.score_unit().is_empty());
+        }
+    }
+    let full = build("netperf", Scale::Full, &[]).unwrap();
+    assert!(full.params().contains(&("pairs", "64".to_owned())));
+    let scripts = full.scripts(128).unwrap();
+    assert_eq!(scripts.len(), 128);
+}
+
+#[test]
+fn registry_errors_name_the_valid_choices() {
+    let err = by_name("nope", &[]).unwrap_err();
+    assert!(matches!(err, WorkloadError::UnknownWorkload { .. }));
+    let msg = err.to_string();
+    for &name in names() {
+        assert!(msg.contains(name), "{msg}");
+    }
+
+    let err = by_name("bulk", &kv(&[("page", "1")])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown parameter `page` for workload bulk; valid: pages, rounds"
+    );
+
+    let err = by_name("bulk", &kv(&[("pages", "many")])).unwrap_err();
+    assert!(matches!(err, WorkloadError::InvalidParam { ref key, .. } if key == "pages"));
+    assert!(err
+        .to_string()
+        .starts_with("invalid value `many` for bulk.pages"));
+
+    let err = by_name("bulk", &kv(&[("rounds", "0")])).unwrap_err();
+    assert!(matches!(err, WorkloadError::InvalidParam { .. }), "{err}");
+    assert!(by_name("high_order_stress", &kv(&[("attempt_order", "11")])).is_err());
+    assert!(by_name("kbuild", &kv(&[("min_pages", "9"), ("max_pages", "8")])).is_err());
+    assert!(by_name("bulk", &kv(&[("pages", "1_000")])).is_ok());
+}
+
+/// A script that allocates and never frees.
+#[derive(Debug)]
+struct Leaky(bool);
+
+impl CpuScript for Leaky {
+    fn slot_count(&self) -> Slot {
+        1
+    }
+
+    fn next(&mut self, _last: OpResult, _rng: &mut dyn Rng) -> Op {
+        if std::mem::replace(&mut self.0, true) {
+            return Op::Done;
+        }
+        Op::Alloc {
+            slot: 0,
+            order: 0,
+            kind: MigrateKind::Movable,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LeakyWorkload;
+
+impl Workload for LeakyWorkload {
+    fn name(&self) -> &'static str {
+        "leaky"
+    }
+    fn params(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+    fn scripts(&self, cpus: u32) -> Result<Vec<Box<dyn CpuScript>>, WorkloadError> {
+        Ok((0..cpus)
+            .map(|_| Box::new(Leaky(false)) as Box<dyn CpuScript>)
+            .collect())
+    }
+    fn score_kind(&self) -> ScoreKind {
+        ScoreKind::Rate
+    }
+    fn score_unit(&self) -> &'static str {
+        "pages/s"
+    }
+    fn work_units(&self, counts: &pagealloc_lab::workload::OpCounts) -> f64 {
+        counts.allocated_pages() as f64
+    }
+}
+
+#[test]
+#[should_panic(expected = "done with blocks in its slots")]
+fn dry_run_catches_a_leak() {
+    dry_run(&LeakyWorkload, 1, 0);
+}
