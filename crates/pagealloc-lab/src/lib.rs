@@ -17,4 +17,7 @@
 //! frame ids. It defines the semantics the real executors must match and checks the
 //! conservation invariant (every block allocated is freed exactly once).
 
+pub mod row;
 pub mod workload;
+
+pub use row::Row;
