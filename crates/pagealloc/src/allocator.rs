@@ -1042,6 +1042,16 @@ impl Allocator {
         c
     }
 
+    /// Counters of one CPU in one zone only: its pageset there and its zone-lock trips
+    /// there. Two cells per counter, cheap enough to read around every operation (the
+    /// simulator takes per-operation deltas with it); see [`Allocator::cpu_counters`].
+    pub fn cpu_zone_counters(&self, cpu: usize, zone: usize) -> Counters {
+        let mut c = Counters::default();
+        self.slot(cpu, zone).stats.accumulate(&mut c);
+        self.zones[zone].cpu_stats[cpu].accumulate(&mut c);
+        c
+    }
+
     /// Reset every counter (not atomic with concurrent work).
     pub fn reset_counters(&self) {
         for s in self.pcps.iter() {
