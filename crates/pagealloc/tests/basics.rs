@@ -297,3 +297,41 @@ fn poisoned_memory_backed_allocator() {
     let e = a.validate().unwrap_err();
     assert!(e.what.contains("poison"), "{e}");
 }
+
+#[test]
+fn background_ticker_decays_high() {
+    let mut c = cfg("linux-6.12");
+    c.tick_interval_ms = 5;
+    let a = std::sync::Arc::new(Allocator::new(&Layout::single(1 << 18, 1), c).unwrap());
+    let v: Vec<_> = (0..20000)
+        .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+        .collect();
+    for f in v {
+        a.free_on(0, f).unwrap();
+    }
+    let p = a.pcp_info(0, 0);
+    assert!(p.high > p.high_min);
+    a.start_ticker();
+    let t0 = std::time::Instant::now();
+    while a.pcp_info(0, 0).high > p.high_min {
+        assert!(
+            t0.elapsed().as_secs() < 20,
+            "the ticker decays high to high_min"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    a.stop_ticker();
+    assert!(a.counters().decay_drain > 0);
+    a.validate().unwrap();
+}
+
+#[test]
+fn host_layout_from_sysfs() {
+    let l = Layout::from_host(256 << 20).unwrap();
+    assert!(!l.cpus.is_empty() && !l.nodes.is_empty());
+    assert_eq!(l.managed_pages(), (256 << 20) / 4096);
+    let a = Allocator::new(&l, cfg("linux-6.12")).unwrap();
+    let f = a.alloc_pages(0, Gfp::USER).unwrap();
+    a.free_pages(f).unwrap();
+    a.validate().unwrap();
+}
