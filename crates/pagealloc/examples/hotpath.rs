@@ -14,8 +14,10 @@ use std::hint::black_box;
 use std::time::Instant;
 
 fn alloc(checked: bool) -> Allocator {
-    let mut c = Config::default();
-    c.checked = checked;
+    let c = Config {
+        checked,
+        ..Config::default()
+    };
     // 1 GiB, one CPU: batch 63
     Allocator::new(&Layout::single(1 << 18, 1), c).expect("allocator")
 }
@@ -34,6 +36,8 @@ fn pairs_current(a: &Allocator, n: u64) {
     }
 }
 
+type Case = (&'static str, bool, fn(&Allocator, u64));
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -50,7 +54,7 @@ fn main() {
         return;
     }
     const N: u64 = 2_000_000;
-    let cases: [(&str, bool, fn(&Allocator, u64)); 3] = [
+    let cases: [Case; 3] = [
         ("alloc_on/free_on, unchecked", false, pairs_on),
         ("alloc_on/free_on, checked", true, pairs_on),
         (
