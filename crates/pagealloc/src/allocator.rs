@@ -809,7 +809,9 @@ impl Allocator {
     /// Free a block as CPU `cpu`.
     #[inline]
     pub fn free_on(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
-        let cpu = cpu.min(self.cpus.len() - 1);
+        if cpu >= self.cpus.len() {
+            return Err(FreeError::InvalidCpu(cpu));
+        }
         let zi = self.claim_for_free(frame)?;
         self.free_unref_page(cpu, &self.zones[zi], frame.pfn.0, frame.order);
         Ok(())
@@ -838,7 +840,12 @@ impl Allocator {
     /// Free many blocks (`free_unref_folios`): the pageset stays locked across consecutive
     /// frames of one zone. Stops at the first refused frame.
     pub fn free_bulk_on(&self, cpu: usize, frames: &[Frame]) -> Result<(), BulkFreeError> {
-        let cpu = cpu.min(self.cpus.len() - 1);
+        if cpu >= self.cpus.len() && !frames.is_empty() {
+            return Err(BulkFreeError {
+                index: 0,
+                error: FreeError::InvalidCpu(cpu),
+            });
+        }
         let mut held: Option<(usize, crate::sync::SpinGuard<'_, crate::pcp::Pcp>)> = None;
         for (index, f) in frames.iter().enumerate() {
             let zi = self

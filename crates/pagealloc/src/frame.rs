@@ -261,6 +261,8 @@ pub enum FreeError {
     },
     /// The order is above [`MAX_ORDER`] or the frame is not aligned to it.
     InvalidOrder(u8),
+    /// The CPU named by the caller does not exist.
+    InvalidCpu(usize),
 }
 
 impl fmt::Display for AllocError {
@@ -290,6 +292,7 @@ impl fmt::Display for FreeError {
                 "frame {pfn} was allocated with order {allocated}, freed with order {given}"
             ),
             FreeError::InvalidOrder(o) => write!(f, "invalid order {o} (0..={MAX_ORDER})"),
+            FreeError::InvalidCpu(c) => write!(f, "invalid cpu {c}"),
         }
     }
 }
