@@ -118,10 +118,14 @@ impl Buddy<'_> {
 
     /// Move a free block to another type's list, with accounting.
     fn move_to_list(&mut self, pfn: u64, order: u8, to: MigrateType, tail: bool) {
+        let skipped = self.meta(pfn).flags() & FLAG_MERGE_SKIPPED;
         let from = self.del_from_list(pfn, order);
         self.account(-(1i64 << order), from);
         self.add_to_list(pfn, order, to, tail);
         self.account(1i64 << order, to);
+        if skipped != 0 {
+            self.meta(pfn).set_state_flags(State::Buddy, skipped);
+        }
     }
 
     /// True if `pfn` heads a free block of `order` on a buddy list of this zone.
