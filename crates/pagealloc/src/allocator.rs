@@ -102,6 +102,16 @@ pub struct BulkFreeError {
     pub error: FreeError,
 }
 
+/// What one zone of the zonelist walk gave.
+enum ZoneTry {
+    /// A block.
+    Got(u64),
+    /// Failed the watermark test or ran out: "full" for the zonelist cache.
+    Full,
+    /// Not eligible for this request (a Movable zone for a non-movable request).
+    Skip,
+}
+
 /// A Linux-style page-frame allocator. See the crate docs.
 pub struct Allocator {
     pub(crate) cfg: Config,
@@ -111,6 +121,8 @@ pub struct Allocator {
     /// Zone indices sorted by start PFN, for frame lookups.
     by_pfn: Box<[(u64, u64, usize)]>,
     pub(crate) zonelists: Box<[Box<[usize]>]>,
+    /// The full-zone cache of each zonelist (used with `Config::zonelist_cache`).
+    pub(crate) zlc: Box<[crate::zonelist::ZonelistCache]>,
     node_zones: Box<[Box<[usize]>]>,
     pub(crate) cpus: Box<[CpuInfo]>,
     pub(crate) pcps: Box<[PcpSlot]>,
@@ -234,9 +246,17 @@ impl Allocator {
             .map(|z| (z.start_pfn, z.end_pfn, z.idx))
             .collect();
         by_pfn.sort_unstable();
-        let zonelists = crate::zonelist::build(layout, &kinds)
+        let zonelists: Box<[Box<[usize]>]> = crate::zonelist::build(layout, &kinds)
             .into_iter()
             .map(Vec::into_boxed_slice)
+            .collect();
+        let zone_node: Vec<usize> = zones.iter().map(|z| z.node).collect();
+        let has_memory: Vec<bool> = (0..layout.nodes.len())
+            .map(|n| zones.iter().any(|z| z.node == n && z.managed > 0))
+            .collect();
+        let zlc = zonelists
+            .iter()
+            .map(|zl| crate::zonelist::ZonelistCache::new(zl, &zone_node, &has_memory))
             .collect();
         let cpus = layout
             .cpus
@@ -257,6 +277,7 @@ impl Allocator {
             zones: zones.into_boxed_slice(),
             by_pfn: by_pfn.into_boxed_slice(),
             zonelists,
+            zlc,
             node_zones: node_zones.into_iter().map(Vec::into_boxed_slice).collect(),
             cpus,
             pcps,
@@ -439,6 +460,13 @@ impl Allocator {
 
     /// `get_page_from_freelist` (spec §6.4): walk the zonelist; BELOW_HIGH detection,
     /// the watermark test, then `rmqueue`.
+    ///
+    /// With the zonelist full-zone cache (spec §8, 2.6.24 form): once the first zone
+    /// failed, the cache is set up (and wiped if older than a second) and zones found
+    /// full recently are skipped; every zone that fails is marked full; a walk that found
+    /// nothing with the cache walks once more without it. Without the cache the only
+    /// cost is one never-taken branch per zone. GFP_THISNODE walks have no cache, as in
+    /// the kernel.
     #[inline]
     fn get_page_from_freelist(
         &self,
@@ -449,52 +477,106 @@ impl Allocator {
         gfp: Gfp,
         aflags: u32,
     ) -> Option<u64> {
-        let fa = self.cfg.highatomic_free_accounting;
-        for (k, &zi) in self.zonelists[node].iter().enumerate() {
-            let z = &self.zones[zi];
-            if k > 0 {
-                if gfp.contains(Gfp::THISNODE) && z.node != node {
-                    break;
-                }
-                self.cpus[cpu].stats.zonelist_scanned.add_shared(1);
-            }
-            if z.kind == ZoneKind::Movable && mt != MigrateType::Movable {
-                continue;
-            }
-            let mut checked = false;
-            if self.cfg.below_high && !z.has_flag(ZONE_BELOW_HIGH) {
-                if z.watermark_fast(order, z.wmark(WMARK_HIGH), aflags, fa) {
-                    checked = true;
-                } else {
-                    z.set_flag(ZONE_BELOW_HIGH);
-                    self.cpus[cpu].stats.below_high_set.add_shared(1);
-                }
-            }
-            if !checked && aflags & ALLOC_NO_WATERMARKS == 0 {
-                let mark = z.wmark((aflags & ALLOC_WMARK_MASK) as usize);
-                if !z.watermark_fast(order, mark, aflags, fa) {
-                    self.wake_kswapd(z);
-                    self.cpus[cpu].stats.watermark_fail.add_shared(1);
+        let zl = &self.zonelists[node];
+        let mut zlc_active = false;
+        let mut did_setup = false;
+        let mut second_pass = false;
+        loop {
+            for (k, &zi) in zl.iter().enumerate() {
+                let z = &self.zones[zi];
+                if zlc_active && !self.zlc[node].worth_trying(k) {
+                    self.cpus[cpu].stats.zonelist_skipped.add_shared(1);
                     continue;
                 }
-            }
-            if let Some(pfn) = self.rmqueue(cpu, z, order, mt, aflags) {
-                if aflags & ALLOC_HIGHATOMIC != 0 && order > 0 {
-                    let mut g = z.lock(cpu, &*self.platform);
-                    let st = g.st;
-                    Buddy {
-                        z,
-                        inner: &mut g,
-                        m: &self.meta,
-                        cfg: &self.cfg,
-                        st,
+                if k > 0 {
+                    if gfp.contains(Gfp::THISNODE) && z.node != node {
+                        break;
                     }
-                    .reserve_highatomic(pfn, order);
+                    self.cpus[cpu].stats.zonelist_scanned.add_shared(1);
+                } else if second_pass {
+                    self.cpus[cpu].stats.zonelist_scanned.add_shared(1);
                 }
-                return Some(pfn);
+                let full = match self.try_zone(cpu, z, order, mt, aflags) {
+                    ZoneTry::Got(pfn) => return Some(pfn),
+                    ZoneTry::Full => true,
+                    ZoneTry::Skip => false,
+                };
+                // From here on this walk failed at least once: the cold part.
+                let zlc = self.cfg.zonelist_cache && zl.len() > 1 && !gfp.contains(Gfp::THISNODE);
+                if zlc && full {
+                    self.zlc[node].mark_full(k);
+                }
+                if !did_setup {
+                    did_setup = true;
+                    if zlc {
+                        // zlc_setup only after the first zone failed.
+                        self.zlc[node].setup(self.platform.now_ns());
+                        zlc_active = true;
+                    }
+                }
+            }
+            if !zlc_active {
+                return None;
+            }
+            // The second pass ignores the cache (zones may have freed pages since).
+            zlc_active = false;
+            second_pass = true;
+        }
+    }
+
+    /// One zone of the zonelist walk: BELOW_HIGH detection, the watermark test, `rmqueue`.
+    #[inline(always)]
+    fn try_zone(&self, cpu: usize, z: &Zone, order: u8, mt: MigrateType, aflags: u32) -> ZoneTry {
+        let fa = self.cfg.highatomic_free_accounting;
+        if z.kind == ZoneKind::Movable && mt != MigrateType::Movable {
+            return ZoneTry::Skip;
+        }
+        let mut checked = false;
+        if self.cfg.below_high && !z.has_flag(ZONE_BELOW_HIGH) {
+            if z.watermark_fast(order, z.wmark(WMARK_HIGH), aflags, fa) {
+                checked = true;
+            } else {
+                z.set_flag(ZONE_BELOW_HIGH);
+                self.cpus[cpu].stats.below_high_set.add_shared(1);
             }
         }
-        None
+        if !checked && aflags & ALLOC_NO_WATERMARKS == 0 {
+            let mark = z.wmark((aflags & ALLOC_WMARK_MASK) as usize);
+            if !z.watermark_fast(order, mark, aflags, fa) {
+                self.wake_kswapd(z);
+                self.cpus[cpu].stats.watermark_fail.add_shared(1);
+                return ZoneTry::Full;
+            }
+        }
+        if let Some(pfn) = self.rmqueue(cpu, z, order, mt, aflags) {
+            if aflags & ALLOC_HIGHATOMIC != 0 && order > 0 {
+                let mut g = z.lock(cpu, &*self.platform);
+                let st = g.st;
+                Buddy {
+                    z,
+                    inner: &mut g,
+                    m: &self.meta,
+                    cfg: &self.cfg,
+                    st,
+                }
+                .reserve_highatomic(pfn, order);
+            }
+            return ZoneTry::Got(pfn);
+        }
+        ZoneTry::Full
+    }
+
+    /// Positions of `node`'s zonelist (indices into [`Allocator::zonelist`]) that its
+    /// full-zone cache currently marks full (`Config::zonelist_cache`).
+    pub fn zonelist_full(&self, node: usize) -> Vec<usize> {
+        self.zlc
+            .get(node)
+            .map_or_else(Vec::new, |c| c.full_positions())
+    }
+
+    /// The zones of `node`'s zonelist in fallback order.
+    pub fn zonelist(&self, node: usize) -> &[usize] {
+        self.zonelists.get(node).map_or(&[], |z| &z[..])
     }
 
     /// `rmqueue` (spec §4.1).
@@ -610,6 +692,10 @@ impl Allocator {
                 self.unreserve_highatomic(cpu, &self.zones[zi], mt, false);
             }
             self.drain_all_pages();
+            // Reclaim made progress: `zlc_clear_zones_full`.
+            if self.cfg.zonelist_cache {
+                self.zlc[node].clear();
+            }
             if let Some(p) = try_(aflags) {
                 return Ok(Frame::new(Pfn(p), order));
             }
@@ -1142,15 +1228,48 @@ impl Allocator {
     }
 
     /// Raise (`true`) or lower the merge-skipping disable depth of every zone: callers
-    /// that need contiguity turn skipping off while they run (Appendix A).
+    /// that need contiguity (contiguous allocation, offlining) turn skipping off while
+    /// they run (Appendix A's "cluster disable depth"). Raising it also merges the frames
+    /// skipped so far, so that the caller sees fully merged free lists. Lowering below
+    /// zero is ignored.
     pub fn merge_skip_disable(&self, disable: bool) {
         for z in self.zones.iter() {
             if disable {
                 z.merge_disable.fetch_add(1, Relaxed);
             } else {
-                z.merge_disable.fetch_sub(1, Relaxed);
+                let _ = z
+                    .merge_disable
+                    .fetch_update(Relaxed, Relaxed, |d| d.checked_sub(1));
             }
         }
+        if disable {
+            self.compact();
+        }
+    }
+
+    /// The free buddy block holding `pfn`: its head, order and the migratetype of the
+    /// free list it is on (`None` if the frame is not in a free block of the buddy
+    /// lists: allocated, on a pageset, or in a hole).
+    pub fn free_block_of(&self, pfn: Pfn) -> Option<(Pfn, u8, MigrateType)> {
+        let zi = self.zone_of(pfn.0)?;
+        let z = &self.zones[zi];
+        let _g = z.lock.lock();
+        for o in 0..=MAX_ORDER {
+            let head = pfn.0 & !((1u64 << o) - 1);
+            if !z.contains(head) {
+                break;
+            }
+            // The first aligned-down frame that heads a block heads the block holding pfn.
+            let e = &self.meta[z.meta_index(head) as usize];
+            match e.state() {
+                State::Tail => continue,
+                State::Buddy if pfn.0 < head + (1u64 << e.order()) => {
+                    return Some((Pfn(head), e.order(), MigrateType::from_u8(e.mt())?));
+                }
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// Address of a frame in the memory backing (allocators built with

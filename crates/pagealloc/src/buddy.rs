@@ -12,6 +12,7 @@
 //! same order are both free unless they are in pageblocks whose types may not merge (or
 //! merge skipping left them, marked).
 
+use crate::cluster::Clusters;
 use crate::config::Config;
 use crate::frame::{MigrateType, MAX_ORDER, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
 use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED};
@@ -26,6 +27,11 @@ pub(crate) struct FreeArea {
     pub(crate) lists: [[List; NR_MIGRATETYPES]; NR_ORDERS],
     /// Free blocks per order, all types (`free_area[o].nr_free`).
     pub(crate) nr_free: [u64; NR_ORDERS],
+    /// Clusters of the order-0 lists (clustered refill only).
+    pub(crate) clusters: Clusters,
+    /// Merge-skipped frees since the last deferred merge: an upper bound on the frames
+    /// marked merge-skipped, so that [`Buddy::merge_skipped`] returns at once when zero.
+    pub(crate) nr_skipped: u64,
 }
 
 impl FreeArea {
@@ -33,6 +39,8 @@ impl FreeArea {
         FreeArea {
             lists: [[List::new(); NR_MIGRATETYPES]; NR_ORDERS],
             nr_free: [0; NR_ORDERS],
+            clusters: Clusters::default(),
+            nr_skipped: 0,
         }
     }
 }
@@ -100,6 +108,9 @@ impl Buddy<'_> {
         } else {
             l.push_head(self.m, i);
         }
+        if order == 0 && self.cfg.clustered_refill {
+            self.cluster_inserted(i, tail, mt);
+        }
         self.inner.free.nr_free[order as usize] += 1;
         self.set_nonempty(order, mt);
     }
@@ -109,6 +120,9 @@ impl Buddy<'_> {
         let i = self.idx(pfn);
         let e = &self.m[i as usize];
         let mt = MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable);
+        if order == 0 && self.cfg.clustered_refill {
+            self.cluster_removing(i);
+        }
         self.inner.free.lists[order as usize][mt as usize].remove(self.m, i);
         self.inner.free.nr_free[order as usize] -= 1;
         e.set_state(State::Tail);
@@ -116,7 +130,8 @@ impl Buddy<'_> {
         mt
     }
 
-    /// Move a free block to another type's list, with accounting.
+    /// Move a free block to another type's list, with accounting. A merge-skipped mark
+    /// stays: the frame is still unmerged.
     fn move_to_list(&mut self, pfn: u64, order: u8, to: MigrateType, tail: bool) {
         let skipped = self.meta(pfn).flags() & FLAG_MERGE_SKIPPED;
         let from = self.del_from_list(pfn, order);
@@ -141,6 +156,10 @@ impl Buddy<'_> {
     /// `__free_one_page` (spec §7.1): merge upward as far as possible and insert, at the
     /// tail when the merge of the next level is likely.
     pub(crate) fn free_one(&mut self, mut pfn: u64, mut order: u8, mt: MigrateType, to_tail: bool) {
+        if order == 0 {
+            // Order-0 buddy lookups must not see frames cut by a refill (cluster.rs).
+            self.settle();
+        }
         self.account(1i64 << order, mt);
         while order < MAX_ORDER {
             let bpfn = pfn ^ (1u64 << order);
@@ -289,6 +308,8 @@ impl Buddy<'_> {
         aflags: u32,
         whole_allowed: bool,
     ) -> Option<u64> {
+        // The pageblock scans below read order-0 Buddy states.
+        self.settle();
         let bt = self.z.pageblock_mt(pfn);
         let new69 = self.cfg.steal_claim_half;
         if bt != MigrateType::HighAtomic {
@@ -402,6 +423,7 @@ impl Buddy<'_> {
         if start < self.z.start_pfn || start + PB_PAGES > self.z.end_pfn {
             return None;
         }
+        self.settle();
         let mut moved = 0;
         let mut p = start;
         while p < start + PB_PAGES {
@@ -509,24 +531,42 @@ impl Buddy<'_> {
         false
     }
 
-    /// Merge order-0 frames left unmerged by merge skipping (Appendix A): each is taken
-    /// off the order-0 list and freed again with merging. Returns frames processed.
+    /// The deferred merge of merge skipping (Appendix A): every order-0 frame marked
+    /// merge-skipped is taken off its list and freed again with merging. One pass over
+    /// the order-0 lists, O(1) per frame: marked frames are first unlinked onto a private
+    /// list (state `Tail`, so they cannot be merged as someone's buddy while half done,
+    /// and unlinking one never disturbs the walk), then freed one by one; a frame whose
+    /// buddy is still on the private list merges when that buddy is freed. Returns
+    /// frames merged; returns at once when no frame was merge-skipped since the last call.
     pub(crate) fn merge_skipped(&mut self) -> u64 {
-        let mut n = 0;
+        if self.inner.free.nr_skipped == 0 {
+            return 0;
+        }
+        self.settle();
+        let m = self.m;
+        let mut held = List::new();
         for mt in MigrateType::ALL {
-            loop {
-                let found = self.inner.free.lists[0][mt as usize]
-                    .iter(self.m)
-                    .find(|&i| self.m[i as usize].flags() & FLAG_MERGE_SKIPPED != 0);
-                let Some(i) = found else { break };
-                let pfn = self.z.pfn_of(i);
-                let lmt = self.del_from_list(pfn, 0);
+            let mut cur = self.inner.free.lists[0][mt as usize].head();
+            while let Some(i) = cur {
+                let e = &m[i as usize];
+                let next = e.next();
+                cur = (next != crate::memmap::NIL).then_some(next);
+                if e.flags() & FLAG_MERGE_SKIPPED == 0 {
+                    continue;
+                }
+                let lmt = self.del_from_list(self.z.pfn_of(i), 0);
                 self.account(-1, lmt);
-                self.m[i as usize].set_state_flags(State::Tail, 0);
-                self.free_one(pfn, 0, lmt, false);
-                n += 1;
+                e.set_state_flags(State::Tail, 0);
+                held.push_tail(m, i);
             }
         }
+        let mut n = 0;
+        while let Some(i) = held.pop_head(m) {
+            let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
+            self.free_one(self.z.pfn_of(i), 0, mt, false);
+            n += 1;
+        }
+        self.inner.free.nr_skipped = 0;
         n
     }
 }

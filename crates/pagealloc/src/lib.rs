@@ -44,6 +44,7 @@ extern crate std;
 
 mod allocator;
 mod buddy;
+mod cluster;
 pub mod config;
 pub mod frame;
 pub mod memmap;

@@ -151,6 +151,10 @@ impl PageMeta {
         self.aux.load(Relaxed)
     }
     #[inline]
+    pub(crate) fn set_aux(&self, v: u32) {
+        self.aux.store(v, Relaxed);
+    }
+    #[inline]
     pub(crate) fn next(&self) -> u32 {
         self.next.load(Relaxed)
     }
@@ -318,6 +322,54 @@ impl List {
         }
         self.len -= 1;
     }
+    /// Cut the first `n` entries, ending at `last`, off the front in O(1) (the kernel's
+    /// `list_cut_position`); returns the cut chain's head. The chain keeps its internal
+    /// links; `last`'s `next` still points into this list until the caller relinks it
+    /// (see [`List::splice_after`]). Writes one frame of this list: the new head's `prev`.
+    pub(crate) fn cut_front(&mut self, m: &[PageMeta], last: u32, n: u32) -> u32 {
+        debug_assert!(n >= 1 && n <= self.len);
+        let first = self.head;
+        let rest = m[last as usize].next();
+        self.head = rest;
+        if rest != NIL {
+            m[rest as usize].set_prev(NIL);
+        } else {
+            self.tail = NIL;
+        }
+        self.len -= n;
+        first
+    }
+    /// Insert the chain `first..=last` of `n` entries (linked by their `next`/`prev`,
+    /// outer links ignored) after entry `after`, or at the head when `None`. O(1).
+    pub(crate) fn splice_after(
+        &mut self,
+        m: &[PageMeta],
+        after: Option<u32>,
+        first: u32,
+        last: u32,
+        n: u32,
+    ) {
+        let next = match after {
+            Some(a) => {
+                let nx = m[a as usize].next();
+                m[a as usize].set_next(first);
+                nx
+            }
+            None => {
+                let nx = self.head;
+                self.head = first;
+                nx
+            }
+        };
+        m[first as usize].set_prev(after.unwrap_or(NIL));
+        m[last as usize].set_next(next);
+        if next != NIL {
+            m[next as usize].set_prev(last);
+        } else {
+            self.tail = last;
+        }
+        self.len += n;
+    }
     /// Walk the entries head to tail.
     pub fn iter<'a>(&self, m: &'a [PageMeta]) -> ListIter<'a> {
         ListIter {
@@ -375,5 +427,33 @@ mod tests {
         assert_eq!(l.pop_head(&m), Some(2));
         assert!(l.is_empty());
         assert_eq!(l.pop_head(&m), None);
+    }
+
+    #[test]
+    fn cut_and_splice() {
+        let m: Vec<PageMeta> = (0..8).map(|_| PageMeta::new()).collect();
+        let mut a = List::new();
+        for i in 0..5 {
+            a.push_tail(&m, i);
+        }
+        let first = a.cut_front(&m, 2, 3);
+        assert_eq!(first, 0);
+        assert_eq!(a.iter(&m).collect::<Vec<_>>(), [3, 4]);
+        let mut b = List::new();
+        b.push_tail(&m, 6);
+        b.push_tail(&m, 7);
+        b.splice_after(&m, Some(6), 0, 2, 3);
+        assert_eq!(b.iter(&m).collect::<Vec<_>>(), [6, 0, 1, 2, 7]);
+        assert_eq!(b.len(), 5);
+        assert_eq!(b.pop_tail(&m), Some(7));
+        assert_eq!(b.pop_tail(&m), Some(2));
+        let first = a.cut_front(&m, 4, 2);
+        assert!(a.is_empty());
+        b.splice_after(&m, None, first, 4, 2);
+        assert_eq!(b.iter(&m).collect::<Vec<_>>(), [3, 4, 6, 0, 1]);
+        let mut c = List::new();
+        c.splice_after(&m, None, 3, 4, 2);
+        assert_eq!(c.tail(), Some(4));
+        assert_eq!(c.pop_tail(&m), Some(4));
     }
 }

@@ -180,6 +180,12 @@ impl Allocator {
 
     /// `rmqueue_bulk` (spec §4.4): `n` blocks under one zone-lock hold, appended to the
     /// tail of list `pi`. Returns blocks taken.
+    ///
+    /// With clustered refill (order 0), whole clusters are first cut off the order-0
+    /// list in O(1) each and made `Pcp` after the zone lock is dropped (`cluster.rs`);
+    /// the rest is taken block by block as usual. `refill_meta_touched` counts frames
+    /// whose metadata is read or written under the lock: one per block taken, about one
+    /// per cluster cut.
     #[allow(clippy::too_many_arguments)]
     fn rmqueue_bulk(
         &self,
@@ -203,6 +209,15 @@ impl Allocator {
             st,
         };
         let mut got = 0;
+        let mut touched = 0u64;
+        if order == 0 && self.cfg.clustered_refill {
+            if let Some((frames, clusters)) = b.cut_clusters(mt, n as u32) {
+                got += frames as i32;
+                touched += clusters as u64;
+                st.cluster_cut.add(clusters as u64);
+            }
+        }
+        let before = pcp.lists[pi].tail();
         while got < n {
             let Some(pfn) = b.take(order, mt, aflags) else {
                 break;
@@ -216,9 +231,23 @@ impl Allocator {
             }
             pcp.lists[pi].push_tail(m, i);
             got += 1;
+            touched += 1;
         }
-        st.refill_meta_touched.add(got as u64);
+        st.refill_meta_touched.add(touched);
+        let cut = b.inner.free.clusters.pending.take();
         drop(g);
+        if let Some(c) = cut {
+            // The fix-up, outside the zone lock; the frames are ours (pcp lock held,
+            // on no zone list), and zone-lock holders that read order-0 Buddy states
+            // wait for `cluster_inflight` to drop.
+            if !c.fixed {
+                crate::cluster::fix_up(zone, m, &c, self.cfg.pcp_migratetype_cache);
+                zone.cluster_inflight
+                    .fetch_sub(1, crate::sync::atomic::Ordering::Release);
+            }
+            // Cut before the blocks taken one by one: keep that order on the list.
+            pcp.lists[pi].splice_after(m, before, c.first, c.last, c.len);
+        }
         pcp.st.count += got << order;
         got
     }
@@ -335,6 +364,11 @@ impl Allocator {
             cfg: &self.cfg,
             st,
         };
+        if self.cfg.clustered_refill {
+            // A drain's order-0 frees open fresh clusters: a drain of one batch of one
+            // migratetype becomes one cluster.
+            b.inner.free.clusters.start_fresh();
+        }
         let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         while n > 0 && pcp.st.count > 0 {
             loop {
@@ -475,6 +509,7 @@ impl Buddy<'_> {
         self.add_to_list(pfn, 0, mt, false);
         self.m[self.z.meta_index(pfn) as usize].set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
         self.account(1, mt);
+        self.inner.free.nr_skipped += 1;
         self.st.merge_skipped.add(1);
     }
 }

@@ -12,7 +12,9 @@
 //! 4. no two free buddies of one order below the pageblock order are left unmerged,
 //!    unless one is marked merge-skipped (merges across pageblocks depend on pageblock
 //!    types that may change after the free, as in the kernel, so they are not checked);
-//! 5. with poisoning, free frames still hold the poison.
+//! 5. with poisoning, free frames still hold the poison;
+//! 6. with clustered refill, the order-0 lists' clusters match their slots (`cluster.rs`)
+//!    and no refill cut is waiting for its fix-up.
 
 use crate::allocator::Allocator;
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
@@ -125,6 +127,19 @@ impl Allocator {
                     g.free.nr_free[o]
                 )));
             }
+        }
+        // 1b. clusters of the order-0 lists (clustered refill)
+        if self.cfg.clustered_refill {
+            g.free
+                .clusters
+                .check(&g.free.lists[0], m)
+                .map_err(|w| err(format!("clusters: {w}")))?;
+        }
+        if z.cluster_inflight
+            .load(crate::sync::atomic::Ordering::Acquire)
+            != 0
+        {
+            return Err(err("a cluster cut was not fixed up".into()));
         }
         if nonisolated != z.free_pages() {
             return Err(err(format!(

@@ -108,6 +108,10 @@ pub(crate) struct Zone {
     pub(crate) pageset: [AtomicU32; 3],
     /// Merge-skipping disable depth (Appendix A): raised by callers that need contiguity.
     pub(crate) merge_disable: AtomicU32,
+    /// Refill cuts of order-0 clusters not yet fixed up (clustered refill, the RFC's
+    /// `in_progress`): raised under the zone lock, lowered by the refilling CPU after
+    /// its fix-up; see `cluster.rs`.
+    pub(crate) cluster_inflight: AtomicU32,
 
     // ---- written under the zone lock ----
     /// NR_FREE_PAGES: free pages on the buddy lists, ISOLATE excluded, pcp excluded.
@@ -165,6 +169,7 @@ impl Zone {
             nonempty: Default::default(),
             pageset: Default::default(),
             merge_disable: AtomicU32::new(0),
+            cluster_inflight: AtomicU32::new(0),
             nr_free_pages: ZoneCounter::default(),
             nr_free_highatomic: ZoneCounter::default(),
             nr_reserved_highatomic: ZoneCounter::default(),

@@ -1,0 +1,568 @@
+//! Effect tests of the beyond-mainline mechanisms (issue 3): the pcp migratetype cache,
+//! the zonelist full-zone cache, order-0 merge skipping, clustered refill and count_min.
+//! Each test runs the same deterministic sequence with the switch on and off and shows
+//! the difference through the counters or the free lists, with `validate()` holding.
+
+mod common;
+use common::*;
+use pagealloc::*;
+use std::sync::Arc;
+
+fn with(base: &str, extra: &str) -> Config {
+    let mut c = cfg(base);
+    if !extra.is_empty() {
+        for kv in extra.split(',') {
+            let (k, v) = kv.split_once('=').expect("key=value");
+            c.set(k, v).expect("known key");
+        }
+    }
+    c
+}
+
+/// Allocate order-`order` blocks on `cpu` until OutOfMemory.
+fn alloc_all(a: &Allocator, cpu: usize, order: u8, gfp: Gfp) -> Vec<Frame> {
+    let mut v = Vec::new();
+    loop {
+        match a.alloc_on(cpu, order, gfp, None) {
+            Ok(f) => v.push(f),
+            Err(AllocError::OutOfMemory) => return v,
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- 1. migratetype cache
+
+/// A page whose pageblock changes type while it sits on the pcp ends up on the free list
+/// of the new type only when the cache is off (6.10+); with the cache (≤ 6.9) the stale
+/// type is used. An isolated pageblock is re-read either way. Nothing is lost.
+#[test]
+fn pcp_migratetype_cache_uses_the_stale_type_only_when_on() {
+    for (cache, isolate) in [(false, false), (true, false), (false, true), (true, true)] {
+        let c = with(
+            "linux-6.12",
+            &format!(
+                "pcp_migratetype_cache={},thp=off",
+                if cache { "on" } else { "off" }
+            ),
+        );
+        let (a, _p) = manual(&Layout::single(8192, 1), c);
+        let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+        assert_eq!(a.pageblock_type(f.pfn), Some(MigrateType::Movable));
+        a.free_on(0, f).unwrap();
+        assert!(a.free_block_of(f.pfn).is_none(), "the page sits on the pcp");
+        let new = if isolate {
+            MigrateType::Isolate
+        } else {
+            MigrateType::Unmovable
+        };
+        a.set_pageblock_type(f.pfn, new).unwrap();
+        a.drain_cpu(0);
+        let (_, _, list) = a.free_block_of(f.pfn).expect("back in the buddy lists");
+        let want = if cache && !isolate {
+            MigrateType::Movable // stale: the type cached at free time
+        } else {
+            new
+        };
+        assert_eq!(list, want, "cache {cache}, new type {new:?}");
+        let t = a.validate().unwrap();
+        assert_eq!((t.allocated, t.pcp), (0, 0));
+        assert_eq!(t.buddy, t.managed, "nothing lost");
+        if isolate {
+            // isolated pages are not counted free
+            assert!(a.nr_free_pages() < t.managed);
+        } else {
+            assert_eq!(a.nr_free_pages(), t.managed);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- 2. zonelist cache
+
+struct ZlcRun {
+    frames: Vec<Frame>,
+    /// (zones scanned, zones skipped) over the allocations while nodes fill, before the
+    /// first slow-path entry.
+    filling: (u64, u64),
+    allocs_filling: u64,
+    total: Counters,
+}
+
+fn zlc_run(on: bool) -> ZlcRun {
+    let c = with(
+        "linux-6.12",
+        &format!("zonelist_cache={},thp=off", if on { "on" } else { "off" }),
+    );
+    let (a, p) = manual(&Layout::numa(28, 2048, 2), c);
+    p.set_now(5_000_000_000);
+    let mut frames = Vec::new();
+    let mut filling = None;
+    loop {
+        // cpu_counters: summing all 56 CPUs x 28 zones per step would dominate the test.
+        let before = a.cpu_counters(0);
+        match a.alloc_on(0, 0, Gfp::USER, None) {
+            Ok(f) => frames.push(f),
+            Err(AllocError::OutOfMemory) => break,
+            Err(e) => panic!("{e:?}"),
+        }
+        // 1 µs per allocation: the whole run stays within the cache's one-second life.
+        p.advance(1_000);
+        if filling.is_none() && a.cpu_counters(0).alloc_slowpath > before.alloc_slowpath {
+            let c = a.cpu_counters(0);
+            filling = Some(((c.zonelist_scanned, c.zonelist_skipped), frames.len()));
+        }
+    }
+    a.validate().unwrap();
+    let (filling, n) = filling.expect("the run reached the slow path");
+    ZlcRun {
+        frames,
+        filling,
+        allocs_filling: n as u64,
+        total: a.counters(),
+    }
+}
+
+/// 28 nodes, one CPU allocating until memory runs out: with the cache, zones found full
+/// are skipped, so far fewer zones are scanned per allocation once nodes fill, and the
+/// allocation results are identical: the same frames in the same order (a deterministic
+/// single-CPU sequence; the cached pass and the full second pass make the result
+/// independent of the cache whenever no zone regains pages, which holds here).
+#[test]
+fn zonelist_cache_scans_fewer_zones_with_identical_results() {
+    let off = zlc_run(false);
+    let on = zlc_run(true);
+    assert_eq!(off.frames.len(), on.frames.len());
+    assert!(off.frames == on.frames, "same frames in the same order");
+    assert_eq!(off.allocs_filling, on.allocs_filling);
+    assert_eq!(off.filling.1, 0, "no skipping without the cache");
+    assert!(on.filling.1 > 0, "the cache skipped zones");
+    let per_alloc = |r: &ZlcRun| r.filling.0 as f64 / r.allocs_filling as f64;
+    let (p_off, p_on) = (per_alloc(&off), per_alloc(&on));
+    eprintln!(
+        "zones scanned per allocation while 28 nodes fill: off {p_off:.2}, on {p_on:.2} \
+         ({} allocations); whole run incl. slow path: off {} on {} scanned, {} skipped",
+        off.allocs_filling,
+        off.total.zonelist_scanned,
+        on.total.zonelist_scanned,
+        on.total.zonelist_skipped
+    );
+    // Without the cache the n-th node to fill costs n zones per allocation (~13.5 on
+    // average over 28 nodes); with it, about one after the first failure.
+    assert!(p_off > 8.0, "{p_off}");
+    assert!(p_on < 2.0, "{p_on}");
+}
+
+/// The bitmap is wiped once it is more than a second old (allocator clock), and the
+/// first zone of a walk is always tried.
+#[test]
+fn zonelist_cache_forgets_after_one_second() {
+    let c = with("linux-6.12", "zonelist_cache=on,thp=off");
+    let (a, p) = manual(&Layout::numa(4, 2048, 1), c);
+    p.set_now(10_000_000_000);
+    // fill node 0 and node 1 (below their low marks), spill into node 2
+    let mut held = Vec::new();
+    while a.zone_of_pfn(held.last().map_or(Pfn(0), |f: &Frame| f.pfn)) != Some(2) {
+        held.push(a.alloc_on(0, 0, Gfp::USER, None).unwrap());
+    }
+    // next allocation: zone 0 tried, zone 1 skipped
+    let c0 = a.counters();
+    a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    let d = a.counters().since(&c0);
+    assert_eq!((d.zonelist_scanned, d.zonelist_skipped), (1, 1));
+    assert_eq!(a.zonelist_full(0), [0, 1]);
+    // within the second: still skipping
+    p.advance(900_000_000);
+    let c0 = a.counters();
+    a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    assert_eq!(a.counters().since(&c0).zonelist_skipped, 1);
+    // more than a second after the last wipe: wiped at setup, zone 1 scanned again
+    p.advance(200_000_000);
+    let c0 = a.counters();
+    a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    let d = a.counters().since(&c0);
+    assert_eq!((d.zonelist_scanned, d.zonelist_skipped), (2, 0));
+    assert_eq!(a.zonelist_full(0), [1]);
+    a.validate().unwrap();
+    // a node-local (THISNODE) walk never uses the cache
+    let c0 = a.counters();
+    let _ = a.alloc_on(0, 0, Gfp::USER | Gfp::THISNODE, None);
+    assert_eq!(a.counters().since(&c0).zonelist_skipped, 0);
+}
+
+// ---------------------------------------------------------------- 3. merge skipping
+
+/// With merge skipping, order-0 frees leave the free lists unmerged (marked), a later
+/// high-order allocation fails on the fast path, merges them lazily in the slow path and
+/// succeeds (a "rescue"); `compact()` merges everything; the disable depth turns skipping
+/// off. Without it, nothing is skipped and the high-order allocation needs no rescue.
+#[test]
+fn merge_skipping_defers_merges_until_a_high_order_allocation_needs_them() {
+    for skip in [false, true] {
+        let c = with(
+            "linux-6.12",
+            &format!("merge_skip={},thp=off", if skip { "on" } else { "off" }),
+        );
+        let (a, _p) = manual(&Layout::single(8192, 1), c);
+        let frames = alloc_all(&a, 0, 0, Gfp::USER);
+        for f in &frames {
+            a.free_on(0, *f).unwrap();
+        }
+        a.drain_cpu(0);
+        let t = a.validate().unwrap();
+        assert_eq!(t.buddy, t.managed);
+        let z = a.zone_info(0);
+        let c = a.counters();
+        if skip {
+            assert!(c.merge_skipped > 4000, "{}", c.merge_skipped);
+            assert!(z.nr_free[0] > 4000, "left unmerged: {:?}", z.nr_free);
+            assert_eq!(z.nr_free[10], 0);
+        } else {
+            assert_eq!(c.merge_skipped, 0);
+            assert_eq!(z.nr_free[10], 8, "fully merged: {:?}", z.nr_free);
+        }
+        // a pageblock-sized allocation
+        let c0 = a.counters();
+        let big = a.alloc_on(0, 9, Gfp::USER, None).unwrap();
+        let c = a.counters().since(&c0);
+        if skip {
+            assert_eq!(c.highorder_rescued, 1);
+            assert!(c.merge_deferred > 4000);
+            assert_eq!(c.alloc_slowpath, 1);
+        } else {
+            assert_eq!((c.highorder_rescued, c.merge_deferred), (0, 0));
+        }
+        a.free_on(0, big).unwrap();
+        a.validate().unwrap();
+        assert_eq!(a.zone_info(0).nr_free[10], 8);
+    }
+}
+
+#[test]
+fn merge_skip_disable_depth_and_compact() {
+    let (a, _p) = manual(
+        &Layout::single(8192, 1),
+        with("linux-6.12", "merge_skip=on,thp=off"),
+    );
+    let frames = alloc_all(&a, 0, 0, Gfp::USER);
+    let (first, rest) = frames.split_at(frames.len() / 2);
+    for f in first {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    let skipped = a.counters().merge_skipped;
+    assert!(skipped >= first.len() as u64);
+    // Raising the depth merges what was skipped and stops skipping.
+    a.merge_skip_disable(true);
+    assert!(a.counters().merge_deferred >= first.len() as u64);
+    for f in rest {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    assert_eq!(
+        a.counters().merge_skipped,
+        skipped,
+        "no skipping while disabled"
+    );
+    assert_eq!(a.zone_info(0).nr_free[10], 8);
+    a.validate().unwrap();
+    a.merge_skip_disable(false);
+    let again = alloc_all(&a, 0, 0, Gfp::USER);
+    for f in &again {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    assert!(a.counters().merge_skipped > skipped, "skipping again");
+    a.validate().unwrap();
+    let n = a.compact();
+    assert!(n > 0);
+    assert_eq!(a.compact(), 0, "nothing left to merge");
+    assert_eq!(a.zone_info(0).nr_free[10], 8);
+    a.validate().unwrap();
+}
+
+/// Merge-skipped frames keep their mark when their pageblock changes type, so the
+/// validator still accepts them, and the deferred merge still finds them.
+#[test]
+fn merge_skipped_frames_survive_pageblock_moves() {
+    let (a, _p) = manual(
+        &Layout::single(4096, 1),
+        with("linux-6.12", "merge_skip=on,thp=off"),
+    );
+    let frames = alloc_all(&a, 0, 0, Gfp::USER);
+    for f in &frames {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    for pb in 0..8u64 {
+        a.set_pageblock_type(Pfn(pb * 512), MigrateType::Unmovable);
+        a.validate().unwrap();
+    }
+    assert!(a.compact() > 0);
+    a.validate().unwrap();
+    assert_eq!(a.zone_info(0).nr_free[10], 4);
+}
+
+// ---------------------------------------------------------------- 4. clustered refill
+
+struct ClusterRun {
+    batch: i32,
+    refill: Counters,
+}
+
+/// Free one batch of one migratetype through a drain, then refill one batch.
+fn one_batch(clustered: bool) -> ClusterRun {
+    let c = with(
+        "linux-6.12",
+        &format!(
+            "merge_skip=on,refill_scaling=off,thp=off,clustered_refill={}",
+            if clustered { "on" } else { "off" }
+        ),
+    );
+    let (a, _p) = manual(&Layout::single(1 << 16, 1), c);
+    let batch = a.pcp_info(0, 0).batch;
+    assert!(batch > 2);
+    let frames: Vec<Frame> = (0..batch)
+        .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+        .collect();
+    a.drain_cpu(0);
+    a.compact();
+    for f in &frames {
+        a.free_on(0, *f).unwrap();
+    }
+    assert_eq!(a.pcp_info(0, 0).count, batch);
+    a.drain_cpu(0); // exactly one batch of one migratetype
+    a.validate().unwrap();
+    a.reset_counters();
+    let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    let refill = a.counters();
+    a.free_on(0, f).unwrap();
+    a.validate().unwrap();
+    ClusterRun { batch, refill }
+}
+
+/// A bulk free of one batch becomes one cluster, and the next refill cuts it whole:
+/// one frame's metadata touched under the zone lock instead of one per page.
+#[test]
+fn clustered_refill_cuts_a_freed_batch_as_one_cluster() {
+    let off = one_batch(false);
+    let on = one_batch(true);
+    let b = on.batch as u64;
+    assert_eq!(on.refill.pcp_refill, 1);
+    assert_eq!(on.refill.pcp_refill_pages, b);
+    assert_eq!(on.refill.cluster_cut, 1);
+    assert_eq!(on.refill.refill_meta_touched, 1);
+    assert_eq!(off.refill.pcp_refill_pages, b);
+    assert_eq!(off.refill.cluster_cut, 0);
+    assert_eq!(off.refill.refill_meta_touched, b);
+}
+
+/// Steady state of a page_fault1-like loop: per refill, metadata touched under the zone
+/// lock drops from one per page to about one per cluster.
+#[test]
+fn clustered_refill_touches_one_frame_per_cluster_in_steady_state() {
+    let mut per_refill = Vec::new();
+    for clustered in [false, true] {
+        let c = with(
+            "linux-6.12",
+            &format!(
+                "merge_skip=on,thp=off,clustered_refill={}",
+                if clustered { "on" } else { "off" }
+            ),
+        );
+        let (a, _p) = manual(&Layout::single(1 << 15, 2), c);
+        let mut last = Counters::default();
+        for round in 0..4 {
+            a.reset_counters();
+            let mut held = Vec::new();
+            for _ in 0..8192 {
+                held.push(a.alloc_on(0, 0, Gfp::USER, None).unwrap());
+            }
+            last = a.counters();
+            for f in held {
+                a.free_on(0, f).unwrap();
+            }
+            a.validate()
+                .unwrap_or_else(|e| panic!("round {round} clustered {clustered}: {e}"));
+        }
+        let touched = last.refill_meta_touched as f64 / last.pcp_refill as f64;
+        let pages = last.pcp_refill_pages as f64 / last.pcp_refill as f64;
+        eprintln!(
+            "clustered {clustered}: {pages:.1} pages and {touched:.1} frames touched per refill, {} clusters cut",
+            last.cluster_cut
+        );
+        if clustered {
+            assert!(last.cluster_cut > 0);
+            let batch = a.pcp_info(0, 0).batch as f64;
+            assert!(
+                touched <= pages / batch + 2.0,
+                "{touched} vs {pages}/{batch}"
+            );
+        } else {
+            assert_eq!(last.cluster_cut, 0);
+            assert_eq!(touched, pages);
+        }
+        per_refill.push(touched);
+    }
+    assert!(per_refill[1] * 5.0 < per_refill[0], "{per_refill:?}");
+}
+
+/// Real threads: refills cutting clusters and fixing them up outside the zone lock race
+/// with pageblock moves, non-skipping order-0 frees (merge skipping disabled for a
+/// while), compaction and high-order allocations, all of which must wait for cut
+/// frames to be fixed up. Everything stays consistent.
+#[test]
+fn clustered_refill_fixups_race_safely_with_mergers_and_scanners() {
+    let c = with("linux-6.12", "merge_skip=on,clustered_refill=on,thp=off");
+    let a = Arc::new(
+        Allocator::with_platform(
+            &Layout::single(1 << 14, 2),
+            c,
+            Arc::new(ManualPlatform::new()),
+        )
+        .unwrap(),
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let worker = {
+        let (a, stop) = (a.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut rounds = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || rounds < 20 {
+                let mut held = Vec::new();
+                for _ in 0..2000 {
+                    match a.alloc_on(0, 0, Gfp::USER, None) {
+                        Ok(f) => held.push(f),
+                        Err(_) => break,
+                    }
+                }
+                for f in held {
+                    a.free_on(0, f).unwrap();
+                }
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    for i in 0..300u64 {
+        match i % 5 {
+            0 => {
+                a.set_pageblock_type(Pfn((i * 512) % (1 << 14)), MigrateType::Unmovable);
+                a.set_pageblock_type(Pfn((i * 512) % (1 << 14)), MigrateType::Movable);
+            }
+            1 => {
+                a.merge_skip_disable(true);
+                let v: Vec<Frame> = (0..200)
+                    .filter_map(|_| a.alloc_on(1, 0, Gfp::USER, None).ok())
+                    .collect();
+                for f in v {
+                    a.free_on(1, f).unwrap();
+                }
+                a.drain_cpu(1);
+                a.merge_skip_disable(false);
+            }
+            2 => {
+                a.compact();
+            }
+            3 => {
+                if let Ok(f) = a.alloc_on(1, 3, Gfp::KERNEL, None) {
+                    a.free_on(1, f).unwrap();
+                }
+            }
+            _ => {
+                a.validate().unwrap();
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = worker.join().unwrap();
+    assert!(rounds >= 20);
+    a.drain_all_pages();
+    let t = a.validate().unwrap();
+    assert_eq!(t.allocated, 0);
+    assert_eq!(t.buddy, t.managed);
+    assert!(a.counters().cluster_cut > 0);
+}
+
+// ---------------------------------------------------------------- 5. count_min
+
+/// count_min (V2 09/10, never merged): a pageset whose pages were all used between two
+/// ticks keeps its `high`; without count_min it decays by 1/8 per tick regardless. An
+/// idle pageset decays alike either way.
+#[test]
+fn count_min_decays_only_idle_pages_through_the_allocator() {
+    let mut highs = Vec::new();
+    for cm in [false, true] {
+        let c = with(
+            "linux-6.12",
+            &format!("thp=off,count_min={}", if cm { "on" } else { "off" }),
+        );
+        let (a, _p) = manual(&Layout::single(1 << 16, 1), c);
+        // Build up `high` with a burst of frees.
+        let burst: Vec<Frame> = (0..6000)
+            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+            .collect();
+        for f in burst {
+            a.free_on(0, f).unwrap();
+        }
+        let start = a.pcp_info(0, 0);
+        assert!(start.high > start.high_min);
+        a.tick(0);
+        // Busy: every tick, all cached pages are used and come back.
+        for _ in 0..4 {
+            let n = a.pcp_info(0, 0).count;
+            let v: Vec<Frame> = (0..n)
+                .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+                .collect();
+            for f in v {
+                a.free_on(0, f).unwrap();
+            }
+            a.tick(0);
+        }
+        let busy = a.pcp_info(0, 0).high;
+        // Idle: ticks only.
+        for _ in 0..3 {
+            a.tick(0);
+        }
+        let idle = a.pcp_info(0, 0).high;
+        a.validate().unwrap();
+        highs.push((start.high, busy, idle));
+    }
+    let (off, on) = (highs[0], highs[1]);
+    eprintln!("high (start, after busy ticks, after idle ticks): off {off:?}, on {on:?}");
+    assert_eq!(off.0, on.0, "same start");
+    assert!(
+        on.1 > off.1,
+        "busy pageset keeps high with count_min: {on:?} vs {off:?}"
+    );
+    assert!(on.1 >= on.0 * 9 / 10, "{on:?}");
+    assert!(
+        on.2 < on.1,
+        "idle pageset decays with count_min too: {on:?}"
+    );
+}
+
+// ---------------------------------------------------------------- 6. switches
+
+#[test]
+fn mechanisms_are_switches_off_in_linux_presets_and_nameable() {
+    for p in Preset::ALL {
+        let c = p.config();
+        assert!(!c.zonelist_cache && !c.merge_skip && !c.clustered_refill && !c.count_min);
+        assert_eq!(c.pcp_migratetype_cache, p != Preset::Linux612, "{p}");
+    }
+    let c: Config = "patch7,zlc=on,merge_skip=on,clustered_refill=on,count_min=on,mt_cache=off"
+        .parse()
+        .unwrap();
+    assert!(c.zonelist_cache && c.merge_skip && c.clustered_refill && c.count_min);
+    assert!(!c.pcp_migratetype_cache);
+    let back: Config = c.to_string().parse().unwrap();
+    assert_eq!(back, c);
+    for k in [
+        "zonelist_cache",
+        "merge_skip",
+        "clustered_refill",
+        "count_min",
+        "pcp_migratetype_cache",
+    ] {
+        assert!(Config::KEYS.contains(k), "{k}");
+    }
+}
