@@ -17,6 +17,8 @@
 //! frame ids. It defines the semantics the real executors must match and checks the
 //! conservation invariant (every block allocated is freed exactly once).
 
+pub mod exec;
+pub mod peers;
 pub mod row;
 pub mod workload;
 

@@ -1,0 +1,268 @@
+//! Page sources: pagealloc and its peers behind one trait, so every executor, workload
+//! and microbenchmark runs the same code on each of them.
+//!
+//! # Design
+//! A [`PageSource`] hands out blocks of 2^order base pages ([`Block`]) on behalf of a CPU
+//! index (the executor's thread), takes them back, and — where it has memory behind its
+//! blocks — writes them ([`PageSource::touch`]). Sources that keep statistics expose the
+//! pagealloc [`Counters`]; sources that can check themselves do so in
+//! [`PageSource::validate`].
+//!
+//! | name | what | memory | orders |
+//! |---|---|---|---|
+//! | `pagealloc` | this workspace's allocator, any config | one mmap, prefaulted | 0..=10 |
+//! | `buddy_system_allocator` | rcore's buddy `LockedFrameAllocator` over the same frame range | one mmap, prefaulted | 0..=10 |
+//! | `mimalloc`, `jemalloc`, `system` | 2^order × 4 KiB blocks aligned to their size | the allocator's own | 0..=10 |
+//! | `pool` | a lock-free queue of order-0 frames (crossbeam `ArrayQueue`) | one mmap, prefaulted | 0 only |
+//! | `kernel` | anonymous `mmap` + fault-in per block, `munmap` on free | the live kernel's | 0..=10 |
+//!
+//! Frame-range sources (pagealloc, buddy, pool) fail an allocation when their frames run
+//! out, like a machine with that much memory. The others have no limit of their own.
+//!
+//! # What it cannot see
+//! `mimalloc`, `jemalloc`, `system` and `kernel` have no zone lock, no per-CPU lists and
+//! none of pagealloc's counters: their rows leave those columns empty.
+
+mod buddy;
+mod kernel;
+mod malloc;
+mod memory;
+mod pagealloc;
+mod pool;
+
+use std::fmt;
+
+use crate::workload::MigrateKind;
+
+pub use self::buddy::BuddySource;
+pub use self::kernel::KernelSource;
+pub use self::malloc::{MallocKind, MallocSource};
+pub use self::memory::Memory;
+pub use self::pagealloc::PageallocSource;
+pub use self::pool::PoolSource;
+
+pub use ::pagealloc::{Counters, PcpInfo};
+
+/// The canonical names of the sources, in the order tables list them.
+pub const NAMES: &[&str] = &[
+    "pagealloc",
+    "buddy_system_allocator",
+    "mimalloc",
+    "jemalloc",
+    "system",
+    "pool",
+    "kernel",
+];
+
+/// Accepted spellings of the source names (`buddy` for `buddy_system_allocator`).
+pub const NAMES_HELP: &str =
+    "pagealloc, buddy_system_allocator (buddy), mimalloc, jemalloc, system, pool, kernel";
+
+/// The canonical name of source `name`, or the error listing the valid ones.
+///
+/// # Errors
+/// [`SourceError::UnknownSource`].
+pub fn canonical(name: &str) -> Result<&'static str, SourceError> {
+    let n = name.trim();
+    let hit = match n {
+        "buddy" | "buddy_system_allocator" | "buddy-system-allocator" => {
+            Some("buddy_system_allocator")
+        }
+        "jemalloc" | "tikv-jemallocator" => Some("jemalloc"),
+        "std" | "system" => Some("system"),
+        _ => NAMES.iter().copied().find(|&v| v == n),
+    };
+    hit.ok_or_else(|| SourceError::UnknownSource(n.to_owned()))
+}
+
+/// A block handed out by a source: 2^`order` base pages.
+///
+/// `handle` is the source's own name for it: a PFN for frame-range sources, an address
+/// for the others. Only the source that made it can interpret it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Block {
+    /// PFN (frame-range sources) or address.
+    pub handle: u64,
+    /// Order of the block.
+    pub order: u8,
+}
+
+/// Why an operation of a source failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceError {
+    /// Out of memory: a normal result for a workload (the op reports failure).
+    OutOfMemory,
+    /// The source cannot serve this request at all (e.g. the pool and order > 0).
+    Unsupported {
+        /// The source.
+        source: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// The source refused a free, or its state is broken: a bug, the run fails.
+    Broken {
+        /// The source.
+        source: &'static str,
+        /// What is wrong.
+        what: String,
+    },
+    /// No source of this name.
+    UnknownSource(String),
+    /// The source could not be built (bad config, mmap failed…).
+    Build {
+        /// The source.
+        source: &'static str,
+        /// Why.
+        why: String,
+    },
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceError::OutOfMemory => f.write_str("out of memory"),
+            SourceError::Unsupported { source, why } => write!(f, "{source}: {why}"),
+            SourceError::Broken { source, what } => write!(f, "{source}: {what}"),
+            SourceError::UnknownSource(n) => {
+                write!(f, "unknown allocator `{n}`; valid: {NAMES_HELP}")
+            }
+            SourceError::Build { source, why } => write!(f, "cannot build {source}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for SourceError {}
+
+/// Where a source's frames live, for the executor's ownership check of every block it
+/// hands out: a frame range `0..frames` (handles are PFNs) or addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandleSpace {
+    /// Handles are frame numbers in `0..frames`, blocks naturally aligned.
+    Frames {
+        /// Frames in the range.
+        frames: u64,
+    },
+    /// Handles are addresses, 4 KiB aligned, or aligned to the block's size.
+    Addresses {
+        /// Blocks are aligned to their size (4 KiB × 2^order).
+        size_aligned: bool,
+    },
+}
+
+/// An allocator of 2^order-page blocks, used by CPU (thread) indices.
+///
+/// Implementations are shared by all executor threads (`Sync`); `cpu` is the caller's
+/// thread index, `< cpus` given at construction.
+pub trait PageSource: fmt::Debug + Send + Sync {
+    /// Canonical name (one of [`NAMES`]).
+    fn name(&self) -> &'static str;
+
+    /// pagealloc's config string, for rows; `None` for peers.
+    fn config(&self) -> Option<String> {
+        None
+    }
+
+    /// Allocates a block of 2^`order` pages as CPU `cpu`.
+    ///
+    /// # Errors
+    /// [`SourceError::OutOfMemory`] (a normal failure) or [`SourceError::Unsupported`].
+    fn allocate(&self, cpu: usize, order: u8, kind: MigrateKind) -> Result<Block, SourceError>;
+
+    /// Frees `block` as CPU `cpu`.
+    ///
+    /// # Errors
+    /// [`SourceError::Broken`] when the source refuses it (a double free…).
+    fn free(&self, cpu: usize, block: Block) -> Result<(), SourceError>;
+
+    /// Writes every byte of `block` (a page fault's zeroing, a copy). A no-op for sources
+    /// without memory behind their blocks.
+    fn touch(&self, block: Block);
+
+    /// Whether [`PageSource::touch`] really writes memory.
+    fn has_memory(&self) -> bool;
+
+    /// How handles are to be read, for the executor's check of every returned block.
+    fn handle_space(&self) -> HandleSpace;
+
+    /// pagealloc's counters summed over CPUs, for sources that keep them.
+    fn counters(&self) -> Option<Counters> {
+        None
+    }
+
+    /// Counters of one CPU.
+    fn cpu_counters(&self, _cpu: usize) -> Option<Counters> {
+        None
+    }
+
+    /// Pages in per-CPU caches right now.
+    fn pcp_pages(&self) -> Option<u64> {
+        None
+    }
+
+    /// The pageset of `cpu` in zone 0.
+    fn pcp_info(&self, _cpu: usize) -> Option<PcpInfo> {
+        None
+    }
+
+    /// Checks the source's invariants at the end of a run, with every block freed.
+    ///
+    /// # Errors
+    /// [`SourceError::Broken`] describing the first broken invariant (for pagealloc,
+    /// `validate()`'s error, or pages still allocated).
+    fn validate(&self) -> Result<(), SourceError> {
+        Ok(())
+    }
+}
+
+/// What a source is built with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceSpec {
+    /// Canonical source name.
+    pub name: &'static str,
+    /// pagealloc config (ignored by peers).
+    pub config: ::pagealloc::Config,
+    /// CPU (thread) indices the source serves.
+    pub cpus: usize,
+    /// Frames of the frame range (pagealloc, buddy, pool).
+    pub frames: u64,
+    /// Back the frames with memory that [`PageSource::touch`] writes (prefaulted).
+    pub memory: bool,
+}
+
+/// Builds the source `spec` describes.
+///
+/// # Errors
+/// [`SourceError::Build`] when the allocator refuses the layout or config, or memory
+/// cannot be mapped.
+pub fn build(spec: &SourceSpec) -> Result<Box<dyn PageSource>, SourceError> {
+    Ok(match spec.name {
+        "pagealloc" => Box::new(PageallocSource::new(
+            spec.config.clone(),
+            spec.frames,
+            spec.cpus,
+            spec.memory,
+        )?),
+        "buddy_system_allocator" => Box::new(BuddySource::new(spec.frames, spec.memory)?),
+        "mimalloc" => Box::new(MallocSource::new(MallocKind::Mimalloc)),
+        "jemalloc" => Box::new(MallocSource::new(MallocKind::Jemalloc)),
+        "system" => Box::new(MallocSource::new(MallocKind::System)),
+        "pool" => Box::new(PoolSource::new(spec.frames, spec.memory)?),
+        "kernel" => Box::new(KernelSource::new()),
+        other => return Err(SourceError::UnknownSource(other.to_owned())),
+    })
+}
+
+/// Bytes of a block of `order`.
+pub(crate) fn block_bytes(order: u8) -> usize {
+    (crate::workload::PAGE_SIZE as usize) << order
+}
+
+/// Fills `len` bytes at `ptr` with a pattern (the touch of a block).
+///
+/// # Safety
+/// `ptr .. ptr + len` must be valid for writes and not accessed by anyone else during
+/// the call (the caller owns the block).
+pub(crate) unsafe fn write_block(ptr: *mut u8, len: usize) {
+    // SAFETY: guaranteed by the caller (1: valid for writes; 2: exclusively owned).
+    unsafe { std::ptr::write_bytes(ptr, 0x5a, len) };
+}
