@@ -20,6 +20,7 @@
 pub mod exec;
 pub mod peers;
 pub mod row;
+pub mod sim;
 pub mod workload;
 
 pub use row::Row;

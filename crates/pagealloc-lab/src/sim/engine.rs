@@ -1,0 +1,750 @@
+//! The discrete-event loop: virtual CPUs running workload scripts against the real
+//! allocator, in virtual time.
+//!
+//! # Design
+//! One [`VCpu`] per CPU of the workload, each with its own virtual clock. The next event
+//! is always the runnable CPU with the smallest clock (ties: the lower CPU id), kept in a
+//! binary heap; a CPU that just ran stays on the processor without a heap round trip
+//! while it is still the smallest. An event executes one op of the script *at that
+//! instant*, on the real allocator (`alloc_on`/`free_on` as that CPU, the
+//! `SimPlatform` clock set to the CPU's time), and charges the op's cost to the
+//! CPU's clock:
+//! - a fast-path allocation or free: a constant;
+//! - each zone-lock trip the op made (learned from the per-(CPU, zone) counter deltas
+//!   of [`pagealloc::Allocator::cpu_zone_counters`]): the lock is a resource in virtual
+//!   time (`free_at`); a CPU arriving before `free_at` waits (that wait is the zone-lock
+//!   %); the hold is a fixed trip cost plus a cost per block moved plus a hand-off cost
+//!   when the previous holder was another CPU (same socket or not);
+//! - a touch: hot or cold per page, from the [`CacheModel`];
+//! - a compute: its duration; a send or receive: a message cost.
+//!
+//! Blocked ops (`Recv` on an empty inbox, `Send` to a full one, `Barrier`) park the CPU
+//! off the heap; the CPU that unblocks it wakes it at its own time. Every tick interval
+//! of virtual time each CPU gets [`pagealloc::Allocator::tick`] (decay), and the total of
+//! pages on per-CPU lists is sampled every `sample_ns`.
+//!
+//! # Determinism
+//! The loop is single-threaded; the only randomness is the scripts' streams
+//! (`cpu_seed(root, cpu)`), the containers are `Vec`, `VecDeque` and `BinaryHeap` with a
+//! total order, so a seed replays exactly. The trace hash mixes every completed op, its
+//! result, the frame it got and the CPU's clock after it.
+//!
+//! # What it cannot see
+//! An op runs atomically at its start time, so the allocator's state changes at once
+//! and not over the op's duration; two CPUs never interleave inside the allocator. Lock
+//! trips of remote drains (`drain_all_pages` from another CPU's slow path) are charged
+//! to the drained CPU's next op. Decay ticks occupy the zone lock but do not delay the
+//! CPU they run on. There is no scheduler: a CPU runs one script, never migrates, and
+//! never idles except when blocked.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+use pagealloc::{Allocator, Config, Counters, Frame, Gfp, MigrateType, Platform};
+
+use super::cache::CacheModel;
+use super::machine::{CostModel, Machine};
+use crate::workload::{
+    cpu_seed, CpuScript, MigrateKind, Op, OpCounts, OpResult, SplitMix64, Workload, WorkloadError,
+};
+
+/// What one simulation needs besides the workload.
+#[derive(Clone, Debug)]
+pub(crate) struct EngineSpec {
+    pub(crate) machine: Machine,
+    pub(crate) cost: CostModel,
+    pub(crate) config: Config,
+    pub(crate) seed: u64,
+    pub(crate) workload_cpus: u32,
+    pub(crate) mem_scale: u64,
+    pub(crate) sample_ns: u64,
+}
+
+/// Raw outcome of one simulation.
+#[derive(Clone, Debug)]
+pub(crate) struct EngineOutput {
+    /// Counts per workload CPU over the measured window.
+    pub(crate) measured_per_cpu: Vec<OpCounts>,
+    /// Counts per workload CPU over the whole run.
+    pub(crate) per_cpu: Vec<OpCounts>,
+    /// Per workload CPU: start of its measured window, ns.
+    pub(crate) measure_start: Vec<u64>,
+    /// Per workload CPU: time of its `Done`, ns.
+    pub(crate) end: Vec<u64>,
+    /// Σ zone-lock wait over workload CPUs, ns.
+    pub(crate) lock_wait_ns: u64,
+    /// Σ busy time (everything charged, waits included) over workload CPUs, ns.
+    pub(crate) busy_ns: u64,
+    /// Page touches (base pages) and how many were cold.
+    pub(crate) touched_pages: u64,
+    pub(crate) cold_pages: u64,
+    /// Zone-lock trip hold times of refills/direct allocations and of drains/direct
+    /// frees, ns.
+    pub(crate) alloc_trips: Vec<u32>,
+    pub(crate) free_trips: Vec<u32>,
+    /// Allocator counters at the end (all CPUs).
+    pub(crate) counters: Counters,
+    /// Largest and last sampled total of pages on per-CPU lists.
+    pub(crate) pcp_peak: u64,
+    pub(crate) pcp_final: u64,
+    /// Ops executed (all kinds) and allocator calls (allocs + frees).
+    pub(crate) ops: u64,
+    pub(crate) page_ops: u64,
+    pub(crate) trace_hash: u64,
+    pub(crate) makespan_ns: u64,
+}
+
+/// Why a simulation stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineError {
+    /// The workload cannot run on this many CPUs.
+    Workload(WorkloadError),
+    /// The allocator refused the machine or config.
+    Build(String),
+    /// A script broke the executor contract or deadlocked.
+    Contract(String),
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::Workload(e) => e.fmt(f),
+            EngineError::Build(e) => write!(f, "cannot build the allocator: {e}"),
+            EngineError::Contract(e) => write!(f, "script error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Runnable,
+    Parked,
+    Done,
+}
+
+#[derive(Debug)]
+struct VCpu {
+    script: Box<dyn CpuScript>,
+    rng: SplitMix64,
+    slots: Vec<Option<Frame>>,
+    pending: Option<Op>,
+    last: OpResult,
+    time: u64,
+    busy: u64,
+    wait: u64,
+    state: State,
+    measuring: bool,
+    measure_start: u64,
+    end: u64,
+    counts: OpCounts,
+    measured: OpCounts,
+    socket: u32,
+    home_zone: usize,
+}
+
+/// A zone lock in virtual time.
+#[derive(Clone, Copy, Debug)]
+struct ZoneLock {
+    free_at: u64,
+    last_cpu: u32,
+    last_socket: u32,
+}
+
+/// What an op did under zone locks, from counter deltas.
+#[derive(Clone, Copy, Debug, Default)]
+struct Trips {
+    trips: u64,
+    alloc_units: u64,
+    free_units: u64,
+}
+
+const NO_CPU: u32 = u32::MAX;
+
+/// The simulator's platform seam: the virtual CPU and clock, and a count of clock reads.
+/// In the core only the zone lock reads the clock (at acquire and at release, for the
+/// hold and wait counters), so an op during which the count did not move took no zone
+/// lock: the engine skips reading counters for it (the common pcp hit).
+#[derive(Debug, Default)]
+struct SimPlatform {
+    cpu: AtomicUsize,
+    now: AtomicU64,
+    reads: AtomicU64,
+}
+
+impl SimPlatform {
+    fn set(&self, cpu: usize, now: u64) {
+        self.cpu.store(cpu, Relaxed);
+        self.now.store(now, Relaxed);
+    }
+    fn reads(&self) -> u64 {
+        self.reads.load(Relaxed)
+    }
+}
+
+impl Platform for SimPlatform {
+    fn current_cpu(&self) -> usize {
+        self.cpu.load(Relaxed)
+    }
+    fn now_ns(&self) -> u64 {
+        self.reads.fetch_add(1, Relaxed);
+        self.now.load(Relaxed)
+    }
+}
+
+struct Engine<'a> {
+    spec: &'a EngineSpec,
+    a: Allocator,
+    platform: Arc<SimPlatform>,
+    cpus: Vec<VCpu>,
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    inboxes: Vec<VecDeque<Frame>>,
+    capacity: usize,
+    /// Per destination inbox: senders blocked on it, FIFO.
+    blocked_senders: Vec<VecDeque<u32>>,
+    barrier_waiting: Vec<u32>,
+    measured_after: Option<u32>,
+    locks: Vec<ZoneLock>,
+    /// Counter snapshots per (machine CPU, zone): deltas are taken against them.
+    snaps: Vec<Counters>,
+    nzones: usize,
+    cache: CacheModel,
+    out: EngineOutput,
+    next_tick: u64,
+    tick_ns: u64,
+    next_sample: u64,
+    hash: u64,
+}
+
+/// Runs `workload` on `spec`'s machine to completion.
+pub(crate) fn simulate(
+    workload: &dyn Workload,
+    spec: &EngineSpec,
+) -> Result<EngineOutput, EngineError> {
+    let scripts = workload
+        .scripts(spec.workload_cpus)
+        .map_err(EngineError::Workload)?;
+    let layout = spec
+        .machine
+        .layout(spec.mem_scale)
+        .map_err(|e| EngineError::Build(e.to_string()))?;
+    let platform = Arc::new(SimPlatform::default());
+    let a = Allocator::with_platform(&layout, spec.config.clone(), platform.clone())
+        .map_err(|e| EngineError::Build(e.to_string()))?;
+    let nzones = a.nr_zones();
+    let frames = layout.zones().map(|(_, z)| z.end_pfn()).max().unwrap_or(0);
+    let n = scripts.len();
+    let cpus: Vec<VCpu> = scripts
+        .into_iter()
+        .enumerate()
+        .map(|(i, script)| {
+            let node = a.cpu_node(i);
+            VCpu {
+                slots: vec![None; script.slot_count() as usize],
+                script,
+                rng: SplitMix64::new(cpu_seed(spec.seed, i as u32)),
+                pending: None,
+                last: OpResult::OK,
+                time: 0,
+                busy: 0,
+                wait: 0,
+                state: State::Runnable,
+                measuring: workload.measured_after().is_none(),
+                measure_start: 0,
+                end: 0,
+                counts: OpCounts::default(),
+                measured: OpCounts::default(),
+                socket: spec.machine.socket_of(i as u32),
+                home_zone: *a.node_zones(node).last().expect("every node has a zone"),
+            }
+        })
+        .collect();
+    let tick_ns = spec.config.tick_interval_ms.max(1) * 1_000_000;
+    let mcpus = a.nr_cpus();
+    let mut e = Engine {
+        spec,
+        platform,
+        heap: (0..n as u32).map(|c| Reverse((0, c))).collect(),
+        inboxes: vec![VecDeque::new(); n],
+        capacity: workload.inbox_capacity(),
+        blocked_senders: vec![VecDeque::new(); n],
+        barrier_waiting: Vec::new(),
+        measured_after: workload.measured_after(),
+        locks: vec![
+            ZoneLock {
+                free_at: 0,
+                last_cpu: NO_CPU,
+                last_socket: NO_CPU,
+            };
+            nzones
+        ],
+        snaps: (0..mcpus * nzones)
+            .map(|i| a.cpu_zone_counters(i / nzones, i % nzones))
+            .collect(),
+        nzones,
+        cache: CacheModel::new(mcpus, spec.machine.llc_slice_bytes(), frames),
+        cpus,
+        a,
+        out: EngineOutput {
+            measured_per_cpu: Vec::new(),
+            per_cpu: Vec::new(),
+            measure_start: Vec::new(),
+            end: Vec::new(),
+            lock_wait_ns: 0,
+            busy_ns: 0,
+            touched_pages: 0,
+            cold_pages: 0,
+            alloc_trips: Vec::new(),
+            free_trips: Vec::new(),
+            counters: Counters::default(),
+            pcp_peak: 0,
+            pcp_final: 0,
+            ops: 0,
+            page_ops: 0,
+            trace_hash: 0,
+            makespan_ns: 0,
+        },
+        next_tick: tick_ns,
+        tick_ns,
+        next_sample: 0,
+        hash: 0xCBF2_9CE4_8422_2325,
+    };
+    e.run(workload.name())?;
+    Ok(e.finish())
+}
+
+impl Engine<'_> {
+    fn run(&mut self, name: &str) -> Result<(), EngineError> {
+        while let Some(Reverse((t, c))) = self.heap.pop() {
+            self.housekeeping(t);
+            let mut cpu = c as usize;
+            loop {
+                self.step(cpu)?;
+                let v = &self.cpus[cpu];
+                if v.state != State::Runnable {
+                    break;
+                }
+                let key = (v.time, cpu as u32);
+                // Stay on this CPU while it is still the earliest (no heap round trip).
+                match self.heap.peek() {
+                    Some(&Reverse(top)) if top < key => {
+                        self.heap.push(Reverse(key));
+                        break;
+                    }
+                    _ => {
+                        if key.0 >= self.next_tick || key.0 >= self.next_sample {
+                            self.heap.push(Reverse(key));
+                            break;
+                        }
+                        cpu = key.1 as usize;
+                    }
+                }
+            }
+        }
+        if let Some(stuck) = self.cpus.iter().position(|v| v.state != State::Done) {
+            return Err(EngineError::Contract(format!(
+                "{name}: deadlock; cpu {stuck} waits on {:?}; pending ops {:?}; inbox lengths {:?}",
+                self.cpus[stuck].pending,
+                self.cpus.iter().map(|v| v.pending).collect::<Vec<_>>(),
+                self.inboxes.iter().map(VecDeque::len).collect::<Vec<_>>()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Decay ticks and pcp samples due at or before `t`.
+    fn housekeeping(&mut self, t: u64) {
+        while self.next_sample <= t || self.next_tick <= t {
+            if self.next_sample <= self.next_tick {
+                let pcp = self.a.nr_pcp_pages();
+                self.out.pcp_peak = self.out.pcp_peak.max(pcp);
+                self.out.pcp_final = pcp;
+                self.next_sample += self.spec.sample_ns.max(1);
+            } else {
+                let now = self.next_tick;
+                for cpu in 0..self.a.nr_cpus() {
+                    self.platform.set(cpu, now);
+                    self.a.tick(cpu);
+                    for z in 0..self.nzones {
+                        let t = self.trips(cpu, z, 0);
+                        for _ in 0..t.trips {
+                            // A decay drain: occupies the lock; its CPU is not delayed.
+                            let hold = self.hold_ns(
+                                cpu as u32,
+                                self.socket(cpu),
+                                z,
+                                0,
+                                t.free_units / t.trips.max(1),
+                            );
+                            let socket = self.socket(cpu);
+                            let l = &mut self.locks[z];
+                            l.free_at = l.free_at.max(now) + hold;
+                            l.last_cpu = cpu as u32;
+                            l.last_socket = socket;
+                        }
+                    }
+                }
+                self.next_tick += self.tick_ns;
+            }
+        }
+    }
+
+    fn socket(&self, cpu: usize) -> u32 {
+        self.spec.machine.socket_of(cpu as u32)
+    }
+
+    /// Counter deltas of `cpu` in `zone` since the last look. `order` is the order of the
+    /// op's block (a refill of order `k` moves `pages >> k` blocks).
+    fn trips(&mut self, cpu: usize, zone: usize, order: u8) -> Trips {
+        let now = self.a.cpu_zone_counters(cpu, zone);
+        let snap = &mut self.snaps[cpu * self.nzones + zone];
+        if now.zone_lock == snap.zone_lock {
+            *snap = now;
+            return Trips::default();
+        }
+        let d = now.since(snap);
+        *snap = now;
+        let direct_allocs = d.alloc_direct;
+        let direct_frees = d.free_direct;
+        Trips {
+            trips: d.zone_lock,
+            alloc_units: (d.pcp_refill_pages >> order) + direct_allocs,
+            free_units: d.pcp_drain_pages + direct_frees,
+        }
+    }
+
+    /// Hold time of one trip by `cpu` on zone `z` moving the given units.
+    fn hold_ns(&self, cpu: u32, socket: u32, z: usize, alloc_units: u64, free_units: u64) -> u64 {
+        let c = &self.spec.cost;
+        let l = &self.locks[z];
+        let handoff = if l.last_cpu == cpu || l.last_cpu == NO_CPU {
+            0.0
+        } else if l.last_socket == socket {
+            c.handoff_socket_ns
+        } else {
+            c.handoff_remote_ns
+        };
+        let mut hold = handoff;
+        if alloc_units > 0 || free_units == 0 {
+            hold += c.refill_trip_ns + alloc_units as f64 * c.refill_block_ns;
+        }
+        if free_units > 0 {
+            hold += c.drain_trip_ns + free_units as f64 * c.drain_page_ns;
+        }
+        hold.round() as u64
+    }
+
+    /// Charges the zone-lock trips `t` of zone `z` to `cpu`, starting at its clock.
+    fn charge_trips(&mut self, cpu: usize, z: usize, t: Trips) {
+        if t.trips == 0 {
+            return;
+        }
+        let socket = self.cpus[cpu].socket;
+        for k in 0..t.trips {
+            // Spread the units over the trips (usually exactly one).
+            let share = |u: u64| u / t.trips + u64::from(k < u % t.trips);
+            let (au, fu) = (share(t.alloc_units), share(t.free_units));
+            let hold = self.hold_ns(cpu as u32, socket, z, au, fu);
+            let v = &mut self.cpus[cpu];
+            let l = &mut self.locks[z];
+            let start = v.time.max(l.free_at);
+            let wait = start - v.time;
+            l.free_at = start + hold;
+            l.last_cpu = cpu as u32;
+            l.last_socket = socket;
+            v.time = start + hold;
+            v.busy += wait + hold;
+            v.wait += wait;
+            let sample = hold.min(u64::from(u32::MAX)) as u32;
+            if fu > 0 && au == 0 {
+                self.out.free_trips.push(sample);
+            } else {
+                self.out.alloc_trips.push(sample);
+            }
+        }
+    }
+
+    fn charge(&mut self, cpu: usize, ns: f64) {
+        let ns = ns.round() as u64;
+        let v = &mut self.cpus[cpu];
+        v.time += ns;
+        v.busy += ns;
+    }
+
+    /// Executes `cpu`'s pending op (asking the script for one first if needed).
+    fn step(&mut self, cpu: usize) -> Result<(), EngineError> {
+        let op = match self.cpus[cpu].pending {
+            Some(op) => op,
+            None => {
+                let v = &mut self.cpus[cpu];
+                let op = v.script.next(v.last, &mut v.rng);
+                v.pending = Some(op);
+                op
+            }
+        };
+        let cost = self.spec.cost;
+        match op {
+            Op::Alloc { slot, order, kind } => {
+                self.check_slot(cpu, slot, false, "alloc into")?;
+                let t = self.cpus[cpu].time;
+                self.platform.set(cpu, t);
+                let reads = self.platform.reads();
+                let gfp = Gfp::from_migratetype(match kind {
+                    MigrateKind::Unmovable => MigrateType::Unmovable,
+                    MigrateKind::Movable => MigrateType::Movable,
+                    MigrateKind::Reclaimable => MigrateType::Reclaimable,
+                });
+                let r = self.a.alloc_on(cpu, order, gfp, None);
+                self.charge(cpu, cost.alloc_fast_ns);
+                self.out.page_ops += 1;
+                // No clock read, no zone lock: a pcp hit (see SimPlatform).
+                let locked = self.platform.reads() != reads;
+                let home = self.cpus[cpu].home_zone;
+                if locked {
+                    let tz = self.trips(cpu, home, order);
+                    self.charge_trips(cpu, home, tz);
+                }
+                let (ok, pfn) = match r {
+                    Ok(f) => {
+                        let z = self
+                            .a
+                            .zone_of_pfn(f.pfn)
+                            .expect("allocated frame has a zone");
+                        if locked && z != home {
+                            let tz = self.trips(cpu, z, order);
+                            self.charge_trips(cpu, z, tz);
+                        }
+                        self.cpus[cpu].slots[slot as usize] = Some(f);
+                        (true, f.pfn.0)
+                    }
+                    Err(_) => {
+                        for z in 0..self.nzones {
+                            if z != home {
+                                let tz = self.trips(cpu, z, order);
+                                self.charge_trips(cpu, z, tz);
+                            }
+                        }
+                        (false, u64::MAX)
+                    }
+                };
+                self.complete(cpu, op, ok, None, pfn);
+            }
+            Op::Free { slot } => {
+                let f = self.take_slot(cpu, slot, "free")?;
+                let t = self.cpus[cpu].time;
+                self.platform.set(cpu, t);
+                let reads = self.platform.reads();
+                self.a.free_on(cpu, f).map_err(|e| {
+                    EngineError::Contract(format!("cpu {cpu}: free of {f:?} refused: {e:?}"))
+                })?;
+                self.charge(cpu, cost.free_fast_ns);
+                self.out.page_ops += 1;
+                if self.platform.reads() != reads {
+                    let z = self.a.zone_of_pfn(f.pfn).expect("freed frame has a zone");
+                    let tz = self.trips(cpu, z, f.order);
+                    self.charge_trips(cpu, z, tz);
+                }
+                self.complete(cpu, op, true, Some(f.order), f.pfn.0);
+            }
+            Op::Touch { slot } => {
+                let f = self.cpus[cpu]
+                    .slots
+                    .get(slot as usize)
+                    .copied()
+                    .flatten()
+                    .ok_or_else(|| {
+                        EngineError::Contract(format!("cpu {cpu}: touch of empty slot {slot}"))
+                    })?;
+                let pages = f.pages();
+                let hot = self.cache.touch(cpu, f.pfn.0, pages);
+                let cold = pages - hot;
+                self.out.touched_pages += pages;
+                self.out.cold_pages += cold;
+                self.charge(
+                    cpu,
+                    hot as f64 * cost.touch_hot_ns + cold as f64 * cost.touch_cold_ns,
+                );
+                self.complete(cpu, op, true, Some(f.order), f.pfn.0);
+            }
+            Op::Compute { ns } => {
+                self.charge(cpu, ns as f64);
+                self.complete(cpu, op, true, None, 0);
+            }
+            Op::Exit => self.complete(cpu, op, true, None, 0),
+            Op::Send { slot, to_cpu } => {
+                let to = to_cpu as usize;
+                if to >= self.cpus.len() {
+                    return Err(EngineError::Contract(format!(
+                        "cpu {cpu}: send to cpu {to} of {}",
+                        self.cpus.len()
+                    )));
+                }
+                if self.inboxes[to].len() >= self.capacity {
+                    self.blocked_senders[to].push_back(cpu as u32);
+                    self.cpus[cpu].state = State::Parked;
+                    return Ok(());
+                }
+                let f = self.take_slot(cpu, slot, "send")?;
+                self.inboxes[to].push_back(f);
+                self.charge(cpu, cost.message_ns);
+                let now = self.cpus[cpu].time;
+                if self.cpus[to].state == State::Parked
+                    && matches!(self.cpus[to].pending, Some(Op::Recv { .. }))
+                {
+                    self.wake(to, now);
+                }
+                self.complete(cpu, op, true, Some(f.order), f.pfn.0);
+            }
+            Op::Recv { slot } => {
+                self.check_slot(cpu, slot, false, "recv into")?;
+                let Some(f) = self.inboxes[cpu].pop_front() else {
+                    self.cpus[cpu].state = State::Parked;
+                    return Ok(());
+                };
+                self.cpus[cpu].slots[slot as usize] = Some(f);
+                self.charge(cpu, cost.message_ns);
+                let now = self.cpus[cpu].time;
+                if let Some(s) = self.blocked_senders[cpu].pop_front() {
+                    self.wake(s as usize, now);
+                }
+                self.complete(cpu, op, true, Some(f.order), f.pfn.0);
+            }
+            Op::Barrier { id } => {
+                if let Some(&first) = self.barrier_waiting.first() {
+                    let other = self.cpus[first as usize].pending;
+                    if other != Some(op) {
+                        return Err(EngineError::Contract(format!(
+                            "cpus wait at different barriers: {other:?} and {op:?}"
+                        )));
+                    }
+                }
+                self.barrier_waiting.push(cpu as u32);
+                self.cpus[cpu].state = State::Parked;
+                if let Some(d) = self.cpus.iter().position(|v| v.state == State::Done) {
+                    return Err(EngineError::Contract(format!(
+                        "cpu {d} finished while others wait at barrier {id}"
+                    )));
+                }
+                if self.barrier_waiting.len() == self.cpus.len() {
+                    let now = self.cpus[cpu].time;
+                    let waiting = std::mem::take(&mut self.barrier_waiting);
+                    for w in waiting {
+                        let w = w as usize;
+                        self.cpus[w].time = self.cpus[w].time.max(now);
+                        self.complete(w, op, true, None, 0);
+                        self.cpus[w].state = State::Runnable;
+                        if w != cpu {
+                            self.heap.push(Reverse((self.cpus[w].time, w as u32)));
+                        }
+                    }
+                }
+            }
+            Op::Done => {
+                let v = &mut self.cpus[cpu];
+                if v.slots.iter().any(Option::is_some) {
+                    return Err(EngineError::Contract(format!(
+                        "cpu {cpu}: done with blocks in its slots"
+                    )));
+                }
+                if !self.barrier_waiting.is_empty() {
+                    return Err(EngineError::Contract(format!(
+                        "cpu {cpu} finished while others wait at a barrier"
+                    )));
+                }
+                v.state = State::Done;
+                v.end = v.time;
+                v.pending = None;
+            }
+        }
+        Ok(())
+    }
+
+    fn wake(&mut self, cpu: usize, now: u64) {
+        let v = &mut self.cpus[cpu];
+        v.state = State::Runnable;
+        v.time = v.time.max(now);
+        self.heap.push(Reverse((v.time, cpu as u32)));
+    }
+
+    fn check_slot(&self, cpu: usize, slot: u32, full: bool, what: &str) -> Result<(), EngineError> {
+        match self.cpus[cpu].slots.get(slot as usize) {
+            None => Err(EngineError::Contract(format!(
+                "cpu {cpu}: slot {slot} beyond its table of {}",
+                self.cpus[cpu].slots.len()
+            ))),
+            Some(s) if s.is_some() != full => Err(EngineError::Contract(format!(
+                "cpu {cpu}: {what} {} slot {slot}",
+                if full { "empty" } else { "full" }
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn take_slot(&mut self, cpu: usize, slot: u32, what: &str) -> Result<Frame, EngineError> {
+        self.check_slot(cpu, slot, true, what)?;
+        Ok(self.cpus[cpu].slots[slot as usize]
+            .take()
+            .expect("checked full"))
+    }
+
+    /// Completes `cpu`'s pending op: counts, measured window, trace hash.
+    fn complete(&mut self, cpu: usize, op: Op, ok: bool, order: Option<u8>, pfn: u64) {
+        let v = &mut self.cpus[cpu];
+        v.counts.record(&op, ok, order);
+        if v.measuring {
+            v.measured.record(&op, ok, order);
+        }
+        if let (Some(id), Op::Barrier { id: b }) = (self.measured_after, op) {
+            if id == b && !v.measuring {
+                v.measuring = true;
+                v.measure_start = v.time;
+            }
+        }
+        v.pending = None;
+        v.last = OpResult { ok };
+        let mut h = self.hash;
+        for w in [cpu as u64, op_word(&op), u64::from(ok), pfn, v.time] {
+            h = (h.rotate_left(5) ^ w).wrapping_mul(0x0100_0000_01B3);
+        }
+        self.hash = h;
+        self.out.ops += 1;
+    }
+
+    fn finish(mut self) -> EngineOutput {
+        let pcp = self.a.nr_pcp_pages();
+        self.out.pcp_peak = self.out.pcp_peak.max(pcp);
+        self.out.pcp_final = pcp;
+        self.out.counters = self.a.counters();
+        self.out.makespan_ns = self.cpus.iter().map(|v| v.end).max().unwrap_or(0);
+        self.out.lock_wait_ns = self.cpus.iter().map(|v| v.wait).sum();
+        self.out.busy_ns = self.cpus.iter().map(|v| v.busy).sum();
+        self.out.trace_hash = self.hash;
+        self.out.measure_start = self.cpus.iter().map(|v| v.measure_start).collect();
+        self.out.end = self.cpus.iter().map(|v| v.end).collect();
+        self.out.per_cpu = self.cpus.iter().map(|v| v.counts.clone()).collect();
+        self.out.measured_per_cpu = self.cpus.iter().map(|v| v.measured.clone()).collect();
+        debug_assert!(self.a.validate().is_ok());
+        self.out
+    }
+}
+
+/// A stable one-word encoding of an op for the trace hash.
+fn op_word(op: &Op) -> u64 {
+    match *op {
+        Op::Alloc { slot, order, kind } => {
+            1 | u64::from(slot) << 8 | u64::from(order) << 40 | (kind as u64) << 48
+        }
+        Op::Free { slot } => 2 | u64::from(slot) << 8,
+        Op::Touch { slot } => 3 | u64::from(slot) << 8,
+        Op::Compute { ns } => 4 ^ ns << 8,
+        Op::Send { slot, to_cpu } => 5 | u64::from(slot) << 8 | u64::from(to_cpu) << 40,
+        Op::Recv { slot } => 6 | u64::from(slot) << 8,
+        Op::Barrier { id } => 7 | u64::from(id) << 8,
+        Op::Exit => 8,
+        Op::Done => 9,
+    }
+}

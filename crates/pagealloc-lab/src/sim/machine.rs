@@ -1,0 +1,432 @@
+//! The machines of the seed measurements, as data, and their cost parameters.
+//!
+//! # Design
+//! A [`Machine`] is plain data: CPUs, sockets, NUMA nodes, memory per node, LLC per
+//! socket, and a [`CostModel`]. [`Machine::layout`] turns it into the core's
+//! [`Layout`]: one Normal zone per node, CPUs numbered socket by socket (CPU `c` is on
+//! socket `c / cpus_per_socket`), each with an LLC slice of `llc_per_socket /
+//! cpus_per_socket` bytes (what Linux's `update_per_cpu_data_slice_size` computes).
+//!
+//! # Memory scaling
+//! The simulator keeps 16 bytes of metadata per simulated frame plus 8 bytes of cache
+//! model per frame (touched lazily), so 512 GiB costs about 2 GiB of real memory and is
+//! the default (`mem_scale = 1`). A scale factor `s > 1` divides every node's memory by
+//! `s`. The core computes watermarks and `high` from the managed pages, so with scaling
+//! the *ratios* stay (watermarks ∝ managed, high_min ∝ low watermark / CPUs, high_max ∝
+//! managed / 8 / CPUs, pages per CPU ∝ managed / CPUs), but their absolute sizes relative
+//! to `batch` (63 for any zone above 1 GiB) shrink by `s`. Every run prints the factor.
+
+use std::fmt;
+
+use pagealloc::Layout;
+
+/// Bytes per GiB.
+const GIB: u64 = 1 << 30;
+/// Bytes per MiB.
+const MIB: u64 = 1 << 20;
+
+/// The cost of each simulated event, in nanoseconds of virtual time. See
+/// `docs/sim-cost-model.md` for the source of every value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostModel {
+    /// An allocation served from the per-CPU list (the fast path), ns.
+    pub alloc_fast_ns: f64,
+    /// A free to the per-CPU list (the fast path), ns.
+    pub free_fast_ns: f64,
+    /// Fixed part of one zone-lock trip for a refill (`rmqueue_bulk`) or a direct
+    /// allocation: acquire, bookkeeping, release, ns.
+    pub refill_trip_ns: f64,
+    /// Per block taken from the buddy lists under the zone lock (refill or direct), ns.
+    pub refill_block_ns: f64,
+    /// Fixed part of one zone-lock trip for a drain (`free_pcppages_bulk`) or a direct
+    /// free, ns.
+    pub drain_trip_ns: f64,
+    /// Per page returned to the buddy lists under the zone lock, ns.
+    pub drain_page_ns: f64,
+    /// Extra hold time when the lock was last held by another CPU of the same socket:
+    /// the lock's and the zone's cache lines move (hand-off), ns.
+    pub handoff_socket_ns: f64,
+    /// Extra hold time when the lock was last held by a CPU of another socket, ns.
+    pub handoff_remote_ns: f64,
+    /// Writing a base page found in this CPU's cache (a hot `clear_page`), ns.
+    pub touch_hot_ns: f64,
+    /// Writing a base page not in this CPU's cache (cold: lines come from DRAM or
+    /// another cache), ns.
+    pub touch_cold_ns: f64,
+    /// Passing a block to another CPU (`Send`) or taking one (`Recv`): a few cache-line
+    /// transfers, ns.
+    pub message_ns: f64,
+}
+
+impl CostModel {
+    /// The names of the parameters, in declaration order (for `--cost key=value`).
+    pub const KEYS: &'static [&'static str] = &[
+        "alloc_fast_ns",
+        "free_fast_ns",
+        "refill_trip_ns",
+        "refill_block_ns",
+        "drain_trip_ns",
+        "drain_page_ns",
+        "handoff_socket_ns",
+        "handoff_remote_ns",
+        "touch_hot_ns",
+        "touch_cold_ns",
+        "message_ns",
+    ];
+
+    /// The parameters as `(name, value)`, in [`CostModel::KEYS`] order.
+    pub fn list(&self) -> [(&'static str, f64); 11] {
+        [
+            ("alloc_fast_ns", self.alloc_fast_ns),
+            ("free_fast_ns", self.free_fast_ns),
+            ("refill_trip_ns", self.refill_trip_ns),
+            ("refill_block_ns", self.refill_block_ns),
+            ("drain_trip_ns", self.drain_trip_ns),
+            ("drain_page_ns", self.drain_page_ns),
+            ("handoff_socket_ns", self.handoff_socket_ns),
+            ("handoff_remote_ns", self.handoff_remote_ns),
+            ("touch_hot_ns", self.touch_hot_ns),
+            ("touch_cold_ns", self.touch_cold_ns),
+            ("message_ns", self.message_ns),
+        ]
+    }
+
+    /// Sets one parameter by name.
+    ///
+    /// # Errors
+    /// An unknown key (the message lists the valid ones) or a value that is not a finite
+    /// number `>= 0`.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let v: f64 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("cost {key}: `{value}` is not a number"))?;
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("cost {key}: {v} must be finite and >= 0"));
+        }
+        let field = match key.trim() {
+            "alloc_fast_ns" => &mut self.alloc_fast_ns,
+            "free_fast_ns" => &mut self.free_fast_ns,
+            "refill_trip_ns" => &mut self.refill_trip_ns,
+            "refill_block_ns" => &mut self.refill_block_ns,
+            "drain_trip_ns" => &mut self.drain_trip_ns,
+            "drain_page_ns" => &mut self.drain_page_ns,
+            "handoff_socket_ns" => &mut self.handoff_socket_ns,
+            "handoff_remote_ns" => &mut self.handoff_remote_ns,
+            "touch_hot_ns" => &mut self.touch_hot_ns,
+            "touch_cold_ns" => &mut self.touch_cold_ns,
+            "message_ns" => &mut self.message_ns,
+            other => {
+                return Err(format!(
+                    "unknown cost parameter `{other}`; valid: {}",
+                    Self::KEYS.join(", ")
+                ))
+            }
+        };
+        *field = v;
+        Ok(())
+    }
+
+    /// Applies `key=value[,key=value…]`.
+    ///
+    /// # Errors
+    /// As [`CostModel::set`], or an item without `=`.
+    pub fn apply(&mut self, spec: &str) -> Result<(), String> {
+        for item in spec.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("cost override `{item}`: expected key=value"))?;
+            self.set(k, v)?;
+        }
+        Ok(())
+    }
+}
+
+/// Sapphire Rapids (Xeon 8480+ class, 2 sockets, 224 threads). The zone-lock
+/// parameters are the least-squares fit of the published batch sweep (see
+/// [`super::calibrate`]); the hand-off and touch costs are fitted to the kbuild table
+/// or taken from typical figures (docs/sim-cost-model.md says which).
+pub const SPR_COST: CostModel = CostModel {
+    alloc_fast_ns: 60.0,
+    free_fast_ns: 50.0,
+    refill_trip_ns: 1267.8,
+    refill_block_ns: 23.25,
+    drain_trip_ns: 514.7,
+    drain_page_ns: 29.51,
+    handoff_socket_ns: 120.0,
+    handoff_remote_ns: 300.0,
+    touch_hot_ns: 60.0,
+    touch_cold_ns: 250.0,
+    message_ns: 120.0,
+};
+
+/// Ice Lake (Xeon 8358 class, 2 sockets, 128 threads): batch-sweep fit as for SPR.
+pub const ICX_COST: CostModel = CostModel {
+    alloc_fast_ns: 60.0,
+    free_fast_ns: 50.0,
+    refill_trip_ns: 843.3,
+    refill_block_ns: 19.94,
+    drain_trip_ns: 489.0,
+    drain_page_ns: 27.80,
+    handoff_socket_ns: 110.0,
+    handoff_remote_ns: 280.0,
+    touch_hot_ns: 60.0,
+    touch_cold_ns: 250.0,
+    message_ns: 110.0,
+};
+
+/// Skylake-SP (2 sockets, 112 threads): no calibration data; Ice Lake's values scaled
+/// by 1.15 (older core, slower uncore).
+pub const SKX_COST: CostModel = scaled(ICX_COST, 1.15);
+
+/// SGI Altix-class NUMA (28 nodes of 2 CPUs, 2006): no calibration data; Ice Lake's
+/// values scaled by 3 (1.5 GHz in-order cores, a NUMAlink interconnect).
+pub const SN2_COST: CostModel = scaled(ICX_COST, 3.0);
+
+/// A desktop (8 CPUs, one socket): no calibration data; Ice Lake's values with a
+/// cheaper hand-off (one small ring).
+pub const DESKTOP_COST: CostModel = CostModel {
+    handoff_socket_ns: 60.0,
+    handoff_remote_ns: 60.0,
+    ..ICX_COST
+};
+
+const fn scaled(c: CostModel, k: f64) -> CostModel {
+    CostModel {
+        alloc_fast_ns: c.alloc_fast_ns * k,
+        free_fast_ns: c.free_fast_ns * k,
+        refill_trip_ns: c.refill_trip_ns * k,
+        refill_block_ns: c.refill_block_ns * k,
+        drain_trip_ns: c.drain_trip_ns * k,
+        drain_page_ns: c.drain_page_ns * k,
+        handoff_socket_ns: c.handoff_socket_ns * k,
+        handoff_remote_ns: c.handoff_remote_ns * k,
+        touch_hot_ns: c.touch_hot_ns * k,
+        touch_cold_ns: c.touch_cold_ns * k,
+        message_ns: c.message_ns * k,
+    }
+}
+
+/// A simulated machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Machine {
+    /// Name, e.g. `spr-2s-224`.
+    pub name: &'static str,
+    /// One line for listings.
+    pub description: &'static str,
+    /// Logical CPUs.
+    pub cpus: u32,
+    /// Sockets (LLC domains); CPUs are split evenly, socket by socket.
+    pub sockets: u32,
+    /// NUMA nodes; CPUs are split evenly, node by node.
+    pub nodes: u32,
+    /// Memory of the whole machine, bytes (before scaling).
+    pub mem_bytes: u64,
+    /// Last-level cache per socket, bytes.
+    pub llc_per_socket: u64,
+    /// Cost parameters.
+    pub cost: CostModel,
+}
+
+/// The machines of the seed measurements (`workloads.md`, "Machines the simulator must
+/// describe").
+pub const MACHINES: &[Machine] = &[
+    Machine {
+        name: "spr-2s-224",
+        description: "Sapphire Rapids, 2 sockets, 224 CPUs, 512 GiB, 105 MiB LLC/socket",
+        cpus: 224,
+        sockets: 2,
+        nodes: 2,
+        mem_bytes: 512 * GIB,
+        llc_per_socket: 105 * MIB,
+        cost: SPR_COST,
+    },
+    Machine {
+        name: "icx-2s-128",
+        description: "Ice Lake, 2 sockets, 128 CPUs, 256 GiB, 48 MiB LLC/socket",
+        cpus: 128,
+        sockets: 2,
+        nodes: 2,
+        mem_bytes: 256 * GIB,
+        llc_per_socket: 48 * MIB,
+        cost: ICX_COST,
+    },
+    Machine {
+        name: "skx-2s-112",
+        description: "Skylake-SP, 2 sockets, 112 CPUs, 64 GiB, 38.5 MiB LLC/socket",
+        cpus: 112,
+        sockets: 2,
+        nodes: 2,
+        mem_bytes: 64 * GIB,
+        llc_per_socket: 77 * MIB / 2,
+        cost: SKX_COST,
+    },
+    Machine {
+        name: "sn2-28n-56",
+        description: "SGI Altix-class, 28 nodes of 2 CPUs, 96 GiB, 6 MiB L3 per CPU",
+        cpus: 56,
+        sockets: 28,
+        nodes: 28,
+        mem_bytes: 96 * GIB,
+        llc_per_socket: 12 * MIB,
+        cost: SN2_COST,
+    },
+    Machine {
+        name: "desktop-8",
+        description: "desktop, 1 socket, 8 CPUs, 4 GiB, 12 MiB LLC",
+        cpus: 8,
+        sockets: 1,
+        nodes: 1,
+        mem_bytes: 4 * GIB,
+        llc_per_socket: 12 * MIB,
+        cost: DESKTOP_COST,
+    },
+];
+
+/// Why a machine could not be found or built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MachineError {
+    /// No machine of this name.
+    Unknown(String),
+    /// A memory scale of 0, or one that leaves a node under 64 MiB.
+    BadScale(u64),
+}
+
+impl fmt::Display for MachineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MachineError::Unknown(name) => write!(
+                f,
+                "unknown machine `{name}`; valid: {}",
+                MACHINES
+                    .iter()
+                    .map(|m| m.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            MachineError::BadScale(s) => write!(
+                f,
+                "memory scale {s}: must be at least 1 and leave every node 64 MiB or more"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MachineError {}
+
+impl Machine {
+    /// The machine called `name`.
+    ///
+    /// # Errors
+    /// [`MachineError::Unknown`], listing the valid names.
+    pub fn by_name(name: &str) -> Result<Machine, MachineError> {
+        MACHINES
+            .iter()
+            .find(|m| m.name == name.trim())
+            .cloned()
+            .ok_or_else(|| MachineError::Unknown(name.to_owned()))
+    }
+
+    /// CPUs per socket.
+    pub fn cpus_per_socket(&self) -> u32 {
+        self.cpus / self.sockets
+    }
+
+    /// CPUs per node.
+    pub fn cpus_per_node(&self) -> u32 {
+        self.cpus / self.nodes
+    }
+
+    /// Socket of `cpu`.
+    pub fn socket_of(&self, cpu: u32) -> u32 {
+        cpu / self.cpus_per_socket()
+    }
+
+    /// Each CPU's share of its socket's LLC, bytes.
+    pub fn llc_slice_bytes(&self) -> u64 {
+        self.llc_per_socket / u64::from(self.cpus_per_socket())
+    }
+
+    /// Base pages per node with memory divided by `mem_scale`.
+    ///
+    /// # Errors
+    /// [`MachineError::BadScale`] for 0 or a node below 64 MiB.
+    pub fn pages_per_node(&self, mem_scale: u64) -> Result<u64, MachineError> {
+        if mem_scale == 0 {
+            return Err(MachineError::BadScale(mem_scale));
+        }
+        let bytes = self.mem_bytes / u64::from(self.nodes) / mem_scale;
+        if bytes < 64 * MIB {
+            return Err(MachineError::BadScale(mem_scale));
+        }
+        Ok(bytes / pagealloc::PAGE_SIZE as u64)
+    }
+
+    /// The core's layout of this machine with memory divided by `mem_scale`.
+    ///
+    /// # Errors
+    /// As [`Machine::pages_per_node`].
+    pub fn layout(&self, mem_scale: u64) -> Result<Layout, MachineError> {
+        let pages = self.pages_per_node(mem_scale)?;
+        Ok(
+            Layout::numa(self.nodes as usize, pages, self.cpus_per_node() as usize)
+                .with_llc_slice(self.llc_slice_bytes()),
+        )
+    }
+
+    /// The CPUs a workload runs on by default: kbuild is `make -j<CPUs per socket>` on
+    /// socket 0 (the spec's `make -j112` on one socket); every other workload uses the
+    /// whole machine and takes what its parameters need.
+    pub fn default_workload_cpus(&self, workload: &str) -> u32 {
+        match workload {
+            "kbuild" => self.cpus_per_socket(),
+            _ => self.cpus,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_machine_builds_a_valid_layout() {
+        for m in MACHINES {
+            assert_eq!(m.cpus % m.sockets, 0, "{}", m.name);
+            assert_eq!(m.cpus % m.nodes, 0, "{}", m.name);
+            let l = m
+                .layout(m.mem_bytes / u64::from(m.nodes) / (64 << 20))
+                .unwrap();
+            l.validate().unwrap();
+            assert_eq!(l.cpus.len(), m.cpus as usize);
+            assert_eq!(l.nodes.len(), m.nodes as usize);
+            assert_eq!(l.cpus[0].llc_slice_bytes, m.llc_slice_bytes());
+        }
+        let spr = Machine::by_name("spr-2s-224").unwrap();
+        assert_eq!(spr.llc_slice_bytes(), 960 * 1024);
+        assert_eq!(spr.pages_per_node(1).unwrap(), 64 << 20);
+        assert_eq!(spr.socket_of(111), 0);
+        assert_eq!(spr.socket_of(112), 1);
+        assert_eq!(spr.default_workload_cpus("kbuild"), 112);
+    }
+
+    #[test]
+    fn bad_names_and_scales_are_refused() {
+        let e = Machine::by_name("vax").unwrap_err();
+        assert!(e.to_string().contains("spr-2s-224"), "{e}");
+        let d = Machine::by_name("desktop-8").unwrap();
+        assert_eq!(d.pages_per_node(0), Err(MachineError::BadScale(0)));
+        assert_eq!(d.pages_per_node(128), Err(MachineError::BadScale(128)));
+    }
+
+    #[test]
+    fn cost_overrides_parse_and_refuse() {
+        let mut c = SPR_COST;
+        c.apply("touch_cold_ns=400, handoff_socket_ns=90").unwrap();
+        assert_eq!(c.touch_cold_ns, 400.0);
+        assert_eq!(c.handoff_socket_ns, 90.0);
+        assert!(c.apply("nope=1").unwrap_err().contains("alloc_fast_ns"));
+        assert!(c.apply("touch_hot_ns=-1").is_err());
+        assert!(c.apply("touch_hot_ns").is_err());
+    }
+}

@@ -1,0 +1,384 @@
+//! The simulator: the seeds' machines and workloads at full scale, in virtual time,
+//! deterministic, with a documented and calibrated cost model.
+//!
+//! # Design
+//! - [`machine`]: the machines of the seed measurements as data, with their
+//!   [`CostModel`]s and the core [`pagealloc::Layout`] each one becomes.
+//! - `engine`: the discrete-event loop. One virtual CPU per CPU runs its
+//!   [`crate::workload::CpuScript`] under the executor contract of [`crate::workload`];
+//!   every allocation and free runs the *real* allocator as that CPU, and its cost is
+//!   learned from the allocator's own counters (fast path, or zone-lock trips moving so
+//!   many blocks). Zone locks are resources in virtual time: the wait for them is the
+//!   zone-lock %.
+//! - `cache`: the per-CPU cache model (hot or cold page touches).
+//! - [`calibrate`]: the published calibration data, the fit of the free parameters,
+//!   and the side-by-side tables.
+//!
+//! Entry points: [`run`] (one workload, one config, one machine → a [`Row`]),
+//! [`compare`] (several configs, rows normalised by [`normalise`]), [`calibrate::refit`].
+//! `docs/sim-cost-model.md` documents every parameter and what the simulator cannot see.
+//!
+//! # Determinism
+//! A run is a function of (workload and parameters, machine, memory scale, cost model,
+//! config, root seed): the same inputs give the same [`Row::trace_hash`]. A failing run
+//! reports the seed and the command that replays it ([`SimError`]).
+
+mod cache;
+pub mod calibrate;
+mod engine;
+pub mod machine;
+
+use std::fmt;
+use std::time::Instant;
+
+use pagealloc::Config;
+
+pub use engine::EngineError;
+pub use machine::{CostModel, Machine, MachineError, MACHINES};
+
+use crate::workload::{self, OpCounts, Scale, Workload};
+use crate::Row;
+
+/// Options of one simulation, besides the workload.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    /// The machine.
+    pub machine: Machine,
+    /// The allocator config.
+    pub config: Config,
+    /// Root seed; CPU `i` uses `cpu_seed(seed, i)`.
+    pub seed: u64,
+    /// CPUs the workload runs on (CPUs `0..n` of the machine); `None`: the machine's
+    /// default for the workload ([`Machine::default_workload_cpus`]).
+    pub cpus: Option<u32>,
+    /// Memory divided by this factor (1: the machine's full memory). See
+    /// [`machine`] for what scaling keeps.
+    pub mem_scale: u64,
+    /// Cost model; `None`: the machine's.
+    pub cost: Option<CostModel>,
+    /// Interval of the per-CPU-list samples (peak/final PCP pages), virtual ns.
+    pub sample_ns: u64,
+}
+
+impl SimOptions {
+    /// Defaults for `machine` and `config`: seed 1, full memory, the machine's costs,
+    /// samples every 10 ms of virtual time.
+    pub fn new(machine: Machine, config: Config) -> Self {
+        SimOptions {
+            machine,
+            config,
+            seed: 1,
+            cpus: None,
+            mem_scale: 1,
+            cost: None,
+            sample_ns: 10_000_000,
+        }
+    }
+}
+
+/// A failed simulation, with what is needed to replay it.
+#[derive(Debug)]
+pub struct SimError {
+    /// What went wrong.
+    pub error: EngineError,
+    /// `pagealloc sim …` that replays the run.
+    pub replay: String,
+    /// The root seed.
+    pub seed: u64,
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (seed {}; replay with: {})",
+            self.error, self.seed, self.replay
+        )
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// The command line that replays a run.
+pub fn replay_command(workload: &dyn Workload, opts: &SimOptions) -> String {
+    let params: Vec<String> = workload
+        .params()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut cmd = format!(
+        "pagealloc sim {} --machine {} --config {} --seed {}",
+        workload.name(),
+        opts.machine.name,
+        opts.config,
+        opts.seed
+    );
+    if !params.is_empty() {
+        cmd += &format!(" --params {}", params.join(","));
+    }
+    if let Some(c) = opts.cpus {
+        cmd += &format!(" --cpus {c}");
+    }
+    if opts.mem_scale != 1 {
+        cmd += &format!(" --mem-scale {}", opts.mem_scale);
+    }
+    if let Some(c) = &opts.cost {
+        let items: Vec<String> = c.list().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        cmd += &format!(" --cost {}", items.join(","));
+    }
+    cmd
+}
+
+/// Simulates `workload` with `opts` and returns its row: raw score, zone-lock %, raw
+/// free_high and alloc_zone counts, cache miss %, PCP peak/final pages, zone-lock trip
+/// latencies, the trace hash, and in `extra` the makespan, the op counts, simulated
+/// page operations per second of wall time, and the memory scale.
+///
+/// # Errors
+/// The workload does not fit the CPUs, the config does not fit the machine, or a script
+/// broke the executor contract; the error carries the seed and the replay command.
+pub fn run(workload: &dyn Workload, opts: &SimOptions) -> Result<Row, SimError> {
+    let spec = engine::EngineSpec {
+        machine: opts.machine.clone(),
+        cost: opts.cost.unwrap_or(opts.machine.cost),
+        config: opts.config.clone(),
+        seed: opts.seed,
+        workload_cpus: opts
+            .cpus
+            .unwrap_or_else(|| opts.machine.default_workload_cpus(workload.name()))
+            .min(opts.machine.cpus),
+        mem_scale: opts.mem_scale,
+        sample_ns: opts.sample_ns,
+    };
+    let t0 = Instant::now();
+    let out = engine::simulate(workload, &spec).map_err(|error| SimError {
+        error,
+        replay: replay_command(workload, opts),
+        seed: opts.seed,
+    })?;
+    let wall = t0.elapsed().as_secs_f64();
+    Ok(row_of(workload, opts, &spec, &out, wall))
+}
+
+fn percentile(v: &mut [u32], p: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let k = (((v.len() as f64) * p).ceil() as usize).clamp(1, v.len()) - 1;
+    let (_, x, _) = v.select_nth_unstable(k);
+    Some(f64::from(*x))
+}
+
+fn mean(v: &[u32]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64)
+}
+
+fn row_of(
+    workload: &dyn Workload,
+    opts: &SimOptions,
+    spec: &engine::EngineSpec,
+    out: &engine::EngineOutput,
+    wall: f64,
+) -> Row {
+    let mut extra = std::collections::BTreeMap::new();
+    let mut main_score = None;
+    for g in workload.groups(spec.workload_cpus) {
+        let counts = OpCounts::sum(g.cpus.iter().map(|&c| &out.measured_per_cpu[c as usize]));
+        let start = g
+            .cpus
+            .iter()
+            .map(|&c| out.measure_start[c as usize])
+            .min()
+            .unwrap_or(0);
+        let end = g
+            .cpus
+            .iter()
+            .map(|&c| out.end[c as usize])
+            .max()
+            .unwrap_or(0);
+        let secs = (end.saturating_sub(start)).max(1) as f64 * 1e-9;
+        let s = workload.score(&counts, secs);
+        if g.name == "all" {
+            main_score = Some(s);
+        } else {
+            main_score.get_or_insert(s);
+            extra.insert(format!("score_{}", g.name), s);
+        }
+    }
+    let c = &out.counters;
+    extra.insert("makespan_s".into(), out.makespan_ns as f64 * 1e-9);
+    extra.insert("ops".into(), out.ops as f64);
+    extra.insert("page_ops".into(), out.page_ops as f64);
+    extra.insert(
+        "page_ops_per_wall_s".into(),
+        out.page_ops as f64 / wall.max(1e-9),
+    );
+    extra.insert("mem_scale".into(), opts.mem_scale as f64);
+    extra.insert("pcp_refill".into(), c.pcp_refill as f64);
+    extra.insert("pcp_drain".into(), c.pcp_drain as f64);
+    extra.insert("zone_lock".into(), c.zone_lock as f64);
+    extra.insert("pgalloc".into(), c.pgalloc as f64);
+    extra.insert("pgfree".into(), c.pgfree as f64);
+    extra.insert("alloc_fail".into(), c.alloc_fail as f64);
+    extra.insert("decay_drain".into(), c.decay_drain as f64);
+    extra.insert("lock_wait_s".into(), out.lock_wait_ns as f64 * 1e-9);
+    extra.insert("cpu_busy_s".into(), out.busy_ns as f64 * 1e-9);
+    let mut at = out.alloc_trips.clone();
+    let mut ft = out.free_trips.clone();
+    let us = |x: Option<f64>| x.map(|v| v / 1000.0);
+    Row {
+        workload: Some(workload.name().to_owned()),
+        alloc: "pagealloc".into(),
+        config: Some(opts.config.to_string()),
+        cpus: Some(spec.workload_cpus),
+        machine: Some(opts.machine.name.to_owned()),
+        score: main_score,
+        score_unit: Some(workload.score_unit().to_owned()),
+        zone_lock_pct: Some(100.0 * out.lock_wait_ns as f64 / out.busy_ns.max(1) as f64),
+        free_high: Some(c.free_high as f64),
+        alloc_zone: Some(c.alloc_zone as f64),
+        cache_miss_pct: (out.touched_pages > 0)
+            .then(|| 100.0 * out.cold_pages as f64 / out.touched_pages as f64),
+        pcp_peak_pages: Some(out.pcp_peak as f64),
+        pcp_final_pages: Some(out.pcp_final as f64),
+        alloc_lat_avg_us: us(mean(&at)),
+        alloc_lat_p99_us: us(percentile(&mut at, 0.99)),
+        free_lat_avg_us: us(mean(&ft)),
+        free_lat_p99_us: us(percentile(&mut ft, 0.99)),
+        trace_hash: Some(format!("{:016x}", out.trace_hash)),
+        seed: Some(opts.seed),
+        wall_s: Some(wall),
+        extra,
+        ..Row::default()
+    }
+}
+
+/// Runs `workload` under each config, in parallel on the host's cores (each run is
+/// independent and deterministic), and returns the raw rows in `configs` order.
+/// `progress` is called as each run finishes.
+///
+/// # Errors
+/// The first failing run's error.
+pub fn compare(
+    workload: &dyn Workload,
+    base: &SimOptions,
+    configs: &[Config],
+    progress: &(dyn Fn(&Row) + Sync),
+) -> Result<Vec<Row>, SimError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(configs.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<Row, SimError>>>> = configs
+        .iter()
+        .map(|_| std::sync::Mutex::new(None))
+        .collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= configs.len() {
+                    break;
+                }
+                let mut o = base.clone();
+                o.config = configs[i].clone();
+                let r = run(workload, &o);
+                if let Ok(row) = &r {
+                    progress(row);
+                }
+                *results[i].lock().expect("no panics while holding") = Some(r);
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .expect("not poisoned")
+                .expect("every run ran")
+        })
+        .collect()
+}
+
+/// Normalises `rows` in place to the first row = 100 for score, free_high, alloc_zone
+/// and the PCP peak/final pages (the seeds' tables); the percentages and latencies are
+/// left as they are. Raw values are kept in `extra` as `raw_<column>`.
+pub fn normalise(rows: &mut [Row]) {
+    let Some(first) = rows.first().cloned() else {
+        return;
+    };
+    for r in rows.iter_mut() {
+        for (name, get, base) in [
+            ("score", &mut r.score as &mut Option<f64>, first.score),
+            ("free_high", &mut r.free_high, first.free_high),
+            ("alloc_zone", &mut r.alloc_zone, first.alloc_zone),
+            (
+                "pcp_peak_pages",
+                &mut r.pcp_peak_pages,
+                first.pcp_peak_pages,
+            ),
+            (
+                "pcp_final_pages",
+                &mut r.pcp_final_pages,
+                first.pcp_final_pages,
+            ),
+        ] {
+            if let (Some(v), Some(b)) = (*get, base) {
+                r.extra.insert(format!("raw_{name}"), v);
+                *get = Some(if b != 0.0 { 100.0 * v / b } else { f64::NAN });
+            }
+        }
+    }
+}
+
+/// The seeds' table of normalised rows: config, score, zone lock %, free_high,
+/// alloc_zone, cache miss %, PCP peak/final pages, and the zone-lock trip latencies.
+pub fn table(rows: &[Row]) -> String {
+    let f = |x: Option<f64>, p: usize| x.map_or("-".to_owned(), |v| format!("{v:.p$}"));
+    let mut s = format!(
+        "{:<44} {:>7} {:>7} {:>9} {:>10} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n",
+        "config",
+        "score",
+        "lock%",
+        "free_high",
+        "alloc_zone",
+        "miss%",
+        "pcp_peak",
+        "pcp_fin",
+        "alloc_us",
+        "alloc_p99",
+        "free_us",
+        "free_p99",
+        "trace"
+    );
+    for r in rows {
+        s += &format!(
+            "{:<44} {:>7} {:>7} {:>9} {:>10} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n",
+            r.config.as_deref().unwrap_or("-"),
+            f(r.score, 1),
+            f(r.zone_lock_pct, 1),
+            f(r.free_high, 1),
+            f(r.alloc_zone, 1),
+            f(r.cache_miss_pct, 1),
+            f(r.pcp_peak_pages, 1),
+            f(r.pcp_final_pages, 1),
+            f(r.alloc_lat_avg_us, 2),
+            f(r.alloc_lat_p99_us, 2),
+            f(r.free_lat_avg_us, 2),
+            f(r.free_lat_p99_us, 2),
+            r.trace_hash.as_deref().unwrap_or("-"),
+        );
+    }
+    s
+}
+
+/// The workload `name` at the simulator's (full) scale with `overrides`.
+///
+/// # Errors
+/// Unknown workload or parameter, or a bad value.
+pub fn full_scale_workload(
+    name: &str,
+    overrides: &[(String, String)],
+) -> Result<Box<dyn Workload>, workload::WorkloadError> {
+    workload::build(name, Scale::Full, overrides)
+}
