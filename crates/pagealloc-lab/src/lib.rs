@@ -17,8 +17,11 @@
 //! frame ids. It defines the semantics the real executors must match and checks the
 //! conservation invariant (every block allocated is freed exactly once).
 
+pub mod bench;
+pub mod cli;
 pub mod exec;
 pub mod peers;
+pub mod report;
 pub mod row;
 pub mod sim;
 pub mod workload;

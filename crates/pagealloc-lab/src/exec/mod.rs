@@ -68,10 +68,12 @@ pub struct ExecOptions {
     pub sample_ms: u64,
     /// Pin thread `i` to the `i`-th allowed CPU when there are enough.
     pub pin: bool,
+    /// Keep sampling this long after the last script is done (to watch `high` decay).
+    pub linger_ms: u64,
 }
 
 impl ExecOptions {
-    /// `cpus` threads, seed 1, latency on, sampling every 10 ms, pinned.
+    /// `cpus` threads, seed 1, latency on, sampling every 10 ms, pinned, no linger.
     pub fn new(cpus: u32) -> Self {
         ExecOptions {
             cpus,
@@ -79,6 +81,7 @@ impl ExecOptions {
             latency: true,
             sample_ms: 10,
             pin: true,
+            linger_ms: 0,
         }
     }
 }
@@ -435,6 +438,9 @@ pub fn run(
                 }
             })
             .collect();
+        if sampler.is_some() && opts.linger_ms > 0 {
+            std::thread::sleep(Duration::from_millis(opts.linger_ms));
+        }
         stop_sampler.store(true, Ordering::Relaxed);
         if let Some(h) = sampler {
             h.join().expect("sampler thread");
@@ -817,4 +823,16 @@ pub fn run_named(
     };
     let source: Arc<dyn PageSource> = Arc::from(crate::peers::build(&spec)?);
     run(workload, &*source, opts)
+}
+
+/// Pins the calling thread to the `index`-th CPU this process may use, if the process
+/// may use at least `of` CPUs (else leaves it unpinned). Returns whether it pinned.
+pub fn pin_current_thread(index: usize, of: usize) -> bool {
+    let allowed = sync::allowed_cpus();
+    allowed.len() >= of && allowed.get(index).is_some_and(|&c| sync::pin_to(c).is_ok())
+}
+
+/// How many CPUs this process may run on.
+pub fn host_cpus() -> usize {
+    sync::allowed_cpus().len()
 }

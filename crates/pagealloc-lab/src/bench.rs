@@ -1,0 +1,335 @@
+//! Microbenchmarks with LLFree's definitions (llfree-rs `bench`), so figures can be put
+//! beside its published ones.
+//!
+//! # Design
+//! With `frames` = memory / 4 KiB, each of `threads` pinned threads handles
+//! `n = frames / threads / 2 / 2^order` blocks of `order` (half the memory in use at the
+//! peak), allocating as CPU = its thread index:
+//! - [`BenchKind::Bulk`]: allocate all `n`, then free all in reverse order (LIFO); the
+//!   allocation loop and the free loop are timed separately: `get_ns`, `put_ns`.
+//! - [`BenchKind::Repeat`]: prefill `n` blocks, then `n` times allocate a block and free
+//!   it at once: `pair_ns` per allocate+free pair.
+//! - [`BenchKind::Rand`]: allocate `n` (timed: `get_ns`), shuffle all threads' blocks
+//!   together with a seeded RNG, deal them out evenly, each thread frees its share
+//!   (timed: `put_ns`) — most frees are of another CPU's blocks.
+//!
+//! A thread's time is its loop's duration over its operations; a run's figure is the
+//! mean over threads, and the reported figure the median over `iterations` runs. The
+//! source is built once per (allocator, threads, order) and checked empty (its
+//! `validate`) after every run. Blocks are not touched, as in LLFree.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Barrier, Mutex};
+use std::time::Instant;
+
+use crate::peers::{self, Block, PageSource, SourceError, SourceSpec};
+use crate::workload::{MigrateKind, Rng, SplitMix64};
+use crate::Row;
+
+/// One of LLFree's microbenchmarks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BenchKind {
+    /// Allocate all, then free all (LIFO).
+    Bulk,
+    /// Prefill, then allocate and free one block repeatedly.
+    Repeat,
+    /// Allocate, shuffle across threads, free.
+    Rand,
+}
+
+impl BenchKind {
+    /// All, in LLFree's order.
+    pub const ALL: [BenchKind; 3] = [BenchKind::Bulk, BenchKind::Repeat, BenchKind::Rand];
+
+    /// The name on the command line and in rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchKind::Bulk => "bulk",
+            BenchKind::Repeat => "repeat",
+            BenchKind::Rand => "rand",
+        }
+    }
+}
+
+impl fmt::Display for BenchKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BenchKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        BenchKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown benchmark `{s}`; valid: bulk, repeat, rand"))
+    }
+}
+
+/// Parameters of one benchmark row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BenchParams {
+    /// Which benchmark.
+    pub kind: BenchKind,
+    /// Canonical source name.
+    pub alloc: &'static str,
+    /// pagealloc config (ignored by peers).
+    pub config: pagealloc::Config,
+    /// Threads.
+    pub threads: u32,
+    /// Block order.
+    pub order: u8,
+    /// Memory in bytes (the frame range of frame-range sources; the work size of all).
+    pub memory_bytes: u64,
+    /// Repetitions; the median is reported.
+    pub iterations: u32,
+    /// Seed of the shuffle in `rand`.
+    pub seed: u64,
+}
+
+/// Blocks per thread: `frames / threads / 2 / 2^order`.
+pub fn blocks_per_thread(memory_bytes: u64, threads: u32, order: u8) -> u64 {
+    memory_bytes / 4096 / u64::from(threads.max(1)) / 2 / (1u64 << order)
+}
+
+/// Runs one benchmark row; the row carries `get_ns`/`put_ns` (bulk, rand) or `pair_ns`
+/// (repeat), medians over the iterations.
+///
+/// # Errors
+/// Build errors, an unsupported order (the pool and order > 0), running out of memory,
+/// or a source that is not empty after a run.
+pub fn run(p: &BenchParams) -> Result<Row, SourceError> {
+    let threads = p.threads.max(1);
+    let n = blocks_per_thread(p.memory_bytes, threads, p.order);
+    if n == 0 {
+        return Err(SourceError::Unsupported {
+            source: p.alloc,
+            why: format!(
+                "{} MiB is too small for {threads} threads of order-{} blocks",
+                p.memory_bytes >> 20,
+                p.order
+            ),
+        });
+    }
+    let source = peers::build(&SourceSpec {
+        name: p.alloc,
+        config: p.config.clone(),
+        cpus: threads as usize,
+        frames: p.memory_bytes / 4096,
+        memory: false,
+    })?;
+    let mut get = Vec::new();
+    let mut put = Vec::new();
+    let mut pair = Vec::new();
+    for it in 0..p.iterations.max(1) {
+        let (g, q, r) = once(p, &*source, threads, n, p.seed.wrapping_add(u64::from(it)))?;
+        get.extend(g);
+        put.extend(q);
+        pair.extend(r);
+        source.validate()?;
+    }
+    Ok(Row {
+        bench: Some(p.kind.name().to_owned()),
+        alloc: p.alloc.to_owned(),
+        config: source.config(),
+        threads: Some(threads),
+        order: Some(p.order),
+        machine: Some("host".to_owned()),
+        get_ns: median(&mut get),
+        put_ns: median(&mut put),
+        pair_ns: median(&mut pair),
+        seed: Some(p.seed),
+        extra: [
+            ("blocks_per_thread".to_owned(), n as f64),
+            ("iterations".to_owned(), f64::from(p.iterations.max(1))),
+        ]
+        .into_iter()
+        .collect(),
+        ..Row::default()
+    })
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+/// Per-thread ns/op of one run.
+#[derive(Default)]
+struct ThreadTimes {
+    get: Option<f64>,
+    put: Option<f64>,
+    pair: Option<f64>,
+}
+
+type Times = (Option<f64>, Option<f64>, Option<f64>);
+
+/// One run: the mean over threads of each timed loop's ns per op.
+fn once(
+    p: &BenchParams,
+    src: &dyn PageSource,
+    threads: u32,
+    n: u64,
+    seed: u64,
+) -> Result<Times, SourceError> {
+    let barrier = Barrier::new(threads as usize);
+    let pile: Mutex<Vec<Block>> = Mutex::new(Vec::new());
+    let shares: Mutex<Vec<Vec<Block>>> = Mutex::new(Vec::new());
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let results: Vec<Result<ThreadTimes, SourceError>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads as usize)
+            .map(|t| {
+                let (barrier, pile, shares, failed) = (&barrier, &pile, &shares, &failed);
+                s.spawn(move || {
+                    crate::exec::pin_current_thread(t, threads as usize);
+                    let r = thread(p, src, t, n, seed, barrier, pile, shares, failed);
+                    if r.is_err() {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .collect()
+    });
+    let mut get = Vec::new();
+    let mut put = Vec::new();
+    let mut pair = Vec::new();
+    for r in results {
+        let t = r?;
+        get.extend(t.get);
+        put.extend(t.put);
+        pair.extend(t.pair);
+    }
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    Ok((mean(&get), mean(&put), mean(&pair)))
+}
+
+/// Allocates `n` blocks as CPU `t`, or frees what it got and fails.
+fn alloc_n(src: &dyn PageSource, t: usize, order: u8, n: u64) -> Result<Vec<Block>, SourceError> {
+    let mut v = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        match src.allocate(t, order, MigrateKind::Movable) {
+            Ok(b) => v.push(b),
+            Err(e) => {
+                for b in v {
+                    src.free(t, b)?;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(v)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn thread(
+    p: &BenchParams,
+    src: &dyn PageSource,
+    t: usize,
+    n: u64,
+    seed: u64,
+    barrier: &Barrier,
+    pile: &Mutex<Vec<Block>>,
+    shares: &Mutex<Vec<Vec<Block>>>,
+    failed: &std::sync::atomic::AtomicBool,
+) -> Result<ThreadTimes, SourceError> {
+    let order = p.order;
+    let per_op = |t0: Instant| t0.elapsed().as_nanos() as f64 / n as f64;
+    let mut out = ThreadTimes::default();
+    // Every thread passes every barrier, even after a failure, so none is left waiting.
+    let mut err: Option<SourceError> = None;
+    match p.kind {
+        BenchKind::Bulk => {
+            barrier.wait();
+            let t0 = Instant::now();
+            let got = alloc_n(src, t, order, n);
+            out.get = Some(per_op(t0));
+            barrier.wait();
+            if let Ok(mut v) = got {
+                let t0 = Instant::now();
+                while let Some(b) = v.pop() {
+                    src.free(t, b)?;
+                }
+                out.put = Some(per_op(t0));
+            } else if let Err(e) = got {
+                err = Some(e);
+            }
+        }
+        BenchKind::Repeat => {
+            let held = alloc_n(src, t, order, n);
+            barrier.wait();
+            let go = held.is_ok() && !failed.load(std::sync::atomic::Ordering::Relaxed);
+            barrier.wait();
+            if go {
+                let t0 = Instant::now();
+                for _ in 0..n {
+                    match src.allocate(t, order, MigrateKind::Movable) {
+                        Ok(b) => src.free(t, b)?,
+                        Err(e) => {
+                            err = Some(e);
+                            break;
+                        }
+                    }
+                }
+                out.pair = Some(per_op(t0));
+            }
+            match held {
+                Ok(v) => {
+                    for b in v {
+                        src.free(t, b)?;
+                    }
+                }
+                Err(e) => err = Some(e),
+            }
+        }
+        BenchKind::Rand => {
+            barrier.wait();
+            let t0 = Instant::now();
+            let got = alloc_n(src, t, order, n);
+            out.get = Some(per_op(t0));
+            match got {
+                Ok(v) => pile.lock().expect("pile").extend(v),
+                Err(e) => err = Some(e),
+            }
+            if barrier.wait().is_leader() {
+                let mut all = std::mem::take(&mut *pile.lock().expect("pile"));
+                let mut rng = SplitMix64::new(seed);
+                for i in (1..all.len()).rev() {
+                    all.swap(i, rng.below(i as u64 + 1) as usize);
+                }
+                let k = p.threads.max(1) as usize;
+                let per = all.len().div_ceil(k).max(1);
+                let mut s: Vec<Vec<Block>> = all.chunks(per).map(<[Block]>::to_vec).collect();
+                s.resize(k, Vec::new());
+                *shares.lock().expect("shares") = s;
+            }
+            barrier.wait();
+            let mine = std::mem::take(&mut shares.lock().expect("shares")[t]);
+            let t0 = Instant::now();
+            let m = mine.len();
+            for b in mine {
+                src.free(t, b)?;
+            }
+            if m > 0 {
+                out.put = Some(t0.elapsed().as_nanos() as f64 / m as f64);
+            }
+        }
+    }
+    match err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}

@@ -1,0 +1,582 @@
+//! The `pagealloc` command line: `run`, `compare`, `bench`, `report`, `list`.
+//!
+//! # Design
+//! One clap-derive [`Command`] enum holds every subcommand, so other tools add theirs
+//! with one variant and one match arm in [`main`]. Values clap cannot check by itself
+//! (workload, config, allocator names, `key=value` parameters) are checked here and
+//! refused with one line naming the valid choices and exit status 2, like clap's own
+//! errors. A run whose checks fail exits with status 1.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::bench::{self, BenchKind, BenchParams};
+use crate::exec::{self, ExecOptions};
+use crate::report::{self, job, BENCH_COLUMNS, WORKLOAD_COLUMNS};
+use crate::workload::{self, Workload};
+use crate::{peers, Row};
+
+/// A user error: printed as one line, exit status 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+/// A failed run: exit status 1.
+#[derive(Debug)]
+pub struct RunError(pub String);
+
+/// What can end a command.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad input (exit 2).
+    Usage(UsageError),
+    /// A run failed (exit 1).
+    Run(RunError),
+}
+
+impl CliError {
+    fn usage(m: impl Into<String>) -> Self {
+        CliError::Usage(UsageError(m.into()))
+    }
+    fn run(m: impl Into<String>) -> Self {
+        CliError::Run(RunError(m.into()))
+    }
+}
+
+/// The lab of the pagealloc page-frame allocator: the seed papers' workloads on real
+/// threads against pagealloc configs and peer allocators, LLFree's microbenchmarks and
+/// the report.
+#[derive(Debug, Parser)]
+#[command(name = "pagealloc", version, propagate_version = true)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one workload on real threads (one pinned thread per CPU) and print its row.
+    #[command(after_long_help = workloads_help())]
+    Run(RunArgs),
+    /// Run one workload under several configs and/or allocators, normalised to the first
+    /// row = 100.
+    #[command(after_long_help = workloads_help())]
+    Compare(CompareArgs),
+    /// LLFree's microbenchmarks: bulk, repeat, rand (ns per operation).
+    Bench(BenchArgs),
+    /// The main job: run the default suite and write report.md, JSON and plots.
+    Report(ReportArgs),
+    /// List workloads with their parameters, configs and allocators.
+    List,
+}
+
+/// Options shared by `run` and `compare`.
+#[derive(Debug, Args)]
+pub struct WorkloadOpts {
+    /// CPUs (threads); default: the CPUs this process may use. More than that runs
+    /// unpinned, with a warning.
+    #[arg(long)]
+    pub cpus: Option<u32>,
+    /// Root seed (CPU i gets a stream derived from it).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Workload parameter override, KEY=VALUE (repeatable; see `pagealloc list`).
+    #[arg(short = 'p', long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    /// Repeat the run until this many seconds have passed and report the median score
+    /// (default: one run).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Memory of frame-range allocators, MiB (default: 1 GiB, or more when the
+    /// workload's size parameters need it).
+    #[arg(long = "memory-mib")]
+    pub memory_mib: Option<u64>,
+    /// Do not time single operations (pure throughput; no latency columns).
+    #[arg(long)]
+    pub no_latency: bool,
+    /// Print one JSON object per row on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `pagealloc run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Workload name (see below or `pagealloc list`).
+    pub workload: String,
+    /// Allocator: pagealloc, buddy_system_allocator, mimalloc, jemalloc, system, pool,
+    /// kernel.
+    #[arg(long, default_value = "pagealloc")]
+    pub alloc: String,
+    /// pagealloc config: a preset (base, patch1, patch3, patch5, patch7, patch9,
+    /// patch10, linux-6.12) with optional `,key=value` overrides.
+    #[arg(long, default_value = "linux-6.12")]
+    pub config: String,
+    /// Shared options.
+    #[command(flatten)]
+    pub opts: WorkloadOpts,
+}
+
+/// `pagealloc compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Workload name.
+    pub workload: String,
+    /// pagealloc configs, comma-separated; a `key=value` item belongs to the config
+    /// before it (`base,patch7,batch_scale_max=3`). One row each when pagealloc is among
+    /// the allocators.
+    #[arg(
+        long,
+        default_value = "base,patch1,patch3,patch5,patch7,patch9,patch10,linux-6.12"
+    )]
+    pub configs: String,
+    /// Allocators, comma-separated; pagealloc gives one row per config, a peer one row.
+    #[arg(long, default_value = "pagealloc")]
+    pub alloc: String,
+    /// Shared options.
+    #[command(flatten)]
+    pub opts: WorkloadOpts,
+}
+
+/// `pagealloc bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Benchmarks, comma-separated: bulk, repeat, rand.
+    pub kind: String,
+    /// Allocators, comma-separated.
+    #[arg(long, default_value = "pagealloc,buddy_system_allocator")]
+    pub alloc: String,
+    /// pagealloc config.
+    #[arg(long, default_value = "linux-6.12")]
+    pub config: String,
+    /// Thread counts, comma-separated.
+    #[arg(long, default_value = "1,2")]
+    pub threads: String,
+    /// Block orders, comma-separated.
+    #[arg(long, default_value = "0,9")]
+    pub order: String,
+    /// Memory in GiB (fractions allowed): the frame range, half of which is in use at
+    /// the peak.
+    #[arg(long, default_value_t = 1.0)]
+    pub memory: f64,
+    /// Runs per row; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub iterations: u32,
+    /// Seed of rand's shuffle.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON object per row instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `pagealloc report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The quick suite: under a minute.
+    #[arg(long)]
+    pub quick: bool,
+    /// The smallest suite (seconds), for tests.
+    #[arg(long, hide = true)]
+    pub tiny: bool,
+    /// Output directory.
+    #[arg(long, default_value = "report")]
+    pub out: PathBuf,
+}
+
+/// The workloads and their parameters with defaults, for `--help`.
+pub fn workloads_help() -> String {
+    let mut s = String::from("Workloads (parameters with their laptop defaults; -p KEY=VALUE):\n");
+    for &name in workload::names() {
+        if let Ok(w) = workload::by_name(name, &[]) {
+            let ps: Vec<String> = w.params().iter().map(|(k, v)| format!("{k}={v}")).collect();
+            s.push_str(&format!(
+                "  {name:<18} {} ({})\n",
+                ps.join(" "),
+                w.score_unit()
+            ));
+        }
+    }
+    s
+}
+
+/// Entry point of the binary: parses, runs, maps errors to exit statuses.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Usage(UsageError(m))) => {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Run(RunError(m))) => {
+            eprintln!("error: {m}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Runs one command.
+///
+/// # Errors
+/// [`CliError::Usage`] for bad values, [`CliError::Run`] for failed runs.
+pub fn dispatch(command: Command) -> Result<(), CliError> {
+    match command {
+        Command::Run(a) => cmd_run(&a),
+        Command::Compare(a) => cmd_compare(&a),
+        Command::Bench(a) => cmd_bench(&a),
+        Command::Report(a) => cmd_report(&a),
+        Command::List => {
+            print!("{}", list_text());
+            Ok(())
+        }
+    }
+}
+
+fn list_text() -> String {
+    format!(
+        "{}\nConfigs: {} with ,key=value overrides; keys: {}\n\nAllocators: {}\n\nBenchmarks: bulk, repeat, rand\n",
+        workloads_help(),
+        pagealloc::Preset::NAMES,
+        pagealloc::Config::KEYS,
+        peers::NAMES_HELP
+    )
+}
+
+/// Parses `KEY=VALUE` items.
+///
+/// # Errors
+/// An item without `=`.
+pub fn parse_params(items: &[String]) -> Result<Vec<(String, String)>, CliError> {
+    items
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .ok_or_else(|| CliError::usage(format!("parameter `{kv}` is not KEY=VALUE")))
+        })
+        .collect()
+}
+
+/// Builds the workload, refusing unknown names and parameters with the valid choices.
+///
+/// # Errors
+/// [`CliError::Usage`].
+pub fn workload_of(name: &str, params: &[String]) -> Result<Box<dyn Workload>, CliError> {
+    let ov = parse_params(params)?;
+    workload::by_name(name, &ov).map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// Parses a config string.
+///
+/// # Errors
+/// [`CliError::Usage`] naming the valid presets or keys.
+pub fn config_of(s: &str) -> Result<pagealloc::Config, CliError> {
+    s.parse::<pagealloc::Config>()
+        .map_err(|e| CliError::usage(format!("config `{s}`: {e}")))
+}
+
+/// Splits a comma-separated config list; `key=value` items join the config before them.
+///
+/// # Errors
+/// [`CliError::Usage`] for an empty list, an override with no config before it, or a
+/// config that does not parse.
+pub fn split_configs(s: &str) -> Result<Vec<String>, CliError> {
+    let mut out: Vec<String> = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        if item.contains('=') {
+            let last = out.last_mut().ok_or_else(|| {
+                CliError::usage(format!("override `{item}` has no config before it"))
+            })?;
+            last.push(',');
+            last.push_str(item);
+        } else {
+            out.push(item.to_owned());
+        }
+    }
+    if out.is_empty() {
+        return Err(CliError::usage(format!(
+            "no config given; valid: {}",
+            pagealloc::Preset::NAMES
+        )));
+    }
+    for c in &out {
+        config_of(c)?;
+    }
+    Ok(out)
+}
+
+/// Splits and checks a comma-separated allocator list.
+///
+/// # Errors
+/// [`CliError::Usage`] naming the valid allocators.
+pub fn split_allocs(s: &str) -> Result<Vec<&'static str>, CliError> {
+    let v: Vec<&'static str> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(|a| peers::canonical(a).map_err(|e| CliError::usage(e.to_string())))
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(CliError::usage(format!(
+            "no allocator given; valid: {}",
+            peers::NAMES_HELP
+        )));
+    }
+    Ok(v)
+}
+
+fn split_nums<T: std::str::FromStr>(s: &str, what: &str, valid: &str) -> Result<Vec<T>, CliError> {
+    let v: Vec<T> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(|i| {
+            i.parse::<T>()
+                .map_err(|_| CliError::usage(format!("invalid {what} `{i}`; valid: {valid}")))
+        })
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(CliError::usage(format!("no {what} given; valid: {valid}")));
+    }
+    Ok(v)
+}
+
+fn cpus_of(o: &WorkloadOpts) -> Result<u32, CliError> {
+    match o.cpus {
+        Some(0) => Err(CliError::usage("--cpus must be at least 1")),
+        Some(n) => Ok(n),
+        None => Ok(exec::host_cpus().max(1) as u32),
+    }
+}
+
+/// One row of `workload` on `alloc` (with `config`), repeated for `--seconds`.
+fn measure(
+    w: &dyn Workload,
+    alloc: &'static str,
+    config: &pagealloc::Config,
+    o: &WorkloadOpts,
+    cpus: u32,
+    warned: &mut Vec<String>,
+) -> Result<Row, CliError> {
+    let opts = ExecOptions {
+        seed: o.seed,
+        latency: !o.no_latency,
+        ..ExecOptions::new(cpus)
+    };
+    let frames = o.memory_mib.map(|m| (m << 20) / 4096);
+    let t0 = std::time::Instant::now();
+    let mut rows = Vec::new();
+    loop {
+        let r = exec::run_named(w, alloc, config, &opts, frames).map_err(|e| {
+            let what = if alloc == "pagealloc" {
+                format!("{} on pagealloc {config}", w.name())
+            } else {
+                format!("{} on {alloc}", w.name())
+            };
+            match e {
+                exec::ExecError::Workload(e) => CliError::usage(e.to_string()),
+                e => CliError::run(format!("{what}: {e}")),
+            }
+        })?;
+        for warn in &r.warnings {
+            if !warned.contains(warn) {
+                eprintln!("warning: {warn}");
+                warned.push(warn.clone());
+            }
+        }
+        rows.push(r.row());
+        match o.seconds {
+            Some(s) if t0.elapsed().as_secs_f64() < s => {}
+            _ => break,
+        }
+    }
+    // The median-score run stands for all.
+    rows.sort_by(|a, b| a.score.unwrap_or(0.0).total_cmp(&b.score.unwrap_or(0.0)));
+    let n = rows.len();
+    let mut row = rows.swap_remove(n / 2);
+    if n > 1 {
+        row.extra.insert("runs".into(), n as f64);
+    }
+    Ok(row)
+}
+
+fn emit(rows: &[Row], columns: &[&str], json: bool) {
+    if json {
+        print!("{}", report::json_lines(rows));
+    } else {
+        report::print_table(rows, columns);
+    }
+}
+
+fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
+    let w = workload_of(&a.workload, &a.opts.params)?;
+    let alloc = peers::canonical(&a.alloc).map_err(|e| CliError::usage(e.to_string()))?;
+    let config = config_of(&a.config)?;
+    let cpus = cpus_of(&a.opts)?;
+    let row = measure(&*w, alloc, &config, &a.opts, cpus, &mut Vec::new())?;
+    let mut cols = WORKLOAD_COLUMNS.to_vec();
+    cols.push("score_unit");
+    emit(&[row], &cols, a.opts.json);
+    Ok(())
+}
+
+fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
+    let w = workload_of(&a.workload, &a.opts.params)?;
+    let allocs = split_allocs(&a.alloc)?;
+    let configs = split_configs(&a.configs)?;
+    let cpus = cpus_of(&a.opts)?;
+    let mut plan: Vec<(&'static str, pagealloc::Config)> = Vec::new();
+    for &al in &allocs {
+        if al == "pagealloc" {
+            for c in &configs {
+                plan.push((al, config_of(c)?));
+            }
+        } else {
+            plan.push((al, pagealloc::Config::default()));
+        }
+    }
+    let pb = indicatif::ProgressBar::new(plan.len() as u64);
+    let mut rows = Vec::new();
+    let mut warned = Vec::new();
+    for (al, cfg) in &plan {
+        pb.set_message(format!("{al} {cfg}"));
+        rows.push(measure(&*w, al, cfg, &a.opts, cpus, &mut warned)?);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    report::normalise(&mut rows);
+    emit(&rows, WORKLOAD_COLUMNS, a.opts.json);
+    Ok(())
+}
+
+fn cmd_bench(a: &BenchArgs) -> Result<(), CliError> {
+    let kinds: Vec<BenchKind> = a
+        .kind
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(|k| k.parse::<BenchKind>().map_err(CliError::usage))
+        .collect::<Result<_, _>>()?;
+    if kinds.is_empty() {
+        return Err(CliError::usage(
+            "no benchmark given; valid: bulk, repeat, rand",
+        ));
+    }
+    let allocs = split_allocs(&a.alloc)?;
+    let config = config_of(&a.config)?;
+    let threads: Vec<u32> = split_nums(&a.threads, "thread count", "1, 2, …")?;
+    let orders: Vec<u8> = split_nums(&a.order, "order", "0..=10")?;
+    if let Some(o) = orders.iter().find(|&&o| o > 10) {
+        return Err(CliError::usage(format!(
+            "invalid order `{o}`; valid: 0..=10"
+        )));
+    }
+    if threads.contains(&0) {
+        return Err(CliError::usage("invalid thread count `0`; valid: 1, 2, …"));
+    }
+    if !(a.memory.is_finite() && a.memory > 0.0) {
+        return Err(CliError::usage(format!(
+            "invalid --memory `{}`; valid: a positive number of GiB",
+            a.memory
+        )));
+    }
+    let memory_bytes = (a.memory * f64::from(1u32 << 30)) as u64;
+    let total = kinds.len() * allocs.len() * threads.len() * orders.len();
+    let pb = indicatif::ProgressBar::new(total as u64);
+    let mut rows = Vec::new();
+    for &kind in &kinds {
+        for &alloc in &allocs {
+            for &t in &threads {
+                for &order in &orders {
+                    pb.set_message(format!("{kind} {alloc} × {t} order {order}"));
+                    let p = BenchParams {
+                        kind,
+                        alloc,
+                        config: config.clone(),
+                        threads: t,
+                        order,
+                        memory_bytes,
+                        iterations: a.iterations,
+                        seed: a.seed,
+                    };
+                    match bench::run(&p) {
+                        Ok(r) => rows.push(r),
+                        Err(e @ peers::SourceError::Unsupported { .. }) => {
+                            pb.suspend(|| eprintln!("skipped: {e}"));
+                        }
+                        Err(e) => return Err(CliError::run(format!("bench {kind} {alloc}: {e}"))),
+                    }
+                    pb.inc(1);
+                }
+            }
+        }
+    }
+    pb.finish_and_clear();
+    emit(&rows, BENCH_COLUMNS, a.json);
+    Ok(())
+}
+
+fn cmd_report(a: &ReportArgs) -> Result<(), CliError> {
+    let mode = if a.tiny {
+        job::Mode::Tiny
+    } else if a.quick {
+        job::Mode::Quick
+    } else {
+        job::Mode::Full
+    };
+    let s = job::run(&a.out, mode).map_err(CliError::run)?;
+    for w in &s.warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "report written to {} in {:.0} s ({} files): {}",
+        a.out.display(),
+        s.seconds,
+        s.files.len(),
+        a.out.join("report.md").display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_lists_keep_overrides_with_their_config() {
+        let v = split_configs("base,patch7,batch_scale_max=3,fixed_batch=63,linux-6.12").unwrap();
+        assert_eq!(
+            v,
+            [
+                "base",
+                "patch7,batch_scale_max=3,fixed_batch=63",
+                "linux-6.12"
+            ]
+        );
+        assert!(split_configs("batch_scale_max=3").is_err());
+        assert!(split_configs("nope").is_err());
+    }
+
+    #[test]
+    fn allocator_aliases_resolve() {
+        assert_eq!(
+            split_allocs("buddy,pagealloc,std").unwrap(),
+            ["buddy_system_allocator", "pagealloc", "system"]
+        );
+        let e = split_allocs("tcmalloc").unwrap_err();
+        let CliError::Usage(UsageError(m)) = e else {
+            panic!("usage error expected")
+        };
+        assert!(m.contains("valid:") && m.contains("kernel"), "{m}");
+    }
+
+    #[test]
+    fn the_clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

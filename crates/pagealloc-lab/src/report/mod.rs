@@ -1,0 +1,298 @@
+//! Reports: the seeds' tables (terminal and Markdown), normalisation to a base row, plots,
+//! and the `report` main job.
+//!
+//! # Design
+//! Everything is drawn from [`Row`]s, the one result shape of every executor and tool.
+//! A column is a key of the row's JSON (`score`, `zone_lock_pct`, … or a key of
+//! `extra`); a column no row has a value for is left out of a table. [`normalise`]
+//! turns the columns the spec states relative to base (score, free_high, alloc_zone,
+//! peak/final PCP pages) into percentages of the first row and keeps the raw values in
+//! `extra` (`score_raw`, …).
+
+pub mod job;
+pub mod plot;
+
+use std::fmt::Write as _;
+
+use crate::Row;
+
+/// The columns of `../shared/spec/workloads.md`, after the row's identity.
+pub const WORKLOAD_COLUMNS: &[&str] = &[
+    "workload",
+    "alloc",
+    "config",
+    "cpus",
+    "score",
+    "zone_lock_pct",
+    "free_high",
+    "alloc_zone",
+    "cache_miss_pct",
+    "pcp_peak_pages",
+    "pcp_final_pages",
+    "alloc_lat_avg_us",
+    "alloc_lat_p99_us",
+    "free_lat_avg_us",
+    "free_lat_p99_us",
+];
+
+/// The columns of a microbenchmark table.
+pub const BENCH_COLUMNS: &[&str] = &[
+    "bench", "alloc", "config", "threads", "order", "get_ns", "put_ns", "pair_ns",
+];
+
+/// Columns [`normalise`] rewrites as % of the first row.
+pub const NORMALISED: &[&str] = &[
+    "score",
+    "free_high",
+    "alloc_zone",
+    "pcp_peak_pages",
+    "pcp_final_pages",
+];
+
+/// Rewrites the [`NORMALISED`] columns of every row as a percentage of the first row's
+/// value (the first row becomes 100), keeping the raw value in `extra["<col>_raw"]`.
+/// A column whose base value is 0 stays 100 where the row's value is 0 too and empty
+/// otherwise (no ratio exists); a column the base row lacks is left raw.
+pub fn normalise(rows: &mut [Row]) {
+    let Some(base) = rows.first().cloned() else {
+        return;
+    };
+    for r in rows.iter_mut() {
+        for &col in NORMALISED {
+            let (Some(b), Some(v)) = (get_field(&base, col), get_field(r, col)) else {
+                continue;
+            };
+            r.extra.insert(format!("{col}_raw"), v);
+            let pct = if b != 0.0 {
+                Some(100.0 * v / b)
+            } else if v == 0.0 {
+                Some(100.0)
+            } else {
+                None
+            };
+            set_field(r, col, pct);
+        }
+    }
+}
+
+fn slot<'a>(r: &'a mut Row, col: &str) -> Option<&'a mut Option<f64>> {
+    Some(match col {
+        "score" => &mut r.score,
+        "free_high" => &mut r.free_high,
+        "alloc_zone" => &mut r.alloc_zone,
+        "pcp_peak_pages" => &mut r.pcp_peak_pages,
+        "pcp_final_pages" => &mut r.pcp_final_pages,
+        _ => return None,
+    })
+}
+
+fn get_field(r: &Row, col: &str) -> Option<f64> {
+    let mut r = r.clone();
+    slot(&mut r, col).and_then(|v| *v)
+}
+
+fn set_field(r: &mut Row, col: &str, v: Option<f64>) {
+    if let Some(s) = slot(r, col) {
+        *s = v;
+    }
+}
+
+/// Column header: the key, with the unit for the known ones.
+pub fn header(col: &str) -> String {
+    match col {
+        "score" => "score".into(),
+        "zone_lock_pct" => "zone lock %".into(),
+        "cache_miss_pct" => "cache miss %".into(),
+        "pcp_peak_pages" => "peak pcp".into(),
+        "pcp_final_pages" => "final pcp".into(),
+        "alloc_lat_avg_us" => "alloc avg µs".into(),
+        "alloc_lat_p99_us" => "alloc p99 µs".into(),
+        "free_lat_avg_us" => "free avg µs".into(),
+        "free_lat_p99_us" => "free p99 µs".into(),
+        "get_ns" => "get ns".into(),
+        "put_ns" => "put ns".into(),
+        "pair_ns" => "pair ns".into(),
+        other => other.replace('_', " "),
+    }
+}
+
+/// The cell of `row` in column `col` ("" when it has none).
+pub fn cell(row: &Row, col: &str) -> String {
+    let v = serde_json::to_value(row).expect("rows serialise");
+    let found = v
+        .get(col)
+        .or_else(|| v.get("extra").and_then(|e| e.get(col)))
+        .cloned();
+    match found {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(s)) => s,
+        Some(serde_json::Value::Number(n)) => match n.as_f64() {
+            Some(f) if n.is_f64() => fmt_num(f),
+            _ => n.to_string(),
+        },
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A number for a table: thousands without decimals, smaller ones with 1–3.
+pub fn fmt_num(f: f64) -> String {
+    let a = f.abs();
+    if !f.is_finite() {
+        format!("{f}")
+    } else if a >= 1e4 {
+        let s = format!("{f:.0}");
+        group_thousands(&s)
+    } else if a >= 100.0 {
+        format!("{f:.1}")
+    } else if a >= 1.0 {
+        format!("{f:.2}")
+    } else if a == 0.0 {
+        "0".into()
+    } else {
+        format!("{f:.3}")
+    }
+}
+
+fn group_thousands(s: &str) -> String {
+    let (sign, digits) = s.strip_prefix('-').map_or(("", s), |d| ("-", d));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
+}
+
+/// The columns of `columns` that at least one row has a value in.
+pub fn present_columns<'a>(rows: &[Row], columns: &[&'a str]) -> Vec<&'a str> {
+    columns
+        .iter()
+        .copied()
+        .filter(|c| rows.iter().any(|r| !cell(r, c).is_empty()))
+        .collect()
+}
+
+/// A plain-text table, columns aligned, empty columns dropped.
+pub fn table(rows: &[Row], columns: &[&str]) -> String {
+    let cols = present_columns(rows, columns);
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| cols.iter().map(|c| cell(r, c)).collect())
+        .collect();
+    let heads: Vec<String> = cols.iter().map(|c| header(c)).collect();
+    let widths: Vec<usize> = (0..cols.len())
+        .map(|i| {
+            cells
+                .iter()
+                .map(|r| r[i].chars().count())
+                .chain([heads[i].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let line = |out: &mut String, vals: &[String]| {
+        let parts: Vec<String> = vals
+            .iter()
+            .zip(&widths)
+            .map(|(v, w)| format!("{v:>w$}", w = *w))
+            .collect();
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut out, &heads);
+    for r in &cells {
+        line(&mut out, r);
+    }
+    out
+}
+
+/// Prints [`table`] to stdout.
+pub fn print_table(rows: &[Row], columns: &[&str]) {
+    print!("{}", table(rows, columns));
+}
+
+/// A Markdown table, empty columns dropped.
+pub fn markdown_table(rows: &[Row], columns: &[&str]) -> String {
+    let cols = present_columns(rows, columns);
+    let mut out = String::new();
+    let heads: Vec<String> = cols.iter().map(|c| header(c)).collect();
+    let _ = writeln!(out, "| {} |", heads.join(" | "));
+    let _ = writeln!(
+        out,
+        "|{}|",
+        cols.iter()
+            .enumerate()
+            .map(|(i, _)| if i < 1 { "---" } else { "---:" })
+            .collect::<Vec<_>>()
+            .join("|")
+    );
+    for r in rows {
+        let vals: Vec<String> = cols.iter().map(|c| cell(r, c)).collect();
+        let _ = writeln!(out, "| {} |", vals.join(" | "));
+    }
+    out
+}
+
+/// Rows as JSON lines.
+pub fn json_lines(rows: &[Row]) -> String {
+    rows.iter().map(|r| r.to_json() + "\n").collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(alloc: &str, score: f64, free_high: f64) -> Row {
+        Row {
+            alloc: alloc.into(),
+            score: Some(score),
+            free_high: Some(free_high),
+            zone_lock_pct: Some(12.5),
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn normalise_makes_the_first_row_100_and_keeps_raw_values() {
+        let mut rows = vec![
+            row("a", 200.0, 0.0),
+            row("b", 300.0, 0.0),
+            row("c", 100.0, 5.0),
+        ];
+        normalise(&mut rows);
+        assert_eq!(rows[0].score, Some(100.0));
+        assert_eq!(rows[1].score, Some(150.0));
+        assert_eq!(rows[2].score, Some(50.0));
+        assert_eq!(rows[1].extra["score_raw"], 300.0);
+        // base 0: equal stays 100, anything else has no ratio
+        assert_eq!(rows[1].free_high, Some(100.0));
+        assert_eq!(rows[2].free_high, None);
+        // not a normalised column
+        assert_eq!(rows[2].zone_lock_pct, Some(12.5));
+    }
+
+    #[test]
+    fn tables_drop_empty_columns_and_align() {
+        let rows = vec![row("pagealloc", 1234567.0, 3.0), row("kernel", 2.5, 0.0)];
+        let t = table(&rows, WORKLOAD_COLUMNS);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].contains("score") && !lines[0].contains("cache miss"));
+        assert!(lines[1].contains("1 234 567"));
+        assert_eq!(lines[1].len(), lines[2].len());
+        let md = markdown_table(&rows, WORKLOAD_COLUMNS);
+        assert!(md.starts_with("| alloc | score | zone lock % | free high |"));
+        assert_eq!(md.lines().count(), 4);
+    }
+
+    #[test]
+    fn numbers_are_formatted_for_reading() {
+        assert_eq!(fmt_num(0.0), "0");
+        assert_eq!(fmt_num(0.01234), "0.012");
+        assert_eq!(fmt_num(12.345), "12.35");
+        assert_eq!(fmt_num(123.45), "123.5");
+        assert_eq!(fmt_num(-1234567.0), "-1 234 567");
+    }
+}

@@ -1,0 +1,234 @@
+//! The command line's contract, on the built binary: error paths exit 2 with one line
+//! naming the valid choices; `run`/`compare`/`bench --json` print rows with the contract's
+//! keys; `report --tiny` writes its files.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn pagealloc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pagealloc"))
+        .args(args)
+        .output()
+        .expect("run the pagealloc binary")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit 2, and the first line of stderr names every one of `valid`.
+fn refused(args: &[&str], valid: &[&str]) {
+    let o = pagealloc(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(first.starts_with("error:"), "{args:?}: {err}");
+    for v in valid {
+        assert!(first.contains(v), "{args:?}: `{v}` missing from: {first}");
+    }
+    assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+}
+
+#[test]
+fn unknown_workload_names_the_workloads() {
+    refused(&["run", "nope"], &["page_fault1", "kbuild", "zonelist_hog"]);
+    refused(&["compare", "nope"], &["netperf", "lmbench"]);
+}
+
+#[test]
+fn unknown_config_names_the_presets() {
+    refused(
+        &["run", "page_fault1", "--config", "patch99"],
+        &["base", "patch7", "linux-6.12"],
+    );
+    refused(
+        &["compare", "page_fault1", "--configs", "base,bogus"],
+        &["base", "patch10", "linux-6.12"],
+    );
+    refused(
+        &["run", "page_fault1", "--config", "base,no_such_key=1"],
+        &["batch_scale_max", "fixed_batch"],
+    );
+}
+
+#[test]
+fn unknown_allocator_names_the_allocators() {
+    let all = [
+        "pagealloc",
+        "buddy_system_allocator",
+        "mimalloc",
+        "jemalloc",
+        "system",
+        "pool",
+        "kernel",
+    ];
+    refused(&["run", "page_fault1", "--alloc", "tcmalloc"], &all);
+    refused(
+        &["compare", "page_fault1", "--alloc", "pagealloc,tcmalloc"],
+        &all,
+    );
+    refused(&["bench", "repeat", "--alloc", "tcmalloc"], &all);
+}
+
+#[test]
+fn unknown_parameter_and_benchmark_name_the_valid_ones() {
+    refused(
+        &["run", "page_fault1", "-p", "nope=1"],
+        &["pages_per_loop", "loops", "order"],
+    );
+    refused(&["bench", "shuffle"], &["bulk", "repeat", "rand"]);
+    refused(&["bench", "repeat", "--order", "11"], &["0..=10"]);
+}
+
+#[test]
+fn unknown_flag_and_subcommand_exit_2() {
+    for args in [
+        &["run", "page_fault1", "--bogus"][..],
+        &["frobnicate"][..],
+        &["bench"][..],
+    ] {
+        let o = pagealloc(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn too_few_cpus_is_a_usage_error() {
+    refused(&["run", "netperf", "--cpus", "1"], &["needs 2 CPUs"]);
+}
+
+fn json_rows(o: &Output) -> Vec<serde_json::Value> {
+    assert!(o.status.success(), "{}", stderr(o));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn run_and_compare_print_rows_with_the_contract_keys() {
+    let o = pagealloc(&[
+        "run",
+        "page_fault1",
+        "--cpus",
+        "2",
+        "-p",
+        "pages_per_loop=512",
+        "-p",
+        "loops=2",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    for key in [
+        "workload",
+        "alloc",
+        "config",
+        "cpus",
+        "machine",
+        "score",
+        "zone_lock_pct",
+        "free_high",
+        "alloc_zone",
+        "pcp_peak_pages",
+        "pcp_final_pages",
+        "alloc_lat_avg_us",
+        "alloc_lat_p99_us",
+    ] {
+        assert!(r.get(key).is_some(), "missing {key}: {r}");
+    }
+    assert_eq!(r["alloc"], "pagealloc");
+    assert_eq!(r["config"], "linux-6.12");
+    assert_eq!(r["cpus"], 2);
+
+    let o = pagealloc(&[
+        "compare",
+        "page_fault1",
+        "--cpus",
+        "2",
+        "-p",
+        "pages_per_loop=512",
+        "-p",
+        "loops=2",
+        "--configs",
+        "base,linux-6.12",
+        "--alloc",
+        "pagealloc,pool",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["config"], "base");
+    assert_eq!(rows[0]["score"], 100.0);
+    assert_eq!(rows[1]["config"], "linux-6.12");
+    assert_eq!(rows[2]["alloc"], "pool");
+    assert!(
+        rows[2].get("zone_lock_pct").is_none(),
+        "the pool has no zone lock"
+    );
+}
+
+#[test]
+fn bench_prints_llfree_rows() {
+    let o = pagealloc(&[
+        "bench",
+        "bulk,repeat",
+        "--alloc",
+        "pagealloc,buddy,pool",
+        "--threads",
+        "1,2",
+        "--order",
+        "0,9",
+        "--memory",
+        "0.03125",
+        "--iterations",
+        "1",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    // pool skips order 9: 2 kinds × (2 + 2 + 1 orders) × 2 thread counts
+    assert_eq!(rows.len(), 20);
+    for r in &rows {
+        let bench = r["bench"].as_str().unwrap();
+        if bench == "repeat" {
+            assert!(r["pair_ns"].as_f64().unwrap() > 0.0, "{r}");
+        } else {
+            assert!(r["get_ns"].as_f64().unwrap() > 0.0 && r["put_ns"].as_f64().unwrap() > 0.0);
+        }
+        assert!(r.get("threads").is_some() && r.get("order").is_some());
+    }
+    assert!(stderr(&o).contains("order-0 frames only"));
+}
+
+#[test]
+fn report_tiny_writes_its_files() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("pagealloc-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = pagealloc(&["report", "--tiny", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for section in ["page_fault1", "kbuild", "Batch sweep", "PCP high", "LLFree"] {
+        assert!(md.contains(section), "report.md lacks {section}");
+    }
+    for f in [
+        "throughput_vs_cpus.png",
+        "throughput_vs_cpus.svg",
+        "latency_vs_batch.png",
+        "latency_vs_batch.svg",
+        "pcp_over_time.png",
+        "pcp_over_time.svg",
+        "kbuild_series.json",
+        "batch_sweep.json",
+        "llfree_bench.json",
+    ] {
+        let meta = std::fs::metadata(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(meta.len() > 100, "{f} is nearly empty");
+    }
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kbuild_series.json")).unwrap())
+            .unwrap();
+    assert_eq!(rows[0]["score"], 100.0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
