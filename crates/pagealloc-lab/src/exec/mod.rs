@@ -16,11 +16,12 @@
 //!   workload's [`Workload::score`] over the window (from the measured barrier, or the
 //!   start, to the last `Done`).
 //! - With [`ExecOptions::latency`]: every allocation and free is timed (HdrHistogram,
-//!   ns), and for sources with counters the CPU's counters are read after each of them:
-//!   an op during which this CPU took a zone lock (`zone_lock` moved: a refill, a
-//!   drain, a direct zone allocation or free) was one *zone-lock trip*, and its duration
-//!   goes to the alloc- or free-trip histogram. Ops during which the decay ticker also
-//!   worked on this CPU are left out.
+//!   ns; TSC-based clock, see `clock.rs`). For sources with counters, after an op that
+//!   took at least [`TRIP_MIN_NS`] the CPU's counters are read: if this CPU took a zone
+//!   lock since the last read (`zone_lock` moved: a refill, a drain, a direct zone
+//!   allocation or free), the op was one *zone-lock trip* and its duration goes to the
+//!   alloc- or free-trip histogram. Ops during which the decay ticker also worked on
+//!   this CPU are left out.
 //! - A sampler thread records, every [`ExecOptions::sample_ms`], the pages in all
 //!   per-CPU lists and CPU 0's `high` and `count` (for the plots over time).
 //! - The source's counters before and after (and at the measured barrier).
@@ -30,11 +31,13 @@
 //! no frame is live, and [`PageSource::validate`] passes. Any failure fails the run.
 //!
 //! # What it cannot see
-//! Cache misses (the simulator models them). With the latency option on, each
-//! allocation and free also pays two clock reads and, for pagealloc, a read of the
-//! CPU's counters (about 50–100 ns): compare throughput only between runs with the same
-//! option.
+//! Cache misses (the simulator models them). Zone-lock trips faster than
+//! [`TRIP_MIN_NS`]. With the latency option on, each allocation, free and touch pays two
+//! clock reads (about 20 ns) and each slow op a read of the CPU's counters (about
+//! 90 ns): compare throughput only between runs with the same option (`--no-latency`
+//! turns it off).
 
+mod clock;
 mod live;
 mod sync;
 
@@ -378,6 +381,9 @@ pub fn run(
         epoch: Instant::now(),
         opts,
     };
+    if opts.latency {
+        clock::calibrate();
+    }
     let before = source.counters();
     let start = std::sync::Barrier::new(n as usize + 1);
     let stop_sampler = AtomicBool::new(false);
@@ -584,9 +590,23 @@ pub fn run(
     })
 }
 
-/// Counters that move when the decay ticker, not the op, worked on this CPU.
-fn ticker_moved(a: &Counters, b: &Counters) -> bool {
-    a.decay_drain != b.decay_drain || a.expire_drain != b.expire_drain || a.drain_cpu != b.drain_cpu
+/// Operations shorter than this are not checked for a zone-lock trip: reading a CPU's
+/// counters costs about 90 ns, as much as the fast path, and a refill or drain moves a
+/// batch (at least a few hundred ns; microseconds at the default batch of 63). What a
+/// trip cheaper than this would be — a direct zone allocation of a ready block — goes
+/// untimed, and is counted with the next timed trip's counter delta.
+pub const TRIP_MIN_NS: u64 = 250;
+
+/// Whether this CPU took a zone lock since the last check (`Some(true)`), did not
+/// (`Some(false)`), or the decay ticker worked on it meanwhile so the op cannot be told
+/// apart (`None`). Updates `last` to now.
+fn zone_trip(src: &dyn PageSource, cpu: usize, last: &mut Option<Counters>) -> Option<bool> {
+    let now = src.cpu_counters(cpu)?;
+    let prev = last.replace(now)?;
+    let ticker = now.decay_drain != prev.decay_drain
+        || now.expire_drain != prev.expire_drain
+        || now.drain_cpu != prev.drain_cpu;
+    (!ticker).then_some(now.zone_lock != prev.zone_lock)
 }
 
 /// One CPU's loop.
@@ -636,9 +656,9 @@ fn drive(
                     Some(Some(_)) => return Err(slot_err(slot, "alloc into full")),
                     None => return Err(slot_err(slot, "alloc into missing")),
                 }
-                let t0 = sh.opts.latency.then(Instant::now);
+                let t0 = sh.opts.latency.then(clock::now);
                 let r = src.allocate(cpu, o, kind);
-                let dt = t0.map(|t| t.elapsed().as_nanos() as u64);
+                let dt = t0.map(clock::since_ns);
                 match r {
                     Ok(b) => {
                         if b.order != o {
@@ -661,14 +681,12 @@ fn drive(
                             e.1 += 1;
                         }
                     }
-                    if trips {
-                        let now = src.cpu_counters(cpu);
-                        if let (Some(a), Some(b)) = (&now, &last_counters) {
-                            if a.zone_lock != b.zone_lock && !ticker_moved(a, b) {
+                    if trips && dt >= TRIP_MIN_NS {
+                        if let Some(trip) = zone_trip(src, cpu, &mut last_counters) {
+                            if trip {
                                 record(&mut l.alloc_trip, dt);
                             }
                         }
-                        last_counters = now;
                     }
                 }
             }
@@ -679,21 +697,19 @@ fn drive(
                     .take()
                     .ok_or_else(|| slot_err(slot, "free of empty"))?;
                 sh.live.release(b).map_err(ExecError::BadBlock)?;
-                let t0 = sh.opts.latency.then(Instant::now);
+                let t0 = sh.opts.latency.then(clock::now);
                 src.free(cpu, b)?;
                 if let Some(t0) = t0 {
-                    let dt = t0.elapsed().as_nanos() as u64;
+                    let dt = clock::since_ns(t0);
                     out.alloc_free_ns += dt;
                     let l = out.latency.as_mut().expect("latency on");
                     record(&mut l.free, dt);
-                    if trips {
-                        let now = src.cpu_counters(cpu);
-                        if let (Some(a), Some(b)) = (&now, &last_counters) {
-                            if a.zone_lock != b.zone_lock && !ticker_moved(a, b) {
+                    if trips && dt >= TRIP_MIN_NS {
+                        if let Some(trip) = zone_trip(src, cpu, &mut last_counters) {
+                            if trip {
                                 record(&mut l.free_trip, dt);
                             }
                         }
-                        last_counters = now;
                     }
                 }
                 order = Some(b.order);
@@ -704,10 +720,10 @@ fn drive(
                     .copied()
                     .flatten()
                     .ok_or_else(|| slot_err(slot, "touch of empty"))?;
-                let t0 = sh.opts.latency.then(Instant::now);
+                let t0 = sh.opts.latency.then(clock::now);
                 src.touch(b);
                 if let Some(t0) = t0 {
-                    out.touch_ns += t0.elapsed().as_nanos() as u64;
+                    out.touch_ns += clock::since_ns(t0);
                 }
                 order = Some(b.order);
             }
