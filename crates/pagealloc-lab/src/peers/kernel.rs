@@ -1,68 +1,156 @@
-//! The live kernel's page allocator: every block is a fresh anonymous mapping faulted in
-//! at allocation (`MAP_POPULATE`: the kernel allocates and zeroes the pages) and unmapped
-//! at free (`munmap`: the pages go back through the kernel's per-CPU lists to its buddy).
+//! The live kernel's page allocator: a block is a range of anonymous memory faulted in
+//! at allocation (the kernel allocates and zeroes its pages) and given back at free with
+//! `madvise(MADV_DONTNEED)` (the pages go back through the kernel's per-CPU lists to its
+//! buddy allocator), as a page fault and an unmap do.
+//!
+//! # Design
+//! Address space is reserved up front (`mmap` with `MAP_NORESERVE`, nothing faulted):
+//! one region for blocks below order 9 (`MADV_NOHUGEPAGE`, so a fault takes one base
+//! page) and one for order 9 and up (`MADV_HUGEPAGE`, 2 MiB aligned, so the kernel may
+//! serve a block as one THP). Addresses are carved from a region with a bump pointer,
+//! aligned to the block size, and reused per order from a per-CPU free list, so steady
+//! state makes no `mmap`/`munmap` calls: no VMA is created or split and the `mmap_lock`
+//! is only ever taken for reading, as in will-it-scale's page_fault1, which maps once
+//! and faults. A per-block `mmap`/`munmap` would mostly measure VMA handling instead.
+//!
+//! Allocation writes one byte per 4 KiB page (a fault each; a THP block faults once);
+//! `touch` then writes the whole block like every other source.
 //!
 //! # What it measures
-//! The kernel's page allocator plus what a fault and an unmap always cost: the system
-//! calls, the VMA, the page tables and the zeroing. Blocks of order >= 9 are mapped
-//! 2 MiB-aligned with `MADV_HUGEPAGE`, so the kernel may serve them as one THP.
+//! The kernel's page allocator plus what a fault and an unmap always cost: the trap,
+//! the page-table update, the zeroing, the `madvise` call and its TLB flush.
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
 
 use super::{block_bytes, write_block, Block, HandleSpace, PageSource, SourceError};
-use crate::workload::MigrateKind;
+use crate::workload::{MigrateKind, MAX_ORDER, NR_ORDERS};
 
 const NAME: &str = "kernel";
-const HUGE: usize = 2 << 20;
+/// The order from which blocks are placed in the huge-page region.
+const HUGE_ORDER: u8 = 9;
+/// Address space reserved per region (nothing is committed until faulted).
+const REGION_BYTES: usize = 64 << 30;
 
-/// mmap/munmap per block.
-#[derive(Debug, Default)]
-pub struct KernelSource;
-
-impl KernelSource {
-    /// The kernel source.
-    pub fn new() -> Self {
-        KernelSource
-    }
+/// A reserved range of address space and its bump pointer.
+#[derive(Debug)]
+struct Region {
+    base: usize,
+    len: usize,
+    /// Offset of the first never-used byte.
+    next: AtomicUsize,
 }
 
-fn mmap(len: usize, flags: libc::c_int) -> Result<*mut u8, io::Error> {
-    // SAFETY: 1. a fresh private anonymous mapping chosen by the kernel (no fixed
-    // address) cannot alias any existing memory; 2. the result is checked below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
+impl Region {
+    fn reserve(len: usize, advice: libc::c_int) -> Result<Region, SourceError> {
+        let align = 2 << 20;
+        // SAFETY: 1. a fresh private anonymous mapping at an address the kernel picks
+        // cannot alias existing memory; MAP_NORESERVE commits nothing; 2. the result is
+        // checked before use.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len + align,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(SourceError::Build {
+                source: NAME,
+                why: format!(
+                    "reserving {} GiB: {}",
+                    len >> 30,
+                    io::Error::last_os_error()
+                ),
+            });
+        }
+        let raw = p as usize;
+        let base = raw.next_multiple_of(align);
+        // Give back the unaligned head and the tail beyond `len`.
+        unmap(raw, base - raw);
+        unmap(base + len, raw + len + align - (base + len));
+        // SAFETY: 1. [base, base + len) is the part of the mapping kept above; the
+        // advice changes only the huge-page policy of the range, never its contents.
+        // Failure (a kernel without THP) is harmless: the policy is a preference.
+        unsafe { libc::madvise(base as *mut libc::c_void, len, advice) };
+        Ok(Region {
+            base,
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(p.cast())
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// A never-used address range of `bytes`, aligned to `bytes`.
+    fn carve(&self, bytes: usize) -> Option<usize> {
+        let mut cur = self.next.load(Relaxed);
+        loop {
+            let start = (self.base + cur).next_multiple_of(bytes) - self.base;
+            let end = start.checked_add(bytes)?;
+            if end > self.len {
+                return None;
+            }
+            match self.next.compare_exchange_weak(cur, end, Relaxed, Relaxed) {
+                Ok(_) => return Some(self.base + start),
+                Err(now) => cur = now,
+            }
+        }
     }
 }
 
-fn munmap(p: *mut u8, len: usize) {
+fn unmap(addr: usize, len: usize) {
     if len == 0 {
         return;
     }
-    // SAFETY: 1. `[p, p + len)` is a range of a mapping this source created and that is
-    // no longer used (freed by its owner, or the unused head/tail of an over-map).
-    let rc = unsafe { libc::munmap(p.cast(), len) };
+    // SAFETY: 1. [addr, addr + len) is part of a mapping this source made and that no
+    // block lives in (an unused head or tail, or the whole region on drop).
+    let rc = unsafe { libc::munmap(addr as *mut libc::c_void, len) };
     assert_eq!(rc, 0, "munmap: {}", io::Error::last_os_error());
 }
 
-fn oom(e: &io::Error) -> SourceError {
-    match e.raw_os_error() {
-        Some(libc::ENOMEM) | Some(libc::EAGAIN) => SourceError::OutOfMemory,
-        _ => SourceError::Broken {
-            source: NAME,
-            what: format!("mmap: {e}"),
-        },
+/// Reserved regions, and per CPU per order the addresses of freed blocks.
+#[derive(Debug)]
+pub struct KernelSource {
+    small: Region,
+    huge: Region,
+    free: Vec<Mutex<[Vec<usize>; NR_ORDERS]>>,
+}
+
+impl KernelSource {
+    /// Reserves the address space for `cpus` CPUs.
+    ///
+    /// # Errors
+    /// [`SourceError::Build`] if the reservation fails.
+    pub fn new(cpus: usize) -> Result<Self, SourceError> {
+        Ok(KernelSource {
+            small: Region::reserve(REGION_BYTES, libc::MADV_NOHUGEPAGE)?,
+            huge: Region::reserve(REGION_BYTES, libc::MADV_HUGEPAGE)?,
+            free: (0..cpus.max(1))
+                .map(|_| Mutex::new(Default::default()))
+                .collect(),
+        })
+    }
+
+    fn region(&self, order: u8) -> &Region {
+        if order >= HUGE_ORDER {
+            &self.huge
+        } else {
+            &self.small
+        }
+    }
+
+    fn list(&self, cpu: usize) -> &Mutex<[Vec<usize>; NR_ORDERS]> {
+        &self.free[cpu % self.free.len()]
+    }
+}
+
+impl Drop for KernelSource {
+    fn drop(&mut self) {
+        unmap(self.small.base, self.small.len);
+        unmap(self.huge.base, self.huge.len);
     }
 }
 
@@ -71,46 +159,60 @@ impl PageSource for KernelSource {
         NAME
     }
 
-    fn allocate(&self, _cpu: usize, order: u8, _kind: MigrateKind) -> Result<Block, SourceError> {
-        let len = block_bytes(order);
-        if len < HUGE {
-            let p = mmap(len, libc::MAP_POPULATE).map_err(|e| oom(&e))?;
-            return Ok(Block {
-                handle: p as u64,
-                order,
+    fn allocate(&self, cpu: usize, order: u8, _kind: MigrateKind) -> Result<Block, SourceError> {
+        if order > MAX_ORDER {
+            return Err(SourceError::Unsupported {
+                source: NAME,
+                why: format!("order {order} above {MAX_ORDER}"),
             });
         }
-        // Over-map by 2 MiB, keep an aligned window, ask for THP, then fault it in.
-        let base = mmap(len + HUGE, libc::MAP_NORESERVE).map_err(|e| oom(&e))?;
-        let addr = base as usize;
-        let head = addr.next_multiple_of(HUGE) - addr;
-        let start = base.wrapping_add(head);
-        munmap(base, head);
-        munmap(start.wrapping_add(len), HUGE - head);
-        // SAFETY: 1. `[start, start + len)` is the part of the mapping kept above;
-        // MADV_HUGEPAGE changes only the huge-page policy of the range.
-        unsafe { libc::madvise(start.cast(), len, libc::MADV_HUGEPAGE) };
-        super::memory::prefault(start, len);
+        let len = block_bytes(order);
+        let reused = self.list(cpu).lock().expect("free list")[usize::from(order)].pop();
+        let addr = match reused {
+            Some(a) => a,
+            None => self
+                .region(order)
+                .carve(len)
+                .ok_or(SourceError::OutOfMemory)?,
+        };
+        super::memory::prefault(addr as *mut u8, len);
         Ok(Block {
-            handle: start as u64,
+            handle: addr as u64,
             order,
         })
     }
 
-    fn free(&self, _cpu: usize, block: Block) -> Result<(), SourceError> {
-        if block.handle == 0 || block.handle % block_bytes(0) as u64 != 0 {
+    fn free(&self, cpu: usize, block: Block) -> Result<(), SourceError> {
+        let addr = block.handle as usize;
+        let len = block_bytes(block.order);
+        let r = self.region(block.order);
+        if block.order > MAX_ORDER
+            || addr < r.base
+            || addr + len > r.base + r.len
+            || addr % len != 0
+        {
             return Err(SourceError::Broken {
                 source: NAME,
-                what: format!("free of {block:?}: not a mapping of this source"),
+                what: format!("free of {block:?}: not a block of this source"),
             });
         }
-        munmap(block.handle as *mut u8, block_bytes(block.order));
+        // SAFETY: 1. the block is a range of our reserved region that its owner no
+        // longer uses; MADV_DONTNEED drops its pages, and a later fault maps fresh zeroed
+        // ones.
+        let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+        if rc != 0 {
+            return Err(SourceError::Broken {
+                source: NAME,
+                what: format!("madvise: {}", io::Error::last_os_error()),
+            });
+        }
+        self.list(cpu).lock().expect("free list")[usize::from(block.order)].push(addr);
         Ok(())
     }
 
     fn touch(&self, block: Block) {
-        // SAFETY: 1. the block is a live mapping of `block_bytes(order)` bytes made by
-        // `allocate`; 2. the executor touches only blocks its thread owns.
+        // SAFETY: 1. the block is a range of our mapping of `block_bytes(order)` bytes;
+        // 2. the executor touches only blocks its thread owns.
         unsafe { write_block(block.handle as *mut u8, block_bytes(block.order)) };
     }
 
@@ -119,8 +221,6 @@ impl PageSource for KernelSource {
     }
 
     fn handle_space(&self) -> HandleSpace {
-        HandleSpace::Addresses {
-            size_aligned: false,
-        }
+        HandleSpace::Addresses { size_aligned: true }
     }
 }

@@ -14,7 +14,7 @@
 //! | `buddy_system_allocator` | rcore's buddy `LockedFrameAllocator` over the same frame range | one mmap, prefaulted | 0..=10 |
 //! | `mimalloc`, `jemalloc`, `system` | 2^order × 4 KiB blocks aligned to their size | the allocator's own | 0..=10 |
 //! | `pool` | a lock-free queue of order-0 frames (crossbeam `ArrayQueue`) | one mmap, prefaulted | 0 only |
-//! | `kernel` | anonymous `mmap` + fault-in per block, `munmap` on free | the live kernel's | 0..=10 |
+//! | `kernel` | anonymous memory faulted in per block, `MADV_DONTNEED` on free | the live kernel's | 0..=10 |
 //!
 //! Frame-range sources (pagealloc, buddy, pool) fail an allocation when their frames run
 //! out, like a machine with that much memory. The others have no limit of their own.
@@ -247,7 +247,7 @@ pub fn build(spec: &SourceSpec) -> Result<Box<dyn PageSource>, SourceError> {
         "jemalloc" => Box::new(MallocSource::new(MallocKind::Jemalloc)),
         "system" => Box::new(MallocSource::new(MallocKind::System)),
         "pool" => Box::new(PoolSource::new(spec.frames, spec.memory)?),
-        "kernel" => Box::new(KernelSource::new()),
+        "kernel" => Box::new(KernelSource::new(spec.cpus)?),
         other => return Err(SourceError::UnknownSource(other.to_owned())),
     })
 }
