@@ -1249,7 +1249,8 @@ impl Allocator {
 
     /// The free buddy block holding `pfn`: its head, order and the migratetype of the
     /// free list it is on (`None` if the frame is not in a free block of the buddy
-    /// lists: allocated, on a pageset, or in a hole).
+    /// lists: allocated, on a pageset, or in a hole). With clustered refill, a frame a
+    /// concurrent refill has just cut may still read as free: an inspection aid.
     pub fn free_block_of(&self, pfn: Pfn) -> Option<(Pfn, u8, MigrateType)> {
         let zi = self.zone_of(pfn.0)?;
         let z = &self.zones[zi];

@@ -156,7 +156,7 @@ impl Buddy<'_> {
     /// `__free_one_page` (spec §7.1): merge upward as far as possible and insert, at the
     /// tail when the merge of the next level is likely.
     pub(crate) fn free_one(&mut self, mut pfn: u64, mut order: u8, mt: MigrateType, to_tail: bool) {
-        if order == 0 {
+        if order == 0 && self.cfg.clustered_refill {
             // Order-0 buddy lookups must not see frames cut by a refill (cluster.rs).
             self.settle();
         }

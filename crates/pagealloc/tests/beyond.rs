@@ -406,6 +406,55 @@ fn clustered_refill_touches_one_frame_per_cluster_in_steady_state() {
     assert!(per_refill[1] * 5.0 < per_refill[0], "{per_refill:?}");
 }
 
+/// A refill that cuts clusters and then has to fall back and steal scans a pageblock
+/// holding its own cut frames (still `Buddy`, on no list): they must be fixed up first,
+/// or `move_freepages_block` would unlink them from a list they are not on.
+#[test]
+fn clustered_refill_own_cut_is_fixed_up_before_a_steal_scans_its_pageblock() {
+    let c = with(
+        "linux-6.12",
+        "merge_skip=on,clustered_refill=on,pcp_migratetype_cache=on,refill_scaling=off,thp=off,fixed_batch=7",
+    );
+    let (a, _p) = manual(&Layout::single(4096, 1), c);
+    // Everything but one pageblock P in order-9 blocks.
+    let big: Vec<Frame> = (0..7)
+        .map(|_| a.alloc_on(0, 9, Gfp::USER, None).unwrap())
+        .collect();
+    let p_start = (0..8u64)
+        .map(|k| k * 512)
+        .find(|&s| a.free_block_of(Pfn(s)).is_some())
+        .expect("one pageblock left free");
+    let small: Vec<Frame> = (0..20)
+        .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+        .collect();
+    assert!(small.iter().all(|f| f.pfn.0 / 512 == p_start / 512));
+    a.drain_cpu(0);
+    // Three frames freed while P is UNMOVABLE: cached as unmovable, they land on the
+    // unmovable order-0 list as one cluster although P is movable again by then.
+    a.set_pageblock_type(Pfn(p_start), MigrateType::Unmovable);
+    for f in &small[..3] {
+        a.free_on(0, *f).unwrap();
+    }
+    a.set_pageblock_type(Pfn(p_start), MigrateType::Movable);
+    a.drain_cpu(0);
+    a.validate().unwrap();
+    a.reset_counters();
+    // An unmovable refill of 7: cuts the cluster of 3, then falls back to P's movable
+    // blocks, stealing with a scan of P.
+    let f = a.alloc_on(0, 0, Gfp::KERNEL, None).unwrap();
+    let c = a.counters();
+    assert_eq!(c.cluster_cut, 1);
+    assert!(c.fallback >= 1);
+    a.validate().unwrap();
+    a.free_on(0, f).unwrap();
+    for f in small[3..].iter().chain(&big) {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    let t = a.validate().unwrap();
+    assert_eq!(t.buddy, t.managed);
+}
+
 /// Real threads: refills cutting clusters and fixing them up outside the zone lock race
 /// with pageblock moves, non-skipping order-0 frees (merge skipping disabled for a
 /// while), compaction and high-order allocations, all of which must wait for cut
