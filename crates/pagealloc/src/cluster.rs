@@ -231,13 +231,13 @@ impl Clusters {
 /// Make the frames of a cut `Pcp` heads of order 0 (the fix-up), caching the pageblock
 /// type when the pcp migratetype cache is on. The caller owns the frames: it holds the
 /// pcp lock they are going to, and they are on no zone list.
-pub(crate) fn fix_up(b_zone: &crate::zone::Zone, m: &[PageMeta], cut: &Cut, mt_cache: bool) {
+pub(crate) fn fix_up(z: &crate::zone::Zone, m: &[PageMeta], cut: &Cut, mt_cache: bool) {
     let mut i = cut.first;
     for _ in 0..cut.len {
         let e = &m[i as usize];
         e.set_state(State::Pcp);
         if mt_cache {
-            e.set_mt(b_zone.pageblock_mt(b_zone.pfn_of(i)) as u8);
+            e.set_mt(z.pageblock_mt(z.pfn_of(i)) as u8);
         }
         i = e.next();
     }
@@ -287,10 +287,21 @@ impl Buddy<'_> {
     /// Wait until no cut frames are between their cut and their fix-up, so that every
     /// order-0 `Buddy` state is on a free list (the RFC's `in_progress` wait). Call before
     /// interpreting order-0 `Buddy` states. A cut of this lock holder is fixed up now.
+    #[inline]
     pub(crate) fn settle(&mut self) {
         if !self.cfg.clustered_refill {
             return;
         }
+        if self.inner.free.clusters.pending.is_none() && self.z.cluster_inflight.load(Acquire) == 0
+        {
+            return;
+        }
+        self.settle_slow();
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn settle_slow(&mut self) {
         if let Some(cut) = self.inner.free.clusters.pending.as_mut() {
             if !cut.fixed {
                 fix_up(self.z, self.m, cut, self.cfg.pcp_migratetype_cache);
