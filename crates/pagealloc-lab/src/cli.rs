@@ -71,6 +71,13 @@ pub enum Command {
     Report(ReportArgs),
     /// List workloads with their parameters, configs and allocators.
     List,
+    /// Simulate one workload at the spec's scale on a described machine (virtual CPUs,
+    /// the real allocator, a calibrated cost model) and print its row.
+    #[command(after_long_help = crate::sim::cli::machines_help())]
+    Sim(crate::sim::cli::SimArgs),
+    /// Refit the simulator's free parameters to the published calibration data and print
+    /// the fit with its residuals.
+    Calibrate(crate::sim::cli::CalibrateArgs),
 }
 
 /// Options shared by `run` and `compare`.
@@ -139,6 +146,12 @@ pub struct CompareArgs {
     /// Shared options.
     #[command(flatten)]
     pub opts: WorkloadOpts,
+    /// Run the configs in the simulator instead of on threads (see `pagealloc sim`).
+    #[arg(long)]
+    pub sim: bool,
+    /// Simulated machine (with --sim); default: the workload's seed machine.
+    #[arg(long, requires = "sim")]
+    pub machine: Option<String>,
 }
 
 /// `pagealloc bench`.
@@ -229,6 +242,8 @@ pub fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Compare(a) => cmd_compare(&a),
         Command::Bench(a) => cmd_bench(&a),
         Command::Report(a) => cmd_report(&a),
+        Command::Sim(a) => crate::sim::cli::cmd_sim(&a),
+        Command::Calibrate(a) => crate::sim::cli::cmd_calibrate(&a),
         Command::List => {
             print!("{}", list_text());
             Ok(())
@@ -425,6 +440,9 @@ fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
 }
 
 fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
+    if a.sim {
+        return crate::sim::cli::cmd_compare(a);
+    }
     let w = workload_of(&a.workload, &a.opts.params)?;
     let allocs = split_allocs(&a.alloc)?;
     let configs = split_configs(&a.configs)?;

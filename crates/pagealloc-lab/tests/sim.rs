@@ -45,7 +45,10 @@ fn kbuild_ablation_full() {
     })
     .unwrap();
     eprintln!("wall {:.1}s", t0.elapsed().as_secs_f64());
-    println!("{}", sim::table(&rows));
+    println!(
+        "{}",
+        pagealloc_lab::report::table(&rows, pagealloc_lab::report::WORKLOAD_COLUMNS)
+    );
     println!("{}", calibrate::kbuild_table(&rows));
     for d in calibrate::kbuild_directions(&rows) {
         println!("{d:?}");

@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 
 use pagealloc::{Config, Preset};
 
-use super::{compare, normalise, CostModel, Machine, SimError, SimOptions};
+use super::{compare, CostModel, Machine, SimError, SimOptions};
 use crate::workload::{self, Scale};
 use crate::Row;
 
@@ -266,7 +266,7 @@ fn kbuild_columns(r: &Row, p: &KbuildRow) -> [(&'static str, f64, f64); 4] {
 }
 
 /// The kbuild table, ours beside the published one, with the relative error of each
-/// cell. `rows` are normalised ([`normalise`]) and in [`PUBLISHED_KBUILD`] order;
+/// cell. `rows` are normalised ([`crate::report::normalise`]) and in [`PUBLISHED_KBUILD`] order;
 /// build time is `100 × makespan / base makespan` (= 10⁴ / normalised score).
 pub fn kbuild_table(rows: &[Row]) -> String {
     let mut s = String::new();
@@ -357,6 +357,34 @@ pub fn kbuild_directions(rows: &[Row]) -> Vec<Direction> {
     v
 }
 
+/// The directions as text: one line per step and column, and the count that agree.
+pub fn directions_text(d: &[Direction]) -> String {
+    let mut s = String::new();
+    for x in d {
+        let _ = writeln!(
+            s,
+            "  {:<18} {:<12} ours {:>+8.1}  published {:>+8.1}  {}",
+            x.step,
+            x.column,
+            x.ours,
+            x.published,
+            if x.agrees {
+                "same direction"
+            } else {
+                "DIFFERENT"
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{} of {} steps move in the published direction (published changes within {:.1} % of base count as flat)",
+        d.iter().filter(|x| x.agrees).count(),
+        d.len(),
+        FLAT * 100.0
+    );
+    s
+}
+
 /// The batch sweep of one machine in the simulator: page_fault1 on every CPU with high =
 /// 2 × batch, one row per batch, printed beside the published figures.
 ///
@@ -439,7 +467,7 @@ pub fn kbuild_ablation(
 ) -> Result<Vec<Row>, SimError> {
     let w = workload::build("kbuild", Scale::Full, overrides).expect("kbuild builds");
     let mut rows = compare(&*w, base, &kbuild_configs(), progress)?;
-    normalise(&mut rows);
+    crate::report::normalise(&mut rows);
     Ok(rows)
 }
 

@@ -61,6 +61,7 @@ pub(crate) struct EngineSpec {
     pub(crate) workload_cpus: u32,
     pub(crate) mem_scale: u64,
     pub(crate) sample_ns: u64,
+    pub(crate) page_cache: bool,
 }
 
 /// Raw outcome of one simulation.
@@ -95,6 +96,13 @@ pub(crate) struct EngineOutput {
     pub(crate) page_ops: u64,
     pub(crate) trace_hash: u64,
     pub(crate) makespan_ns: u64,
+    /// Pages the page-cache model took from and gave back to the zones (not workload
+    /// work: subtracted from the counters in the row).
+    pub(crate) cache_alloc_pages: u64,
+    pub(crate) cache_free_pages: u64,
+    /// Page-cache model reclaims (free fell below low) and pages it holds at the end.
+    pub(crate) reclaims: u64,
+    pub(crate) cache_final_pages: u64,
 }
 
 /// Why a simulation stopped.
@@ -218,6 +226,9 @@ struct Engine<'a> {
     tick_ns: u64,
     next_sample: u64,
     hash: u64,
+    /// Page-cache model: blocks held per zone, and the CPU that allocates them.
+    cache_blocks: Vec<Vec<Frame>>,
+    cache_cpu: Vec<usize>,
 }
 
 /// Runs `workload` on `spec`'s machine to completion.
@@ -307,12 +318,29 @@ pub(crate) fn simulate(
             page_ops: 0,
             trace_hash: 0,
             makespan_ns: 0,
+            cache_alloc_pages: 0,
+            cache_free_pages: 0,
+            reclaims: 0,
+            cache_final_pages: 0,
         },
         next_tick: tick_ns,
         tick_ns,
         next_sample: 0,
         hash: 0xCBF2_9CE4_8422_2325,
+        cache_blocks: vec![Vec::new(); nzones],
+        cache_cpu: Vec::new(),
     };
+    e.cache_cpu = (0..nzones)
+        .map(|z| {
+            let node = e.a.zone_info(z).node;
+            (0..mcpus).find(|&c| e.a.cpu_node(c) == node).unwrap_or(0)
+        })
+        .collect();
+    if spec.page_cache {
+        for z in 0..nzones {
+            e.page_cache_grow(z);
+        }
+    }
     e.run(workload.name())?;
     Ok(e.finish())
 }
@@ -363,6 +391,12 @@ impl Engine<'_> {
                 let pcp = self.a.nr_pcp_pages();
                 self.out.pcp_peak = self.out.pcp_peak.max(pcp);
                 self.out.pcp_final = pcp;
+                if self.spec.page_cache {
+                    for z in 0..self.nzones {
+                        self.page_cache_reclaim(z, self.next_sample);
+                        self.page_cache_grow(z);
+                    }
+                }
                 self.next_sample += self.spec.sample_ns.max(1);
             } else {
                 let now = self.next_tick;
@@ -443,6 +477,10 @@ impl Engine<'_> {
         if t.trips == 0 {
             return;
         }
+        if self.spec.page_cache {
+            let now = self.cpus[cpu].time;
+            self.page_cache_reclaim(z, now);
+        }
         let socket = self.cpus[cpu].socket;
         for k in 0..t.trips {
             // Spread the units over the trips (usually exactly one).
@@ -466,6 +504,69 @@ impl Engine<'_> {
                 self.out.alloc_trips.push(sample);
             }
         }
+    }
+
+    /// The page cache grows back: take order-10 blocks from zone `z` until its free
+    /// pages are down to the high watermark (a build machine's memory is full of page
+    /// cache; kswapd keeps free pages between the low and the high watermark).
+    fn page_cache_grow(&mut self, z: usize) {
+        let info = self.a.zone_info(z);
+        let high = info.wmark[2];
+        let cpu = self.cache_cpu[z];
+        let mut free = info.free;
+        while free >= high + 1024 {
+            match self
+                .a
+                .alloc_on(cpu, 10, Gfp::USER | Gfp::NORETRY, Some(info.node))
+            {
+                Ok(f) if self.a.zone_of_pfn(f.pfn) == Some(z) => {
+                    self.cache_blocks[z].push(f);
+                    self.out.cache_alloc_pages += 1024;
+                    free -= 1024;
+                }
+                Ok(f) => {
+                    self.a.free_on(cpu, f).expect("just allocated");
+                    self.out.cache_alloc_pages += 1024;
+                    self.out.cache_free_pages += 1024;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        self.snaps[cpu * self.nzones + z] = self.a.cpu_zone_counters(cpu, z);
+    }
+
+    /// kswapd: when zone `z`'s free pages fell below the low watermark, reclaim page
+    /// cache (free its blocks) until they reach the high watermark. The frees occupy the
+    /// zone lock from `now`.
+    fn page_cache_reclaim(&mut self, z: usize, now: u64) {
+        let info = self.a.zone_info(z);
+        let [_, low, high, _] = info.wmark;
+        if info.free >= low || self.cache_blocks[z].is_empty() {
+            return;
+        }
+        self.out.reclaims += 1;
+        let cpu = self.cache_cpu[z];
+        let mut free = info.free;
+        let mut blocks = 0u64;
+        while free < high {
+            let Some(f) = self.cache_blocks[z].pop() else {
+                break;
+            };
+            self.a
+                .free_on(cpu, f)
+                .expect("page cache blocks are allocated");
+            self.out.cache_free_pages += 1024;
+            free += 1024;
+            blocks += 1;
+        }
+        self.snaps[cpu * self.nzones + z] = self.a.cpu_zone_counters(cpu, z);
+        let c = &self.spec.cost;
+        let hold = (c.drain_trip_ns + blocks as f64 * c.drain_page_ns).round() as u64;
+        let l = &mut self.locks[z];
+        l.free_at = l.free_at.max(now) + hold;
+        l.last_cpu = NO_CPU - 1;
+        l.last_socket = NO_CPU;
     }
 
     fn charge(&mut self, cpu: usize, ns: f64) {
@@ -723,6 +824,12 @@ impl Engine<'_> {
         self.out.lock_wait_ns = self.cpus.iter().map(|v| v.wait).sum();
         self.out.busy_ns = self.cpus.iter().map(|v| v.busy).sum();
         self.out.trace_hash = self.hash;
+        self.out.cache_final_pages = self
+            .cache_blocks
+            .iter()
+            .map(|b| b.len() as u64)
+            .sum::<u64>()
+            * 1024;
         self.out.measure_start = self.cpus.iter().map(|v| v.measure_start).collect();
         self.out.end = self.cpus.iter().map(|v| v.end).collect();
         self.out.per_cpu = self.cpus.iter().map(|v| v.counts.clone()).collect();

@@ -1,0 +1,350 @@
+//! The simulator's subcommands of the `pagealloc` binary: `sim`, `compare --sim` and
+//! `calibrate`. The lab's [`crate::cli`] holds one variant per subcommand and calls in
+//! here; the tables and the normalisation are the lab's ([`crate::report`]).
+
+use clap::Args;
+
+use super::calibrate;
+use super::{compare, run, CostModel, Machine, SimOptions, MACHINES};
+use crate::cli::{config_of, parse_params, split_configs, CliError, UsageError};
+use crate::report::{self, WORKLOAD_COLUMNS};
+use crate::workload::{self, Scale, Workload};
+use crate::Row;
+
+/// Options of `pagealloc sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Workload name (see `pagealloc list`); it runs at the spec's (full) scale.
+    pub workload: String,
+    /// Machine: spr-2s-224, icx-2s-128, skx-2s-112, sn2-28n-56, desktop-8. Default: the
+    /// machine the workload was measured on.
+    #[arg(long)]
+    pub machine: Option<String>,
+    /// pagealloc config: a preset with optional `,key=value` overrides.
+    #[arg(long, default_value = "linux-6.12")]
+    pub config: String,
+    /// Simulator options.
+    #[command(flatten)]
+    pub sim: SimFlags,
+}
+
+/// Options shared by `sim` and `compare --sim`.
+#[derive(Debug, Args, Clone)]
+pub struct SimFlags {
+    /// Root seed (virtual CPU i gets a stream derived from it).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Workload parameter override, KEY=VALUE (repeatable).
+    #[arg(short = 'p', long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    /// CPUs the workload runs on (CPUs 0..N of the machine). Default: kbuild one
+    /// socket, the rest the whole machine.
+    #[arg(long)]
+    pub cpus: Option<u32>,
+    /// Divide the machine's memory by this factor (keeps the ratios of watermarks,
+    /// high and pages per CPU; see docs/sim-cost-model.md).
+    #[arg(long = "mem-scale", default_value_t = 1)]
+    pub mem_scale: u64,
+    /// Cost model overrides, KEY=VALUE[,KEY=VALUE…] (see docs/sim-cost-model.md).
+    #[arg(long)]
+    pub cost: Option<String>,
+    /// Page-cache model (memory kept between the low and high watermarks by a modelled
+    /// kswapd): on or off. Default: off.
+    #[arg(long = "page-cache", value_parser = ["on", "off"])]
+    pub page_cache: Option<String>,
+    /// Print one JSON object per row instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `pagealloc calibrate`.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// kbuild tasks per grid point (the published build is 896 tasks; fewer is faster).
+    #[arg(long, default_value_t = 224)]
+    pub tasks: u32,
+    /// Grid of kbuild `compute_ns_per_page`, comma-separated.
+    #[arg(long, default_value = "2000,4000,6000,8000")]
+    pub computes: String,
+    /// Grid of `touch_cold_ns`, comma-separated.
+    #[arg(long, default_value = "250")]
+    pub colds: String,
+    /// Root seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also simulate the batch sweep on spr-2s-224 and icx-2s-128 and print it beside
+    /// the published one.
+    #[arg(long)]
+    pub sweep: bool,
+}
+
+/// The machine the seeds measured `workload` on.
+pub fn seed_machine(workload: &str) -> &'static str {
+    match workload {
+        "kbuild" | "batch_sweep" => "spr-2s-224",
+        "netperf" | "lmbench" | "bulk" => "icx-2s-128",
+        "page_fault1" | "page_fault1_thp" | "thp_mix" | "parallel_free" => "skx-2s-112",
+        "zonelist_hog" => "sn2-28n-56",
+        _ => "desktop-8",
+    }
+}
+
+fn usage(m: impl Into<String>) -> CliError {
+    CliError::Usage(UsageError(m.into()))
+}
+
+fn machine_of(name: Option<&str>, workload: &str) -> Result<Machine, CliError> {
+    Machine::by_name(name.unwrap_or_else(|| seed_machine(workload)))
+        .map_err(|e| usage(e.to_string()))
+}
+
+fn workload_full(name: &str, params: &[String]) -> Result<Box<dyn Workload>, CliError> {
+    let ov = parse_params(params)?;
+    workload::build(name, Scale::Full, &ov).map_err(|e| usage(e.to_string()))
+}
+
+fn options(
+    machine: Machine,
+    config: pagealloc::Config,
+    f: &SimFlags,
+) -> Result<SimOptions, CliError> {
+    let mut o = SimOptions::new(machine, config);
+    o.seed = f.seed;
+    o.cpus = f.cpus;
+    if f.cpus == Some(0) {
+        return Err(usage("--cpus must be at least 1"));
+    }
+    o.machine
+        .pages_per_node(f.mem_scale)
+        .map_err(|e| usage(e.to_string()))?;
+    o.mem_scale = f.mem_scale;
+    if let Some(spec) = &f.cost {
+        let mut c = o.machine.cost;
+        c.apply(spec).map_err(usage)?;
+        o.cost = Some(c);
+    }
+    o.page_cache = f.page_cache.as_deref().map(|s| s == "on");
+    Ok(o)
+}
+
+fn columns() -> Vec<&'static str> {
+    let mut c = WORKLOAD_COLUMNS.to_vec();
+    c.insert(1, "machine");
+    c.push("trace_hash");
+    c
+}
+
+fn describe(o: &SimOptions, w: &dyn Workload) -> String {
+    let m = &o.machine;
+    format!(
+        "{} ({}); memory scale {} ({} MiB per node simulated); {} on {} CPUs; seed {}",
+        m.name,
+        m.description,
+        o.mem_scale,
+        (m.pages_per_node(o.mem_scale).unwrap_or(0) * 4096) >> 20,
+        w.name(),
+        o.cpus.unwrap_or_else(|| m.default_workload_cpus(w.name())),
+        o.seed
+    )
+}
+
+fn footer(rows: &[Row]) -> String {
+    let wall: f64 = rows.iter().filter_map(|r| r.wall_s).sum();
+    let ops: f64 = rows.iter().filter_map(|r| r.extra.get("page_ops")).sum();
+    let makespan: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.extra.get("makespan_s"))
+        .map(|s| format!("{s:.3}"))
+        .collect();
+    format!(
+        "virtual makespan (s): {}; {:.0} page ops simulated in {:.1} s of run time ({:.2} M page ops/s)",
+        makespan.join(" "),
+        ops,
+        wall,
+        ops / wall.max(1e-9) / 1e6
+    )
+}
+
+/// `pagealloc sim`.
+///
+/// # Errors
+/// Bad input ([`CliError::Usage`]) or a failed run (the message has the seed and the
+/// replay command).
+pub fn cmd_sim(a: &SimArgs) -> Result<(), CliError> {
+    let w = workload_full(&a.workload, &a.sim.params)?;
+    let m = machine_of(a.machine.as_deref(), &a.workload)?;
+    let o = options(m, config_of(&a.config)?, &a.sim)?;
+    if !a.sim.json {
+        eprintln!("simulating {}", describe(&o, &*w));
+    }
+    let row = run(&*w, &o).map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
+    if a.sim.json {
+        print!("{}", report::json_lines(&[row]));
+    } else {
+        let mut cols = columns();
+        cols.push("score_unit");
+        report::print_table(std::slice::from_ref(&row), &cols);
+        println!("{}", footer(std::slice::from_ref(&row)));
+    }
+    Ok(())
+}
+
+/// The default `--configs` of `compare` (the lab's), which `compare batch_sweep --sim`
+/// replaces by the sweep's batches.
+pub const DEFAULT_CONFIGS: &str = "base,patch1,patch3,patch5,patch7,patch9,patch10,linux-6.12";
+
+/// `pagealloc compare WORKLOAD --sim`: every config simulated on one machine, rows
+/// normalised to the first. kbuild on spr-2s-224 also prints the published table beside
+/// ours; batch_sweep with the default configs runs the sweep's batches instead.
+///
+/// # Errors
+/// Bad input or a failed run.
+pub fn cmd_compare(a: &crate::cli::CompareArgs) -> Result<(), CliError> {
+    if a.alloc.trim() != "pagealloc" {
+        return Err(usage(format!(
+            "--sim simulates pagealloc configs only; got --alloc {}",
+            a.alloc
+        )));
+    }
+    let f = SimFlags {
+        seed: a.opts.seed,
+        params: a.opts.params.clone(),
+        cpus: a.opts.cpus,
+        mem_scale: 1,
+        cost: None,
+        page_cache: None,
+        json: a.opts.json,
+    };
+    let (workload_name, machine, configs) = (
+        a.workload.as_str(),
+        a.machine.as_deref(),
+        a.configs.as_str(),
+    );
+    let f = &f;
+    let w = workload_full(workload_name, &f.params)?;
+    let m = machine_of(machine, workload_name)?;
+    let sweep = workload_name == "batch_sweep" && configs == DEFAULT_CONFIGS;
+    let cfgs: Vec<pagealloc::Config> = if sweep {
+        calibrate::PUBLISHED_SWEEP
+            .iter()
+            .filter(|r| r.machine == "spr-2s-224")
+            .map(|r| r.batch)
+            .chain([4095])
+            .map(calibrate::sweep_config)
+            .collect()
+    } else {
+        split_configs(configs)?
+            .iter()
+            .map(|c| config_of(c))
+            .collect::<Result<_, _>>()?
+    };
+    let o = options(m.clone(), cfgs[0].clone(), f)?;
+    if !f.json {
+        eprintln!(
+            "simulating {} configs, {} at a time: {}",
+            cfgs.len(),
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            describe(&o, &*w)
+        );
+    }
+    let pb = indicatif::ProgressBar::new(cfgs.len() as u64);
+    let mut rows = compare(&*w, &o, &cfgs, &|_| pb.inc(1))
+        .map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
+    pb.finish_and_clear();
+    if sweep {
+        for (r, c) in rows.iter_mut().zip(&cfgs) {
+            let b = c.fixed_batch.unwrap_or(0);
+            r.extra.insert("batch".into(), f64::from(b));
+            if let (Some(s), Some(n)) = (r.score, r.cpus) {
+                r.extra
+                    .insert("pages_per_s_per_cpu".into(), s / f64::from(n));
+            }
+        }
+    }
+    let raw = rows.clone();
+    report::normalise(&mut rows);
+    if f.json {
+        print!("{}", report::json_lines(&rows));
+        return Ok(());
+    }
+    report::print_table(&rows, &columns());
+    println!("{}", footer(&rows));
+    let kbuild_table = workload_name == "kbuild"
+        && m.name == "spr-2s-224"
+        && rows.len() >= calibrate::PUBLISHED_KBUILD.len()
+        && rows
+            .iter()
+            .zip(calibrate::PUBLISHED_KBUILD.iter())
+            .all(|(r, p)| {
+                r.config
+                    .as_deref()
+                    .is_some_and(|c| c.split(',').next() == Some(p.config))
+            });
+    if kbuild_table {
+        println!("\nkbuild on spr-2s-224, ours beside the published table (base = 100):");
+        print!("{}", calibrate::kbuild_table(&rows));
+        print!(
+            "{}",
+            calibrate::directions_text(&calibrate::kbuild_directions(&rows))
+        );
+    }
+    if sweep {
+        println!("\nbatch sweep, ours beside the published figures (throughput per CPU):");
+        print!("{}", calibrate::sweep_table(&raw));
+    }
+    Ok(())
+}
+
+/// `pagealloc calibrate`: refit the free parameters and print the fit and its residuals.
+///
+/// # Errors
+/// Bad input or a failed run.
+pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
+    let computes: Vec<u64> = parse_list(&a.computes, "compute_ns_per_page")?;
+    let colds: Vec<f64> = parse_list(&a.colds, "touch_cold_ns")?;
+    if a.tasks == 0 {
+        return Err(usage("--tasks must be at least 1"));
+    }
+    let r = calibrate::refit(a.tasks, &computes, &colds, a.seed, &|line| {
+        eprintln!("{line}")
+    })
+    .map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
+    print!("{}", calibrate::refit_report(&r));
+    if a.sweep {
+        for name in ["spr-2s-224", "icx-2s-128"] {
+            let m = Machine::by_name(name).expect("known machine");
+            let mut o = SimOptions::new(m.clone(), pagealloc::Config::default());
+            o.seed = a.seed;
+            let rows = calibrate::batch_sweep(&m, &[], &o, &|_| {})
+                .map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
+            print!("{}", calibrate::sweep_table(&rows));
+        }
+    }
+    Ok(())
+}
+
+fn parse_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, CliError> {
+    let v: Vec<T> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(|i| {
+            i.parse::<T>()
+                .map_err(|_| usage(format!("invalid {what} `{i}`")))
+        })
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(usage(format!("no {what} given")));
+    }
+    Ok(v)
+}
+
+/// The machines, for `pagealloc list` and `--help`.
+pub fn machines_help() -> String {
+    let mut s = String::from("Machines (simulator):\n");
+    for m in MACHINES {
+        s += &format!("  {:<12} {}\n", m.name, m.description);
+    }
+    s += &format!("Cost model keys (--cost): {}\n", CostModel::KEYS.join(", "));
+    s
+}
