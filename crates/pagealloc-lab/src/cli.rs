@@ -97,8 +97,8 @@ pub struct WorkloadOpts {
     /// (default: one run).
     #[arg(long)]
     pub seconds: Option<f64>,
-    /// Memory of frame-range allocators, MiB (default: 1 GiB, or more when the
-    /// workload's size parameters need it).
+    /// Memory of frame-range allocators, MiB (default: 512 MiB or CPUs × 64 MiB, or
+    /// more when the workload's size parameters need it).
     #[arg(long = "memory-mib")]
     pub memory_mib: Option<u64>,
     /// Do not time single operations (pure throughput; no latency columns).

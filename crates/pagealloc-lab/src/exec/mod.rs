@@ -300,11 +300,11 @@ impl ExecResult {
     }
 }
 
-/// Frames to give a frame-range source for `workload` on `cpus` CPUs: 1 GiB, or
-/// `cpus` × 128 MiB, or what the workload's own size parameters ask for
+/// Frames to give a frame-range source for `workload` on `cpus` CPUs: 512 MiB, or
+/// `cpus` × 64 MiB, or what the workload's own size parameters ask for
 /// (`fill_pages` at 90 %, `total_pages` at 90 of 96, `region_pages` + a quarter).
 pub fn suggested_frames(workload: &dyn Workload, cpus: u32) -> u64 {
-    let mut frames = (1u64 << 18).max(u64::from(cpus) << 15);
+    let mut frames = (1u64 << 17).max(u64::from(cpus) << 14);
     for (k, v) in workload.params() {
         let Ok(n) = v.replace('_', "").parse::<u64>() else {
             continue;

@@ -1,5 +1,13 @@
-//! The memory behind frame-range peers: one anonymous mapping, prefaulted, so a touch
+//! The memory behind frame-range sources: one anonymous mapping, prefaulted, so a touch
 //! measures a write to memory the process already has, not a kernel page fault.
+//!
+//! Faulting a mapping in is slow on some machines (1 GiB: about 1 s of 4 KiB faults
+//! here, 7 s with THP under `defrag=madvise`'s direct compaction), so a dropped
+//! mapping is kept for the next source of the same size in this process (at most
+//! [`KEEP`] of them): a suite of runs pays for it once. Base pages only, like the
+//! kernel peer's blocks.
+
+use std::sync::Mutex;
 
 use ::pagealloc::os::mmap::{HugePages, MmapRegion};
 
@@ -8,7 +16,22 @@ use super::{block_bytes, write_block, Block, SourceError};
 /// A prefaulted mapping of `frames` 4 KiB frames; frame `i` at `base + i × 4096`.
 #[derive(Debug)]
 pub struct Memory {
-    region: MmapRegion,
+    region: Option<MmapRegion>,
+}
+
+/// Mappings kept for reuse.
+const KEEP: usize = 2;
+static SPARE: Mutex<Vec<MmapRegion>> = Mutex::new(Vec::new());
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        if let Some(r) = self.region.take() {
+            let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+            if spare.len() < KEEP {
+                spare.push(r);
+            }
+        }
+    }
 }
 
 impl Memory {
@@ -25,12 +48,41 @@ impl Memory {
                 source,
                 why: format!("{frames} frames do not fit the address space"),
             })?;
-        let region = MmapRegion::new(len, HugePages::Madvise).map_err(|e| SourceError::Build {
-            source,
-            why: format!("mmap of {} MiB: {e}", len >> 20),
-        })?;
-        prefault(region.as_ptr(), region.len());
-        Ok(Memory { region })
+        let reuse = {
+            let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+            spare
+                .iter()
+                .position(|r| r.len() == len)
+                .map(|i| spare.swap_remove(i))
+        };
+        let region = match reuse {
+            Some(r) => r,
+            None => {
+                let r = MmapRegion::new(len, HugePages::None).map_err(|e| SourceError::Build {
+                    source,
+                    why: format!("mmap of {} MiB: {e}", len >> 20),
+                })?;
+                prefault(r.as_ptr(), r.len());
+                r
+            }
+        };
+        Ok(Memory {
+            region: Some(region),
+        })
+    }
+
+    /// Address of frame `pfn`'s first byte.
+    ///
+    /// # Panics
+    /// If the frame is outside the mapping.
+    pub fn frame_ptr(&self, pfn: u64) -> *mut u8 {
+        self.region()
+            .frame_ptr(pfn)
+            .unwrap_or_else(|| panic!("frame {pfn} outside the mapping"))
+    }
+
+    fn region(&self) -> &MmapRegion {
+        self.region.as_ref().expect("present until drop")
     }
 
     /// Writes the whole of `block` (a PFN handle).
@@ -48,13 +100,11 @@ impl Memory {
     fn ptr(&self, block: Block) -> *mut u8 {
         let end = block.handle + (1u64 << block.order);
         assert!(
-            end as usize * block_bytes(0) <= self.region.len(),
+            end as usize * block_bytes(0) <= self.region().len(),
             "block {block:?} outside a {}-byte mapping",
-            self.region.len()
+            self.region().len()
         );
-        self.region
-            .frame_ptr(block.handle)
-            .expect("checked to be inside the region")
+        self.frame_ptr(block.handle)
     }
 }
 

@@ -6,7 +6,8 @@ use ::pagealloc::os::mmap::HugePages;
 use ::pagealloc::{AllocError, Allocator, Config, Frame, Gfp, Layout, MigrateType, Pfn};
 
 use super::{
-    block_bytes, write_block, Block, Counters, HandleSpace, PageSource, PcpInfo, SourceError,
+    block_bytes, write_block, Block, Counters, HandleSpace, Memory, PageSource, PcpInfo,
+    SourceError,
 };
 use crate::workload::MigrateKind;
 
@@ -14,10 +15,21 @@ const NAME: &str = "pagealloc";
 
 /// pagealloc over one zone of `frames` frames with `cpus` CPUs; thread `i` allocates as
 /// CPU `i` (`alloc_on(i, …)`). The decay ticker runs in the background as in the kernel.
+///
+/// Memory: frame `pfn` is byte `pfn × 4096` of a [`Memory`] mapping (the zone starts at
+/// PFN 0), reused across sources; with `poison` in the config the allocator's own
+/// mapping (`Allocator::with_memory`) is used instead, so it can poison freed frames.
 #[derive(Debug)]
 pub struct PageallocSource {
     alloc: Arc<Allocator>,
-    memory: bool,
+    memory: Backing,
+}
+
+#[derive(Debug)]
+enum Backing {
+    None,
+    Lab(Memory),
+    Own,
 }
 
 impl PageallocSource {
@@ -33,8 +45,8 @@ impl PageallocSource {
     ) -> Result<Self, SourceError> {
         let layout = Layout::single(frames, cpus.max(1));
         let build = |why: String| SourceError::Build { source: NAME, why };
-        let alloc = if memory {
-            let a = Allocator::with_memory(&layout, config, HugePages::Madvise)
+        let (alloc, memory) = if memory && config.poison {
+            let a = Allocator::with_memory(&layout, config, HugePages::None)
                 .map_err(|e| build(e.to_string()))?;
             // The mapping is fresh: fault every frame in now, so a touch in the run is a
             // write to present memory, as it is for the pages of a warm kernel.
@@ -42,9 +54,15 @@ impl PageallocSource {
                 .frame_ptr(Frame::new(Pfn(0), 0))
                 .ok_or_else(|| build("no memory".into()))?;
             super::memory::prefault(base.as_ptr(), frames as usize * block_bytes(0));
-            a
+            (a, Backing::Own)
         } else {
-            Allocator::new(&layout, config).map_err(|e| build(e.to_string()))?
+            let a = Allocator::new(&layout, config).map_err(|e| build(e.to_string()))?;
+            let m = if memory {
+                Backing::Lab(Memory::new(NAME, frames)?)
+            } else {
+                Backing::None
+            };
+            (a, m)
         };
         let alloc = Arc::new(alloc);
         alloc.start_ticker();
@@ -101,21 +119,24 @@ impl PageSource for PageallocSource {
     }
 
     fn touch(&self, block: Block) {
-        if !self.memory {
-            return;
+        match &self.memory {
+            Backing::None => {}
+            Backing::Lab(m) => m.touch(block),
+            Backing::Own => {
+                let ptr = self
+                    .alloc
+                    .frame_ptr(Frame::new(Pfn(block.handle), block.order))
+                    .expect("a frame of this allocator lies in its memory");
+                // SAFETY: 1. the allocator handed out the whole block, which lies in its
+                // mapping (frame_ptr checked the head; blocks never cross the zone end);
+                // 2. the executor touches only blocks its thread owns.
+                unsafe { write_block(ptr.as_ptr(), block_bytes(block.order)) };
+            }
         }
-        let ptr = self
-            .alloc
-            .frame_ptr(Frame::new(Pfn(block.handle), block.order))
-            .expect("a frame of this allocator lies in its memory");
-        // SAFETY: 1. the allocator handed out the whole block, which lies in its mapping
-        // (frame_ptr checked the head; blocks never cross the zone end); 2. the executor
-        // touches only blocks its thread owns, so nobody else accesses them.
-        unsafe { write_block(ptr.as_ptr(), block_bytes(block.order)) };
     }
 
     fn has_memory(&self) -> bool {
-        self.memory
+        !matches!(self.memory, Backing::None)
     }
 
     fn handle_space(&self) -> HandleSpace {
