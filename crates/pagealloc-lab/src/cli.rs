@@ -78,6 +78,10 @@ pub enum Command {
     /// Refit the simulator's free parameters to the published calibration data and print
     /// the fit with its residuals.
     Calibrate(crate::sim::cli::CalibrateArgs),
+    /// Soak test: random allocations and frees of random orders on real threads, remote
+    /// frees, thread churn (CPUs drained or offlined/onlined), decay ticks, memory
+    /// pressure across the watermarks; validates throughout, exits 1 on any violation.
+    Stress(crate::stress::StressArgs),
 }
 
 /// Options shared by `run` and `compare`.
@@ -248,6 +252,21 @@ pub fn dispatch(command: Command) -> Result<(), CliError> {
             print!("{}", list_text());
             Ok(())
         }
+        Command::Stress(a) => match crate::stress::run(&a) {
+            Ok(rep) => {
+                println!("{rep}");
+                Ok(())
+            }
+            Err(crate::stress::StressError::Failed(rep)) => {
+                println!("{rep}");
+                Err(CliError::run(format!(
+                    "stress: {} violation(s)",
+                    rep.violations()
+                )))
+            }
+            Err(e @ crate::stress::StressError::Args(_)) => Err(CliError::usage(e.to_string())),
+            Err(e) => Err(CliError::run(e.to_string())),
+        },
     }
 }
 

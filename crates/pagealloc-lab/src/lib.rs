@@ -24,6 +24,7 @@ pub mod peers;
 pub mod report;
 pub mod row;
 pub mod sim;
+pub mod stress;
 pub mod workload;
 
 pub use row::Row;
