@@ -217,6 +217,10 @@ impl Buddy<'_> {
                 self.free_one(p, PAGEBLOCK_ORDER, mt, false);
                 p += PB_PAGES;
             }
+        } else if order == 0 {
+            // may skip merging (Appendix A)
+            let mt = self.z.pageblock_mt(pfn);
+            self.free_order0(pfn, mt);
         } else {
             let mt = self.z.pageblock_mt(pfn);
             self.free_one(pfn, order, mt, false);

@@ -389,8 +389,8 @@ impl Allocator {
                     zone.pageblock_mt(pfn)
                 };
                 e.set_state_flags(State::Tail, 0);
-                if k == 0 && self.cfg.merge_skip && b.can_skip_merge() {
-                    b.free_skip_merge(pfn, mt);
+                if k == 0 {
+                    b.free_order0(pfn, mt);
                 } else {
                     b.free_one(pfn, k, mt, false);
                 }
@@ -501,6 +501,18 @@ impl Buddy<'_> {
             .merge_disable
             .load(crate::sync::atomic::Ordering::Relaxed)
             == 0
+    }
+
+    /// An order-0 free under the zone lock: merge-skipped when merge skipping is on, the
+    /// zone's disable depth is zero and the pageblock is not isolated (isolation wants
+    /// merged blocks), else merged as usual.
+    #[inline]
+    pub(crate) fn free_order0(&mut self, pfn: u64, mt: MigrateType) {
+        if self.cfg.merge_skip && mt != MigrateType::Isolate && self.can_skip_merge() {
+            self.free_skip_merge(pfn, mt);
+        } else {
+            self.free_one(pfn, 0, mt, false);
+        }
     }
 
     /// Put an order-0 frame on the free list head, marked merge-skipped, without looking
