@@ -447,7 +447,7 @@ fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, String> {
     let cpus = *plan.cpus.last().expect("CPUs");
     let mut rows = Vec::new();
     let mut series = Vec::new();
-    for cfg in ["linux-6.12", "base"] {
+    for cfg in ["base", "linux-6.12"] {
         let c = format!("{cfg},tick_interval_ms=100");
         let r = cx.run(
             "kbuild",
@@ -481,12 +481,14 @@ fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, String> {
         series,
     };
     plot::write(&chart, &out.join("pcp_over_time"))?;
+    normalise(&mut rows);
     Ok(Section {
         id: "pcp_over_time".into(),
         title: "PCP high and cached pages over time".into(),
         intro: format!(
             "kbuild (params: {}), then {} ms idle, sampled every 10 ms; the decay tick is \
-             sped up to 100 ms so the decay after the build shows within the run.",
+             sped up to 100 ms so the decay after the build shows within the run. \
+             Normalised to base = 100.",
             show(&plan.kbuild),
             plan.linger_ms
         ),

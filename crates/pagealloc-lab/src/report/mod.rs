@@ -134,14 +134,16 @@ pub fn cell(row: &Row, col: &str) -> String {
     }
 }
 
-/// A number for a table: thousands without decimals, smaller ones with 1–3.
+/// A number for a table: whole numbers and thousands without decimals, smaller ones
+/// with 1–3.
 pub fn fmt_num(f: f64) -> String {
     let a = f.abs();
     if !f.is_finite() {
         format!("{f}")
     } else if a >= 1e4 {
-        let s = format!("{f:.0}");
-        group_thousands(&s)
+        group_thousands(&format!("{f:.0}"))
+    } else if f.fract() == 0.0 {
+        format!("{f:.0}")
     } else if a >= 100.0 {
         format!("{f:.1}")
     } else if a >= 1.0 {
@@ -290,6 +292,8 @@ mod tests {
     #[test]
     fn numbers_are_formatted_for_reading() {
         assert_eq!(fmt_num(0.0), "0");
+        assert_eq!(fmt_num(63.0), "63");
+        assert_eq!(fmt_num(4095.0), "4095");
         assert_eq!(fmt_num(0.01234), "0.012");
         assert_eq!(fmt_num(12.345), "12.35");
         assert_eq!(fmt_num(123.45), "123.5");
