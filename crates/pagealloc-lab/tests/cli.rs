@@ -232,3 +232,28 @@ fn report_tiny_writes_its_files() {
     assert_eq!(rows[0]["score"], 100.0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn more_cpus_than_the_host_runs_unpinned_with_a_warning() {
+    let cpus = (pagealloc_lab::exec::host_cpus() + 1).to_string();
+    let o = pagealloc(&[
+        "run",
+        "page_fault1",
+        "--cpus",
+        &cpus,
+        "--memory-mib",
+        "64",
+        "-p",
+        "pages_per_loop=256",
+        "-p",
+        "loops=1",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows[0]["cpus"].to_string(), cpus);
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning:") && err.contains("unpinned"),
+        "{err}"
+    );
+}
