@@ -135,6 +135,7 @@ pub struct Allocator {
     #[cfg(feature = "std")]
     pub(crate) region: Option<crate::os::mmap::MmapRegion>,
     /// PFN of the first frame of the region (frame address = base + (pfn - this) * 4096).
+    #[cfg_attr(not(feature = "std"), allow(dead_code))] // read by the mmap-backed paths
     pub(crate) region_base_pfn: u64,
     #[cfg(feature = "std")]
     pub(crate) ticker: std::sync::Mutex<Option<crate::ticker::TickerHandle>>,

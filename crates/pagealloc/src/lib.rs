@@ -28,6 +28,39 @@
 //! ([`Allocator::with_metadata`], sized by [`Layout::metadata_size`]), and call
 //! [`Allocator::tick`] once per second per CPU yourself.
 //!
+//! ```
+//! // In a kernel: `#![no_std]`, `extern crate alloc;`, and pagealloc with
+//! // `default-features = false`. Nothing below needs std.
+//! use alloc::sync::Arc;
+//! use pagealloc::{Allocator, Config, Gfp, Layout, PageMeta, Platform};
+//! # extern crate alloc;
+//!
+//! /// The kernel's hooks: which CPU am I on, what time is it.
+//! #[derive(Debug)]
+//! struct KernelHooks;
+//! impl Platform for KernelHooks {
+//!     fn current_cpu(&self) -> usize {
+//!         0 // e.g. read from the per-CPU area / GS base
+//!     }
+//!     fn now_ns(&self) -> u64 {
+//!         0 // e.g. TSC scaled to ns
+//!     }
+//! }
+//!
+//! // Metadata for 4096 frames (16 MiB) in the kernel image: no allocation needed for it.
+//! static META: [PageMeta; 4096] = [const { PageMeta::new() }; 4096];
+//!
+//! let layout = Layout::single(4096, 2); // frames 0..4096, 2 CPUs
+//! assert!(layout.metadata_size() <= core::mem::size_of_val(&META));
+//! let a = Allocator::with_metadata(&layout, Config::default(), Arc::new(KernelHooks), &META)
+//!     .expect("build");
+//! let f = a.alloc_pages(0, Gfp::KERNEL).expect("a page");
+//! // physical address = (base of RAM) + f.pfn.0 * PAGE_SIZE
+//! a.free_pages(f).expect("free");
+//! a.tick(0); // from the timer interrupt, once per second per CPU
+//! a.validate().expect("invariants");
+//! ```
+//!
 //! ## Deviations from the kernel
 //! - No reclaim: the slow path wakes a modelled kswapd (RECLAIM_ACTIVE from free < low
 //!   until free ≥ high), drains all pagesets and gives back the high-atomic reserve, then

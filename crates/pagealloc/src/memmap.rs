@@ -86,7 +86,23 @@ impl Default for PageMeta {
 }
 
 impl PageMeta {
-    /// A fresh, unused entry (state [`State::Tail`]).
+    /// A fresh, unused entry (state [`State::Tail`]). `const`, so a kernel can declare
+    /// its metadata as a `static` array (`[const { PageMeta::new() }; N]`).
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        PageMeta {
+            next: AtomicU32::new(NIL),
+            prev: AtomicU32::new(NIL),
+            order: AtomicU8::new(0),
+            state: AtomicU8::new(0),
+            mt: AtomicU8::new(0),
+            spare: AtomicU8::new(0),
+            aux: AtomicU32::new(0),
+        }
+    }
+
+    /// A fresh, unused entry (loom's atomics are not `const`).
+    #[cfg(loom)]
     pub fn new() -> Self {
         PageMeta {
             next: AtomicU32::new(NIL),

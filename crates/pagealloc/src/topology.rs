@@ -4,6 +4,7 @@
 //! A [`Layout`] is plain data. On std it can be read from the host
 //! ([`Layout::from_host`]); the simulator describes large machines with the same type.
 
+#[cfg(feature = "std")]
 use crate::frame::PAGE_SIZE;
 use alloc::vec::Vec;
 use core::fmt;

@@ -407,19 +407,9 @@ pub fn min_free_kbytes(lowmem_pages: u64, nr_zones: u64, thp: bool) -> u64 {
     k
 }
 
-/// Integer square root.
+/// Integer square root (`u64::isqrt`: exact, and in `core`, so no_std builds).
 pub fn isqrt(x: u64) -> u64 {
-    if x < 2 {
-        return x;
-    }
-    let mut r = (x as f64).sqrt() as u64;
-    while r * r > x {
-        r -= 1;
-    }
-    while (r + 1) * (r + 1) <= x {
-        r += 1;
-    }
-    r
+    x.isqrt()
 }
 
 /// `__setup_per_zone_wmarks` for one zone: `[min, low, high, promo]`.
