@@ -28,16 +28,99 @@ fn opts(machine: &str, config: &str, seed: u64) -> SimOptions {
     o
 }
 
+/// The same small workload on 2 real threads (the lab's executor) and on 2 virtual CPUs
+/// of a machine with the executor's layout (one node, 1 GiB, 2 MiB LLC slice): the
+/// allocator counters agree. Pages allocated and freed must be equal; the pcp
+/// traffic (refills, drains, pages taken from the zone) within 5 %: page_fault1's
+/// per-CPU pattern is deterministic, so only the interleaving of the two CPUs on the
+/// shared zone (and a decay tick, if the threads took over a second) can differ.
 #[test]
-fn kbuild_ablation_full() {
-    if std::env::var("SIM_FULL").is_err() {
-        return;
+fn two_virtual_cpus_match_two_threads() {
+    use pagealloc_lab::exec::{self, ExecOptions};
+    // base: a fixed high of a few hundred pages, so every loop refills and drains.
+    let w = small("page_fault1", &[("pages_per_loop", "4096"), ("loops", "8")]);
+    let config: Config = "base".parse().unwrap();
+    let frames = 1u64 << 18;
+    let threads = exec::run_named(
+        &*w,
+        "pagealloc",
+        &config,
+        &ExecOptions {
+            latency: false,
+            sample_ms: 0,
+            pin: false,
+            ..ExecOptions::new(2)
+        },
+        Some(frames),
+    )
+    .unwrap();
+    let tc = threads.counters.expect("pagealloc has counters");
+    let machine = Machine {
+        name: "host-2",
+        description: "the thread executor's layout",
+        cpus: 2,
+        sockets: 1,
+        nodes: 1,
+        mem_bytes: frames * 4096,
+        llc_per_socket: 2 * pagealloc::topology::DEFAULT_LLC_SLICE,
+        cost: Machine::by_name("desktop-8").unwrap().cost,
+    };
+    let mut o = SimOptions::new(machine, config);
+    o.cpus = Some(2);
+    let r = sim::run(&*w, &o).unwrap();
+    let within = |name: &str, ours: f64, theirs: u64| {
+        let theirs = theirs as f64;
+        println!("{name}: simulator {ours}, threads {theirs}");
+        assert!(
+            (ours - theirs).abs() <= 0.05 * theirs.max(1.0),
+            "{name}: simulator {ours}, threads {theirs}"
+        );
+    };
+    assert_eq!(r.extra["pgalloc"], tc.pgalloc as f64);
+    assert_eq!(r.extra["pgfree"], tc.pgfree as f64);
+    within("alloc_zone", r.alloc_zone.unwrap(), tc.alloc_zone);
+    within("pcp_refill", r.extra["pcp_refill"], tc.pcp_refill);
+    within("pcp_drain", r.extra["pcp_drain"], tc.pcp_drain);
+    within("free_high", r.free_high.unwrap(), tc.free_high);
+}
+
+/// kbuild on spr-2s-224 with a quarter of the tasks (224, two waves of 112; full
+/// memory): the steps the model reproduces keep their published direction. Release
+/// builds only (a debug build takes minutes): `cargo test --release -p pagealloc-lab
+/// --test sim`. The full-scale table with every step is printed by `pagealloc compare
+/// kbuild --sim --machine spr-2s-224`; docs/sim-cost-model.md says which steps the model
+/// misses and why.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only: minutes in a debug build")]
+fn kbuild_moves_like_the_published_table() {
+    let o = opts("spr-2s-224", "base", 1);
+    let rows = calibrate::kbuild_ablation(&kv(&[("tasks", "224")]), &o, &|_| {}).unwrap();
+    let d = calibrate::kbuild_directions(&rows);
+    print!("{}", calibrate::kbuild_table(&rows));
+    print!("{}", calibrate::directions_text(&d));
+    for step in ["base → patch1", "patch3 → patch5", "patch5 → patch7"] {
+        for x in d.iter().filter(|x| x.step == step) {
+            assert!(x.agrees, "{x:?} (seed {})", o.seed);
+        }
     }
+    // patch1 → patch3 and patch7 → patch9 leave build time where the table does.
+    for x in d.iter().filter(|x| x.column == "build time") {
+        if x.step == "patch1 → patch3" || x.step == "patch7 → patch9" {
+            assert!(x.agrees, "{x:?}");
+        }
+    }
+}
+
+/// The full kbuild ablation (896 tasks): prints the table beside the published one.
+/// `cargo test --release -p pagealloc-lab --test sim -- --ignored --nocapture`.
+#[test]
+#[ignore = "full scale: about a minute in release"]
+fn kbuild_ablation_full() {
     let o = opts("spr-2s-224", "base", 1);
     let t0 = std::time::Instant::now();
     let rows = calibrate::kbuild_ablation(&[], &o, &|r| {
         eprintln!(
-            "{} {:.1}s {:.2} Mops/s",
+            "{} {:.1}s {:.2} M page ops/s",
             r.config.as_deref().unwrap_or(""),
             r.wall_s.unwrap_or(0.0),
             r.extra["page_ops_per_wall_s"] / 1e6
@@ -45,25 +128,14 @@ fn kbuild_ablation_full() {
     })
     .unwrap();
     eprintln!("wall {:.1}s", t0.elapsed().as_secs_f64());
-    println!(
-        "{}",
-        pagealloc_lab::report::table(&rows, pagealloc_lab::report::WORKLOAD_COLUMNS)
-    );
-    println!("{}", calibrate::kbuild_table(&rows));
-    for d in calibrate::kbuild_directions(&rows) {
-        println!("{d:?}");
+    print!("{}", calibrate::kbuild_table(&rows));
+    let d = calibrate::kbuild_directions(&rows);
+    print!("{}", calibrate::directions_text(&d));
+    for step in ["base → patch1", "patch3 → patch5", "patch5 → patch7"] {
+        for x in d.iter().filter(|x| x.step == step) {
+            assert!(x.agrees, "{x:?}");
+        }
     }
-}
-
-#[test]
-fn kbuild_one_full() {
-    let Ok(config) = std::env::var("SIM_ONE") else {
-        return;
-    };
-    let o = opts("spr-2s-224", &config, 1);
-    let w = workload::build("kbuild", Scale::Full, &[]).unwrap();
-    let r = sim::run(&*w, &o).unwrap();
-    println!("{}", r.to_json());
 }
 
 #[test]

@@ -27,6 +27,24 @@ use super::{compare, CostModel, Machine, SimError, SimOptions};
 use crate::workload::{self, Scale};
 use crate::Row;
 
+/// kbuild's `compute_ns_per_page` fitted to the published table (§4.2 of
+/// docs/sim-cost-model.md); the simulator runs kbuild with it unless `-p` overrides it.
+pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 3000;
+
+/// `overrides` with the simulator's calibrated workload parameters put first (so the
+/// caller's own values win): kbuild's [`KBUILD_COMPUTE_NS_PER_PAGE`].
+pub fn calibrated(workload: &str, overrides: &[(String, String)]) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    if workload == "kbuild" {
+        v.push((
+            "compute_ns_per_page".to_owned(),
+            KBUILD_COMPUTE_NS_PER_PAGE.to_string(),
+        ));
+    }
+    v.extend(overrides.iter().cloned());
+    v
+}
+
 /// One row of the published kbuild table (rows cumulative, base = 100).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KbuildRow {
@@ -465,7 +483,8 @@ pub fn kbuild_ablation(
     base: &SimOptions,
     progress: &(dyn Fn(&Row) + Sync),
 ) -> Result<Vec<Row>, SimError> {
-    let w = workload::build("kbuild", Scale::Full, overrides).expect("kbuild builds");
+    let w = workload::build("kbuild", Scale::Full, &calibrated("kbuild", overrides))
+        .expect("kbuild builds");
     let mut rows = compare(&*w, base, &kbuild_configs(), progress)?;
     crate::report::normalise(&mut rows);
     Ok(rows)

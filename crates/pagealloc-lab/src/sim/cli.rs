@@ -99,7 +99,7 @@ fn machine_of(name: Option<&str>, workload: &str) -> Result<Machine, CliError> {
 }
 
 fn workload_full(name: &str, params: &[String]) -> Result<Box<dyn Workload>, CliError> {
-    let ov = parse_params(params)?;
+    let ov = calibrate::calibrated(name, &parse_params(params)?);
     workload::build(name, Scale::Full, &ov).map_err(|e| usage(e.to_string()))
 }
 
