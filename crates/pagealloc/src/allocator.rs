@@ -551,16 +551,7 @@ impl Allocator {
         }
         if let Some(pfn) = self.rmqueue(cpu, z, order, mt, aflags) {
             if aflags & ALLOC_HIGHATOMIC != 0 && order > 0 {
-                let mut g = z.lock(cpu, &*self.platform);
-                let st = g.st;
-                Buddy {
-                    z,
-                    inner: &mut g,
-                    m: &self.meta,
-                    cfg: &self.cfg,
-                    st,
-                }
-                .reserve_highatomic(pfn, order);
+                self.with_buddy(cpu, z, |b| b.reserve_highatomic(pfn, order));
             }
             return ZoneTry::Got(pfn);
         }
@@ -603,6 +594,28 @@ impl Allocator {
         p
     }
 
+    /// Run `f` on the buddy state of zone `z` with the zone lock held, counting the trip
+    /// against `cpu`: the one way the allocator reaches a zone's free lists outside the
+    /// pageset refill/drain paths (which keep the pcp lock too, see `pcp.rs`).
+    #[inline]
+    pub(crate) fn with_buddy<R>(
+        &self,
+        cpu: usize,
+        z: &Zone,
+        f: impl FnOnce(&mut Buddy<'_>) -> R,
+    ) -> R {
+        let mut g = z.lock(cpu, &*self.platform);
+        let st = g.st;
+        let mut b = Buddy {
+            z,
+            inner: &mut g,
+            m: &self.meta,
+            cfg: &self.cfg,
+            st,
+        };
+        f(&mut b)
+    }
+
     /// `rmqueue_buddy` (spec §4.5).
     #[cold]
     fn rmqueue_buddy(
@@ -613,24 +626,17 @@ impl Allocator {
         mt: MigrateType,
         aflags: u32,
     ) -> Option<u64> {
-        let mut g = z.lock(cpu, &*self.platform);
-        let st = g.st;
-        let mut b = Buddy {
-            z,
-            inner: &mut g,
-            m: &self.meta,
-            cfg: &self.cfg,
-            st,
-        };
-        let pfn = b.take_direct(order, mt, aflags)?;
-        let e = &self.meta[z.meta_index(pfn) as usize];
-        e.set_order(order);
-        e.set_mt(mt as u8);
-        e.set_state(State::Allocated);
-        st.pgalloc.add(1 << order);
-        st.alloc_zone.add(1 << order);
-        st.alloc_direct.add(1);
-        Some(pfn)
+        self.with_buddy(cpu, z, |b| {
+            let pfn = b.take_direct(order, mt, aflags)?;
+            let e = &self.meta[z.meta_index(pfn) as usize];
+            e.set_order(order);
+            e.set_mt(mt as u8);
+            e.set_state(State::Allocated);
+            b.st.pgalloc.add(1 << order);
+            b.st.alloc_zone.add(1 << order);
+            b.st.alloc_direct.add(1);
+            Some(pfn)
+        })
     }
 
     /// The model of kswapd: woken for a zone whose free pages fell below the low mark;
@@ -723,21 +729,12 @@ impl Allocator {
         if z.nr_reserved_highatomic.get() == 0 {
             return;
         }
-        let mut g = z.lock(cpu, &*self.platform);
-        let st = g.st;
         let mt = if mt.is_mergeable() {
             mt
         } else {
             MigrateType::Movable
         };
-        Buddy {
-            z,
-            inner: &mut g,
-            m: &self.meta,
-            cfg: &self.cfg,
-            st,
-        }
-        .unreserve_highatomic(mt, force);
+        self.with_buddy(cpu, z, |b| b.unreserve_highatomic(mt, force));
     }
 
     /// Merge every merge-skipped frame of the node's zones (the on-demand merge of
@@ -752,18 +749,11 @@ impl Allocator {
 
     fn compact_zone(&self, cpu: usize, zi: usize) -> u64 {
         let z = &self.zones[zi];
-        let mut g = z.lock(cpu, &*self.platform);
-        let st = g.st;
-        let n = Buddy {
-            z,
-            inner: &mut g,
-            m: &self.meta,
-            cfg: &self.cfg,
-            st,
-        }
-        .merge_skipped();
-        st.merge_deferred.add(n);
-        n
+        self.with_buddy(cpu, z, |b| {
+            let n = b.merge_skipped();
+            b.st.merge_deferred.add(n);
+            n
+        })
     }
 
     /// Merge all merge-skipped order-0 frames in every zone (a `compact()` entry point
@@ -907,20 +897,12 @@ impl Allocator {
     /// Free to the buddy lists directly (`free_one_page`).
     #[cold]
     pub(crate) fn free_to_zone(&self, cpu: usize, z: &Zone, pfn: u64, order: u8) {
-        let mut g = z.lock(cpu, &*self.platform);
-        let st = g.st;
-        self.meta[z.meta_index(pfn) as usize].set_state(State::Tail);
-        let mut b = Buddy {
-            z,
-            inner: &mut g,
-            m: &self.meta,
-            cfg: &self.cfg,
-            st,
-        };
-        b.free_pages(pfn, order);
-        st.pgfree.add(1 << order);
-        st.free_direct.add(1);
-        drop(g);
+        self.with_buddy(cpu, z, |b| {
+            self.meta[z.meta_index(pfn) as usize].set_state(State::Tail);
+            b.free_pages(pfn, order);
+            b.st.pgfree.add(1 << order);
+            b.st.free_direct.add(1);
+        });
         self.reclaim_progress(z);
     }
 
@@ -1216,16 +1198,7 @@ impl Allocator {
         let zi = self.zone_of(pfn.0)?;
         let z = &self.zones[zi];
         let cpu = self.platform.current_cpu().min(self.cpus.len() - 1);
-        let mut g = z.lock(cpu, &*self.platform);
-        let st = g.st;
-        Buddy {
-            z,
-            inner: &mut g,
-            m: &self.meta,
-            cfg: &self.cfg,
-            st,
-        }
-        .move_freepages_block(pfn.0, mt)
+        self.with_buddy(cpu, z, |b| b.move_freepages_block(pfn.0, mt))
     }
 
     /// Raise (`true`) or lower the merge-skipping disable depth of every zone: callers
