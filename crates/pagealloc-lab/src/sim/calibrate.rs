@@ -29,7 +29,7 @@ use crate::Row;
 
 /// kbuild's `compute_ns_per_page` fitted to the published table (§4.2 of
 /// docs/sim-cost-model.md); the simulator runs kbuild with it unless `-p` overrides it.
-pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 3000;
+pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 4500;
 
 /// `overrides` with the simulator's calibrated workload parameters put first (so the
 /// caller's own values win): kbuild's [`KBUILD_COMPUTE_NS_PER_PAGE`].
