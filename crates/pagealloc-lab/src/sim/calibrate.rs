@@ -403,8 +403,10 @@ pub fn directions_text(d: &[Direction]) -> String {
     s
 }
 
-/// The batch sweep of one machine in the simulator: page_fault1 on every CPU with high =
-/// 2 × batch, one row per batch, printed beside the published figures.
+/// The batch sweep of one machine in the simulator: page_fault1 (with
+/// `workload_overrides`, on `base.cpus` CPUs) with high = 2 × batch, one row per batch
+/// of the published sweep plus 4095; [`sweep_table`] prints them beside the published
+/// figures. docs/sim-cost-model.md uses one socket's CPUs and `loops=1`.
 ///
 /// # Errors
 /// A failed run.
