@@ -64,7 +64,7 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 224)]
     pub tasks: u32,
     /// Grid of kbuild `compute_ns_per_page`, comma-separated.
-    #[arg(long, default_value = "2000,4000,6000,8000")]
+    #[arg(long, default_value = "2000,2500,3000,3500,4500")]
     pub computes: String,
     /// Grid of `touch_cold_ns`, comma-separated.
     #[arg(long, default_value = "250")]
@@ -72,8 +72,8 @@ pub struct CalibrateArgs {
     /// Root seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Also simulate the batch sweep on spr-2s-224 and icx-2s-128 (one socket's CPUs, one
-    /// loop of page_fault1) and print it beside the published one.
+    /// Also simulate the batch sweep on spr-2s-224 and icx-2s-128 (one task, two loops of
+    /// page_fault1) and print it beside the published one.
     #[arg(long)]
     pub sweep: bool,
 }
@@ -315,8 +315,8 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
             let m = Machine::by_name(name).expect("known machine");
             let mut o = SimOptions::new(m.clone(), pagealloc::Config::default());
             o.seed = a.seed;
-            o.cpus = Some(m.cpus_per_socket());
-            let loops = [("loops".to_owned(), "1".to_owned())];
+            o.cpus = Some(1);
+            let loops = [("loops".to_owned(), "2".to_owned())];
             let rows = calibrate::batch_sweep(&m, &loops, &o, &|_| {})
                 .map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
             print!("{}", calibrate::sweep_table(&rows));

@@ -9,7 +9,8 @@
 //! instant*, on the real allocator (`alloc_on`/`free_on` as that CPU, the
 //! `SimPlatform` clock set to the CPU's time), and charges the op's cost to the
 //! CPU's clock:
-//! - a fast-path allocation or free: a constant;
+//! - a fast-path allocation or free: a constant (plus the rest of a page fault for a
+//!   movable allocation);
 //! - each zone-lock trip the op made (learned from the per-(CPU, zone) counter deltas
 //!   of [`pagealloc::Allocator::cpu_zone_counters`]): the lock is a resource in virtual
 //!   time (`free_at`); a CPU arriving before `free_at` waits (that wait is the zone-lock
@@ -600,7 +601,12 @@ impl Engine<'_> {
                     MigrateKind::Reclaimable => MigrateType::Reclaimable,
                 });
                 let r = self.a.alloc_on(cpu, order, gfp, None);
-                self.charge(cpu, cost.alloc_fast_ns);
+                let fault = if kind == MigrateKind::Movable && r.is_ok() {
+                    cost.fault_ns
+                } else {
+                    0.0
+                };
+                self.charge(cpu, cost.alloc_fast_ns + fault);
                 self.out.page_ops += 1;
                 // No clock read, no zone lock: a pcp hit (see SimPlatform).
                 let locked = self.platform.reads() != reads;

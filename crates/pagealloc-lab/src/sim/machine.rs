@@ -33,6 +33,9 @@ pub struct CostModel {
     pub alloc_fast_ns: f64,
     /// A free to the per-CPU list (the fast path), ns.
     pub free_fast_ns: f64,
+    /// The rest of a page fault around a movable (user) allocation: trap, page-table
+    /// update, accounting, return; charged once per movable allocation, ns.
+    pub fault_ns: f64,
     /// Fixed part of one zone-lock trip for a refill (`rmqueue_bulk`) or a direct
     /// allocation: acquire, bookkeeping, release, ns.
     pub refill_trip_ns: f64,
@@ -63,6 +66,7 @@ impl CostModel {
     pub const KEYS: &'static [&'static str] = &[
         "alloc_fast_ns",
         "free_fast_ns",
+        "fault_ns",
         "refill_trip_ns",
         "refill_block_ns",
         "drain_trip_ns",
@@ -75,10 +79,11 @@ impl CostModel {
     ];
 
     /// The parameters as `(name, value)`, in [`CostModel::KEYS`] order.
-    pub fn list(&self) -> [(&'static str, f64); 11] {
+    pub fn list(&self) -> [(&'static str, f64); 12] {
         [
             ("alloc_fast_ns", self.alloc_fast_ns),
             ("free_fast_ns", self.free_fast_ns),
+            ("fault_ns", self.fault_ns),
             ("refill_trip_ns", self.refill_trip_ns),
             ("refill_block_ns", self.refill_block_ns),
             ("drain_trip_ns", self.drain_trip_ns),
@@ -107,6 +112,7 @@ impl CostModel {
         let field = match key.trim() {
             "alloc_fast_ns" => &mut self.alloc_fast_ns,
             "free_fast_ns" => &mut self.free_fast_ns,
+            "fault_ns" => &mut self.fault_ns,
             "refill_trip_ns" => &mut self.refill_trip_ns,
             "refill_block_ns" => &mut self.refill_block_ns,
             "drain_trip_ns" => &mut self.drain_trip_ns,
@@ -149,6 +155,7 @@ impl CostModel {
 pub const SPR_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
+    fault_ns: 1500.0,
     refill_trip_ns: 1267.8,
     refill_block_ns: 23.25,
     drain_trip_ns: 514.7,
@@ -164,6 +171,7 @@ pub const SPR_COST: CostModel = CostModel {
 pub const ICX_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
+    fault_ns: 1180.0,
     refill_trip_ns: 843.3,
     refill_block_ns: 19.94,
     drain_trip_ns: 489.0,
@@ -195,6 +203,7 @@ const fn scaled(c: CostModel, k: f64) -> CostModel {
     CostModel {
         alloc_fast_ns: c.alloc_fast_ns * k,
         free_fast_ns: c.free_fast_ns * k,
+        fault_ns: c.fault_ns * k,
         refill_trip_ns: c.refill_trip_ns * k,
         refill_block_ns: c.refill_block_ns * k,
         drain_trip_ns: c.drain_trip_ns * k,
