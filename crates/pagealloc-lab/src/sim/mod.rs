@@ -30,6 +30,7 @@ pub mod calibrate;
 pub mod cli;
 mod engine;
 pub mod machine;
+pub mod report;
 
 use std::fmt;
 use std::time::Instant;

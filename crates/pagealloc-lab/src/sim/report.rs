@@ -1,0 +1,150 @@
+//! The simulator's sections of the `report` main job: the kbuild ablation on spr-2s-224
+//! beside the published table, and the batch sweep beside the published one.
+//!
+//! Sizes follow the job's [`Mode`]: `Full` is the spec's scale (the kbuild ablation takes
+//! about half a minute here); `Quick` and `Tiny` shrink the build and the memory and say
+//! so in the section text, since their numbers are not comparable with the published
+//! ones.
+
+use std::fmt::Write as _;
+
+use indicatif::ProgressBar;
+use pagealloc::Config;
+
+use super::calibrate::{self, PUBLISHED_KBUILD, PUBLISHED_SWEEP};
+use super::{compare, Machine, SimOptions};
+use crate::report::job::{Mode, Section};
+use crate::report::WORKLOAD_COLUMNS;
+use crate::workload::{self, Scale};
+
+fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// The simulator's sections for a report of size `mode`; `pb` shows which run is going.
+///
+/// # Errors
+/// A failed simulation (the message has the seed and the replay command).
+pub fn sections(mode: Mode, pb: &ProgressBar) -> Result<Vec<Section>, String> {
+    Ok(vec![kbuild(mode, pb)?, sweep(mode, pb)?])
+}
+
+fn kbuild(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
+    let spr = Machine::by_name("spr-2s-224").expect("known machine");
+    let (overrides, mem_scale, configs) = match mode {
+        Mode::Full => (Vec::new(), 1, PUBLISHED_KBUILD.len()),
+        Mode::Quick => (kv(&[("tasks", "112")]), 4, PUBLISHED_KBUILD.len()),
+        Mode::Tiny => (
+            kv(&[
+                ("tasks", "24"),
+                ("median_pages", "256"),
+                ("max_pages", "2048"),
+            ]),
+            64,
+            3,
+        ),
+    };
+    let mut o = SimOptions::new(spr, Config::default());
+    o.mem_scale = mem_scale;
+    pb.set_message("simulator: kbuild on spr-2s-224");
+    let w = workload::build(
+        "kbuild",
+        Scale::Full,
+        &calibrate::calibrated("kbuild", &overrides),
+    )
+    .map_err(|e| e.to_string())?;
+    let cfgs: Vec<Config> = calibrate::kbuild_configs()
+        .into_iter()
+        .take(configs)
+        .collect();
+    let mut rows = compare(&*w, &o, &cfgs, &|_| {}).map_err(|e| e.to_string())?;
+    crate::report::normalise(&mut rows);
+    let mut intro = format!(
+        "The simulator (docs/sim-cost-model.md): `make -j112` on socket 0 of spr-2s-224, \
+         112 virtual CPUs, memory scale {mem_scale}, seed {}, kbuild parameters {}. \
+         Our normalised rows, then beside the published table (build time = 100 × \
+         makespan / base makespan):\n\n```\n{}```\n",
+        o.seed,
+        w.params()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        calibrate::kbuild_table(&rows)
+    );
+    if rows.len() == PUBLISHED_KBUILD.len() {
+        let d = calibrate::kbuild_directions(&rows);
+        let _ = write!(intro, "\n```\n{}```\n", calibrate::directions_text(&d));
+    }
+    if mode != Mode::Full {
+        intro += "\nReduced size: not comparable with the published figures; the default \
+                  suite runs the spec's scale.\n";
+    }
+    let mut columns = WORKLOAD_COLUMNS.to_vec();
+    columns.push("trace_hash");
+    Ok(Section {
+        id: "sim_kbuild".into(),
+        title: "Simulator: kbuild ablation on spr-2s-224".into(),
+        intro,
+        rows,
+        columns,
+        plots: Vec::new(),
+    })
+}
+
+fn sweep(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
+    let machines: &[&str] = match mode {
+        Mode::Tiny => &["spr-2s-224"],
+        _ => &["spr-2s-224", "icx-2s-128"],
+    };
+    let (loops, mem_scale) = match mode {
+        Mode::Full => ("2", 1),
+        Mode::Quick => ("1", 16),
+        Mode::Tiny => ("1", 64),
+    };
+    let mut rows = Vec::new();
+    for &name in machines {
+        pb.set_message(format!("simulator: batch sweep on {name}"));
+        let m = Machine::by_name(name).expect("known machine");
+        let mut o = SimOptions::new(m.clone(), Config::default());
+        o.cpus = Some(1);
+        o.mem_scale = mem_scale;
+        let mut overrides = kv(&[("loops", loops)]);
+        if mode == Mode::Tiny {
+            overrides.push(("pages_per_loop".into(), "4096".into()));
+        }
+        let mut r =
+            calibrate::batch_sweep(&m, &overrides, &o, &|_| {}).map_err(|e| e.to_string())?;
+        if mode == Mode::Tiny {
+            r.truncate(2);
+        }
+        rows.extend(r);
+    }
+    let intro = format!(
+        "The simulator: page_fault1 on one virtual CPU (will-it-scale reports per task), \
+         high = 2 × batch, `batch_scale_max=0`, {loops} loop(s), memory scale {mem_scale}; \
+         beside the published sweep ({} points):\n\n```\n{}```\n",
+        PUBLISHED_SWEEP.len(),
+        calibrate::sweep_table(&rows)
+    );
+    Ok(Section {
+        id: "sim_batch_sweep".into(),
+        title: "Simulator: batch sweep".into(),
+        intro,
+        rows,
+        columns: vec![
+            "machine",
+            "batch",
+            "pages_per_s_per_cpu",
+            "alloc_lat_avg_us",
+            "alloc_lat_p99_us",
+            "free_lat_avg_us",
+            "free_lat_p99_us",
+            "trace_hash",
+        ],
+        plots: Vec::new(),
+    })
+}
