@@ -438,26 +438,28 @@ pub unsafe extern "C" fn pagealloc_free_bulk(
             }
             code
         };
-        // Translate first so that a bad pointer refuses before anything is freed past it.
+        // Translate up to the first bad entry, free the valid prefix in one bulk call,
+        // then report the first refusal (a frame of the prefix, or the bad entry).
         let mut frames = Vec::with_capacity(n);
+        let mut bad = None;
         for (i, &p) in addrs.iter().enumerate() {
-            if p.is_null() {
-                return fail(i, PAGEALLOC_ENULL);
-            }
-            match pa.frame(p, order) {
+            let f = if p.is_null() {
+                Err(PAGEALLOC_ENULL)
+            } else {
+                pa.frame(p, order)
+            };
+            match f {
                 Ok(f) => frames.push(f),
                 Err(code) => {
-                    // Free the valid prefix, then report the bad one.
-                    return match pa.a.free_bulk_on(pa.cpu(), &frames) {
-                        Ok(()) => fail(i, code),
-                        Err(e) => fail(e.index, free_code(e.error)),
-                    };
+                    bad = Some((i, code));
+                    break;
                 }
             }
         }
-        match pa.a.free_bulk_on(pa.cpu(), &frames) {
-            Ok(()) => PAGEALLOC_OK,
-            Err(e) => fail(e.index, free_code(e.error)),
+        match (pa.a.free_bulk_on(pa.cpu(), &frames), bad) {
+            (Err(e), _) => fail(e.index, free_code(e.error)),
+            (Ok(()), Some((i, code))) => fail(i, code),
+            (Ok(()), None) => PAGEALLOC_OK,
         }
     })
 }
