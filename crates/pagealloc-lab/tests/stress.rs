@@ -82,3 +82,27 @@ fn bad_arguments_are_errors() {
     let e = run(&a).unwrap_err();
     assert!(e.to_string().contains("no-such-preset"), "{e}");
 }
+
+#[test]
+fn cli_exit_statuses() {
+    let bin = env!("CARGO_BIN_EXE_pagealloc");
+    let out = std::process::Command::new(bin)
+        .args(["stress", "--threads", "2", "--seconds", "1", "--mib", "16"])
+        .args(["--churn", "--no-poison", "--progress-s", "0"])
+        .output()
+        .expect("run pagealloc stress");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("frames lost        0"), "{stdout}");
+    assert!(stdout.contains("errors             none"), "{stdout}");
+    let out = std::process::Command::new(bin)
+        .args(["stress", "--threads", "0"])
+        .output()
+        .expect("run pagealloc stress");
+    assert_eq!(out.status.code(), Some(2), "bad input is a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
+}
