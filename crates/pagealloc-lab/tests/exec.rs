@@ -229,3 +229,31 @@ fn a_leak_fails_validation() {
     src.free(0, leaked).unwrap();
     src.validate().unwrap();
 }
+
+#[test]
+fn the_kernel_peer_recycles_addresses_across_cpus_without_deadlock() {
+    // Every CPU starts with an empty free list and takes from the others': many short
+    // runs on 2 and 4 threads make them do it at once. A deadlock fails by the timeout.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let w = by_name(
+            "page_fault1",
+            &kv(&[("pages_per_loop", "64"), ("loops", "3")]),
+        )
+        .unwrap();
+        for cpus in [2u32, 4] {
+            for _ in 0..20 {
+                let src = source("kernel", cpus as usize, 0);
+                let r = exec::run(&*w, &*src, &opts(cpus)).unwrap();
+                assert_eq!(r.total.allocs[0], u64::from(cpus) * 3 * 64);
+            }
+        }
+        // netperf: the sender's list stays empty, frees land on the receiver's.
+        let w = by_name("netperf", &kv(&[("messages", "3000")])).unwrap();
+        let src = source("kernel", 2, 0);
+        exec::run(&*w, &*src, &opts(2)).unwrap();
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(120))
+        .expect("kernel peer runs finish");
+}

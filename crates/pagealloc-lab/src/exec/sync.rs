@@ -115,7 +115,11 @@ impl IdBarrier {
         }
         let mut w = Waiter::new();
         while self.generation.load(Ordering::Acquire) == gen {
-            if self.done.load(Ordering::Acquire) > 0 {
+            // A thread that finished after opening this barrier bumped the generation
+            // first: look again before calling it a script bug.
+            if self.done.load(Ordering::Acquire) > 0
+                && self.generation.load(Ordering::Acquire) == gen
+            {
                 return Err(ExecError::Script(format!(
                     "a CPU finished its script while CPU {me} waits at barrier {id}"
                 )));

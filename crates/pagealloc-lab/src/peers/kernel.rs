@@ -8,10 +8,11 @@
 //! one region for blocks below order 9 (`MADV_NOHUGEPAGE`, so a fault takes one base
 //! page) and one for order 9 and up (`MADV_HUGEPAGE`, 2 MiB aligned, so the kernel may
 //! serve a block as one THP). Addresses are carved from a region with a bump pointer,
-//! aligned to the block size, and reused per order from a per-CPU free list, so steady
-//! state makes no `mmap`/`munmap` calls: no VMA is created or split and the `mmap_lock`
-//! is only ever taken for reading, as in will-it-scale's page_fault1, which maps once
-//! and faults. A per-block `mmap`/`munmap` would mostly measure VMA handling instead.
+//! aligned to the block size, and reused per order from a per-CPU free list (refilled
+//! from other CPUs' lists when empty), so steady state makes no `mmap`/`munmap` calls:
+//! no VMA is created or split and the `mmap_lock` is only ever taken for reading, as in
+//! will-it-scale's page_fault1, which maps once and faults. A per-block `mmap`/`munmap`
+//! (tried first) mostly measured VMA handling and `mmap_lock` contention: 3× slower.
 //!
 //! Allocation writes one byte per 4 KiB page (a fault each; a THP block faults once);
 //! `touch` then writes the whole block like every other source.
@@ -30,8 +31,11 @@ use crate::workload::{MigrateKind, MAX_ORDER, NR_ORDERS};
 const NAME: &str = "kernel";
 /// The order from which blocks are placed in the huge-page region.
 const HUGE_ORDER: u8 = 9;
-/// Address space reserved per region (nothing is committed until faulted).
-const REGION_BYTES: usize = 64 << 30;
+/// Address space reserved per region (nothing is committed until faulted); smaller
+/// sizes are tried when the kernel refuses (strict overcommit ignores MAP_NORESERVE).
+const REGION_BYTES: [usize; 4] = [64 << 30, 16 << 30, 4 << 30, 1 << 30];
+/// Freed address ranges moved at once from another CPU's list.
+const STEAL_BATCH: usize = 64;
 
 /// A reserved range of address space and its bump pointer.
 #[derive(Debug)]
@@ -43,6 +47,18 @@ struct Region {
 }
 
 impl Region {
+    /// The largest of [`REGION_BYTES`] the kernel grants.
+    fn reserve_any(advice: libc::c_int) -> Result<Region, SourceError> {
+        let mut err = None;
+        for len in REGION_BYTES {
+            match Region::reserve(len, advice) {
+                Ok(r) => return Ok(r),
+                Err(e) => err = Some(e),
+            }
+        }
+        Err(err.expect("at least one size was tried"))
+    }
+
     fn reserve(len: usize, advice: libc::c_int) -> Result<Region, SourceError> {
         let align = 2 << 20;
         // SAFETY: 1. a fresh private anonymous mapping at an address the kernel picks
@@ -126,8 +142,8 @@ impl KernelSource {
     /// [`SourceError::Build`] if the reservation fails.
     pub fn new(cpus: usize) -> Result<Self, SourceError> {
         Ok(KernelSource {
-            small: Region::reserve(REGION_BYTES, libc::MADV_NOHUGEPAGE)?,
-            huge: Region::reserve(REGION_BYTES, libc::MADV_HUGEPAGE)?,
+            small: Region::reserve_any(libc::MADV_NOHUGEPAGE)?,
+            huge: Region::reserve_any(libc::MADV_HUGEPAGE)?,
             free: (0..cpus.max(1))
                 .map(|_| Mutex::new(Default::default()))
                 .collect(),
@@ -144,6 +160,31 @@ impl KernelSource {
 
     fn list(&self, cpu: usize) -> &Mutex<[Vec<usize>; NR_ORDERS]> {
         &self.free[cpu % self.free.len()]
+    }
+
+    /// A freed address range of `order`: this CPU's own, or else a batch taken from
+    /// another CPU's list (blocks freed remotely, as in netperf, pile up on the
+    /// receiver's list and must flow back to the sender).
+    fn reuse(&self, cpu: usize, order: u8) -> Option<usize> {
+        let o = usize::from(order);
+        if let Some(a) = self.list(cpu).lock().expect("free list")[o].pop() {
+            return Some(a);
+        }
+        // One list locked at a time: two CPUs stealing from each other cannot deadlock.
+        let n = self.free.len();
+        for k in 1..n {
+            let batch: Vec<usize> = {
+                let mut theirs = self.free[(cpu + k) % n].lock().expect("free list");
+                let have = theirs[o].len();
+                theirs[o].drain(have - have.min(STEAL_BATCH)..).collect()
+            };
+            if !batch.is_empty() {
+                let mut mine = self.list(cpu).lock().expect("free list");
+                mine[o].extend(batch);
+                return mine[o].pop();
+            }
+        }
+        None
     }
 }
 
@@ -167,8 +208,7 @@ impl PageSource for KernelSource {
             });
         }
         let len = block_bytes(order);
-        let reused = self.list(cpu).lock().expect("free list")[usize::from(order)].pop();
-        let addr = match reused {
+        let addr = match self.reuse(cpu, order) {
             Some(a) => a,
             None => self
                 .region(order)
