@@ -257,3 +257,51 @@ fn the_kernel_peer_recycles_addresses_across_cpus_without_deadlock() {
     rx.recv_timeout(std::time::Duration::from_secs(120))
         .expect("kernel peer runs finish");
 }
+
+/// pagealloc, except that CPU 1's allocations panic.
+#[derive(Debug)]
+struct PanicsOnCpu1(Box<dyn PageSource>);
+
+impl PageSource for PanicsOnCpu1 {
+    fn name(&self) -> &'static str {
+        "panics"
+    }
+    fn allocate(&self, cpu: usize, order: u8, kind: MigrateKind) -> Result<Block, SourceError> {
+        assert!(cpu != 1, "injected failure on CPU 1");
+        self.0.allocate(cpu, order, kind)
+    }
+    fn free(&self, cpu: usize, b: Block) -> Result<(), SourceError> {
+        self.0.free(cpu, b)
+    }
+    fn touch(&self, b: Block) {
+        self.0.touch(b);
+    }
+    fn has_memory(&self) -> bool {
+        self.0.has_memory()
+    }
+    fn handle_space(&self) -> HandleSpace {
+        self.0.handle_space()
+    }
+    fn pcp_pages(&self) -> Option<u64> {
+        self.0.pcp_pages()
+    }
+}
+
+#[test]
+fn a_panicking_thread_stops_the_run_instead_of_hanging_it() {
+    // CPU 0 fills its share and waits at barrier 0 for CPU 1, which panics; the sampler
+    // runs too (the source has per-CPU pages). The run must end, with the panic.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let w = workload("high_order_stress");
+        let src = PanicsOnCpu1(source("pagealloc", 2, 1 << 14));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            exec::run(&*w, &src, &opts(2))
+        }));
+        tx.send(r.is_err()).unwrap();
+    });
+    let panicked = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ends");
+    assert!(panicked, "the thread's panic is passed on");
+}

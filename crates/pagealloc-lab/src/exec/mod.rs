@@ -406,6 +406,8 @@ pub fn run(
                             let _ = sync::pin_to(c);
                         }
                         start.wait();
+                        // A panicking thread stops the others (they may wait for it).
+                        let _guard = AbortOnPanic(&shared.abort);
                         let r = drive(i, script, shared);
                         if r.is_err() {
                             shared.abort.set();
@@ -434,22 +436,29 @@ pub fn run(
             })
         });
         start.wait();
-        let outs = handles
-            .into_iter()
-            .map(|h| match h.join() {
-                Ok(r) => r,
+        // Join every worker before acting on a panic: the sampler must be stopped
+        // first, or the scope would wait for it forever.
+        let mut panicked = None;
+        let mut outs = Vec::with_capacity(handles.len());
+        for h in handles {
+            match h.join() {
+                Ok(r) => outs.push(r),
                 Err(p) => {
                     shared.abort.set();
-                    std::panic::resume_unwind(p)
+                    outs.push(Err(ExecError::Aborted));
+                    panicked.get_or_insert(p);
                 }
-            })
-            .collect();
-        if sampler.is_some() && opts.linger_ms > 0 {
+            }
+        }
+        if sampler.is_some() && opts.linger_ms > 0 && panicked.is_none() {
             std::thread::sleep(Duration::from_millis(opts.linger_ms));
         }
         stop_sampler.store(true, Ordering::Relaxed);
         if let Some(h) = sampler {
             h.join().expect("sampler thread");
+        }
+        if let Some(p) = panicked {
+            std::panic::resume_unwind(p);
         }
         outs
     });
@@ -588,6 +597,17 @@ pub fn run(
         pcp_final_pages: pcp_final,
         warnings,
     })
+}
+
+/// Sets the abort flag when dropped during a panic.
+struct AbortOnPanic<'a>(&'a Abort);
+
+impl Drop for AbortOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.set();
+        }
+    }
 }
 
 /// Operations shorter than this are not checked for a zone-lock trip: reading a CPU's
