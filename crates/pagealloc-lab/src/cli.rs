@@ -14,7 +14,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{self, BenchKind, BenchParams};
 use crate::exec::{self, ExecOptions};
-use crate::report::{self, job, BENCH_COLUMNS, WORKLOAD_COLUMNS};
+use crate::report::{self, job, BENCH_COLUMNS, COMPARE_COLUMNS, WORKLOAD_COLUMNS};
 use crate::workload::{self, Workload};
 use crate::{peers, Row};
 
@@ -486,7 +486,7 @@ fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
     }
     pb.finish_and_clear();
     report::normalise(&mut rows);
-    emit(&rows, WORKLOAD_COLUMNS, a.opts.json);
+    emit(&rows, COMPARE_COLUMNS, a.opts.json);
     Ok(())
 }
 

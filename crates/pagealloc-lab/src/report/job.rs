@@ -16,7 +16,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::plot::{self, Chart, Series};
-use super::{markdown_table, normalise, BENCH_COLUMNS, WORKLOAD_COLUMNS};
+use super::{markdown_table, normalise, BENCH_COLUMNS, COMPARE_COLUMNS};
 use crate::bench::{self, BenchKind, BenchParams};
 use crate::exec::{self, ExecOptions, ExecResult, PcpSample};
 use crate::workload::by_name;
@@ -308,7 +308,7 @@ fn throughput(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Vec<Section>, Str
                 show(&plan.pf1)
             ),
             rows: cmp,
-            columns: WORKLOAD_COLUMNS.to_vec(),
+            columns: COMPARE_COLUMNS.to_vec(),
             plots: vec![],
         },
         Section {
@@ -349,7 +349,7 @@ fn series(cx: &mut Ctx, plan: &Plan) -> Result<Section, String> {
             show(&plan.kbuild)
         ),
         rows,
-        columns: WORKLOAD_COLUMNS.to_vec(),
+        columns: COMPARE_COLUMNS.to_vec(),
         plots: vec![],
     })
 }
@@ -372,7 +372,7 @@ fn streams(cx: &mut Ctx, plan: &Plan) -> Result<Vec<Section>, String> {
                 show(ov)
             ),
             rows,
-            columns: WORKLOAD_COLUMNS.to_vec(),
+            columns: COMPARE_COLUMNS.to_vec(),
             plots: vec![],
         });
     }
@@ -494,7 +494,7 @@ fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, String> {
             plan.linger_ms
         ),
         rows,
-        columns: WORKLOAD_COLUMNS.to_vec(),
+        columns: COMPARE_COLUMNS.to_vec(),
         plots: vec!["pcp_over_time.png".into()],
     })
 }
@@ -515,7 +515,7 @@ fn others(cx: &mut Ctx, plan: &Plan) -> Result<Section, String> {
         title: "Other workloads: base vs linux-6.12".into(),
         intro: "Each pair normalised to its own base row.".into(),
         rows,
-        columns: WORKLOAD_COLUMNS.to_vec(),
+        columns: COMPARE_COLUMNS.to_vec(),
         plots: vec![],
     })
 }

@@ -35,6 +35,28 @@ pub const WORKLOAD_COLUMNS: &[&str] = &[
     "free_lat_p99_us",
 ];
 
+/// [`WORKLOAD_COLUMNS`] with the raw score and its unit after the normalised one (for
+/// tables of normalised rows).
+pub const COMPARE_COLUMNS: &[&str] = &[
+    "workload",
+    "alloc",
+    "config",
+    "cpus",
+    "score",
+    "score_raw",
+    "score_unit",
+    "zone_lock_pct",
+    "free_high",
+    "alloc_zone",
+    "cache_miss_pct",
+    "pcp_peak_pages",
+    "pcp_final_pages",
+    "alloc_lat_avg_us",
+    "alloc_lat_p99_us",
+    "free_lat_avg_us",
+    "free_lat_p99_us",
+];
+
 /// The columns of a microbenchmark table.
 pub const BENCH_COLUMNS: &[&str] = &[
     "bench", "alloc", "config", "threads", "order", "get_ns", "put_ns", "pair_ns",
@@ -101,6 +123,8 @@ fn set_field(r: &mut Row, col: &str, v: Option<f64>) {
 pub fn header(col: &str) -> String {
     match col {
         "score" => "score".into(),
+        "score_raw" => "raw score".into(),
+        "score_unit" => "unit".into(),
         "zone_lock_pct" => "zone lock %".into(),
         "cache_miss_pct" => "cache miss %".into(),
         "pcp_peak_pages" => "peak pcp".into(),
