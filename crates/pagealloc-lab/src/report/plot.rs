@@ -100,7 +100,19 @@ where
         .y_label_area_size(80)
         .build_cartesian_2d(lx0..lx1, 0.0..y1)?;
     let log_x = chart.log_x;
+    // Whole-number x data (CPUs): one label per whole number, no fractions between.
+    let whole = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .all(|&(x, _)| x.fract() == 0.0);
+    let x_labels = if whole && !log_x && x1 - x0 <= 16.0 {
+        (x1 - x0) as usize + 1
+    } else {
+        10
+    };
     cc.configure_mesh()
+        .x_labels(x_labels)
         .x_desc(&chart.x_label)
         .y_desc(&chart.y_label)
         .label_style(("sans-serif", 14))
