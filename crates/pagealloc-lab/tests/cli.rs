@@ -257,3 +257,25 @@ fn more_cpus_than_the_host_runs_unpinned_with_a_warning() {
         "{err}"
     );
 }
+
+#[test]
+fn running_out_of_memory_is_reported() {
+    // 8 MiB for 2 × 16 MiB of faulted pages: allocations fail, the row still comes.
+    let o = pagealloc(&[
+        "run",
+        "page_fault1",
+        "--cpus",
+        "2",
+        "--memory-mib",
+        "8",
+        "-p",
+        "pages_per_loop=4096",
+        "-p",
+        "loops=1",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert!(rows[0]["extra"]["alloc_failures"].as_f64().unwrap() > 0.0);
+    let err = stderr(&o);
+    assert!(err.contains("allocations failed (out of memory)"), "{err}");
+}

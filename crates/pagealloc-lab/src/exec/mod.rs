@@ -512,6 +512,14 @@ pub fn run(
         )));
     }
     let measured = OpCounts::sum(threads.iter().map(|t| &t.measured));
+    let failed = total.failed_allocs();
+    if failed > 0 && workload.score_kind() == crate::workload::ScoreKind::Rate {
+        warnings.push(format!(
+            "{}: {failed} allocations failed (out of memory); the throughput counts only \
+             what was allocated (more memory: --memory-mib)",
+            workload.name()
+        ));
+    }
     let window = |idx: &mut dyn Iterator<Item = usize>| {
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         for i in idx {
