@@ -289,7 +289,8 @@ fn throughput(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Vec<Section>, Str
         title: "page_fault1: throughput vs CPUs".into(),
         x_label: "CPUs (threads)".into(),
         y_label: "pages/s".into(),
-        log_x: false,
+        x_ranked: false,
+        log_y: false,
         series,
     };
     plot::write(&chart, &out.join("throughput_vs_cpus"))?;
@@ -411,7 +412,8 @@ fn batch_sweep(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, String>
         title: format!("batch sweep: one zone-lock trip vs batch ({cpus} CPUs, high = 2 × batch)"),
         x_label: "batch (pages)".into(),
         y_label: "µs".into(),
-        log_x: true,
+        x_ranked: true,
+        log_y: true,
         series: names
             .iter()
             .zip(lat)
@@ -478,7 +480,8 @@ fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, String> {
         title: "CPU 0's per-CPU list over time: auto-tuning (linux-6.12) vs base".into(),
         x_label: "seconds".into(),
         y_label: "pages".into(),
-        log_x: false,
+        x_ranked: false,
+        log_y: false,
         series,
     };
     plot::write(&chart, &out.join("pcp_over_time"))?;

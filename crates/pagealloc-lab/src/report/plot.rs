@@ -30,8 +30,12 @@ pub struct Chart {
     pub x_label: String,
     /// Y axis label.
     pub y_label: String,
-    /// Logarithmic (base 2) x axis.
-    pub log_x: bool,
+    /// Place the distinct x values evenly, in order, labelled with their values (for
+    /// sweeps over powers of two this is a log2 axis with exact labels).
+    pub x_ranked: bool,
+    /// Logarithmic (base 10) y axis: for latencies whose tail is orders of magnitude
+    /// above their average. Values <= 0 are left out.
+    pub log_y: bool,
     /// The lines.
     pub series: Vec<Series>,
 }
@@ -76,11 +80,19 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE)?;
-    let pts = chart.series.iter().flat_map(|s| s.points.iter());
-    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+    let log_y = chart.log_y;
+    let keep = |&&(_, y): &&(f64, f64)| !log_y || y > 0.0;
+    let pts = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .filter(keep);
+    let (mut x0, mut x1) = (f64::MAX, f64::MIN);
+    let (mut y0, mut y1) = (f64::MAX, 0.0f64);
     for &(x, y) in pts {
         x0 = x0.min(x);
         x1 = x1.max(x);
+        y0 = y0.min(y);
         y1 = y1.max(y);
     }
     if x0 > x1 {
@@ -90,41 +102,92 @@ where
         x0 -= 0.5;
         x1 += 0.5;
     }
-    let y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
-    let tx = |x: f64| if chart.log_x { x.max(1e-9).log2() } else { x };
-    let (lx0, lx1) = (tx(x0), tx(x1));
+    let mut ranks: Vec<f64> = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    ranks.sort_by(f64::total_cmp);
+    ranks.dedup();
+    let x_ranked = chart.x_ranked && !ranks.is_empty();
+    let tx = |x: f64| {
+        if x_ranked {
+            ranks.partition_point(|&r| r < x) as f64
+        } else {
+            x
+        }
+    };
+    let ty = |y: f64| if log_y { y.log10() } else { y };
+    let (ly0, ly1) = if log_y {
+        if y0 > y1 {
+            (0.0, 1.0)
+        } else {
+            // Whole decades around the data.
+            (
+                y0.log10().floor(),
+                y1.log10().ceil().max(y0.log10().floor() + 1.0),
+            )
+        }
+    } else {
+        (0.0, if y1 > 0.0 { y1 * 1.1 } else { 1.0 })
+    };
+    let (lx0, lx1) = if x_ranked {
+        let n = ranks.len() as f64;
+        if n > 1.0 {
+            (0.0, n - 1.0)
+        } else {
+            (-0.5, 0.5)
+        }
+    } else {
+        (tx(x0), tx(x1))
+    };
     let mut cc = ChartBuilder::on(&root)
         .caption(&chart.title, ("sans-serif", 22))
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(80)
-        .build_cartesian_2d(lx0..lx1, 0.0..y1)?;
-    let log_x = chart.log_x;
+        .build_cartesian_2d(lx0..lx1, ly0..ly1)?;
     // Whole-number x data (CPUs): one label per whole number, no fractions between.
     let whole = chart
         .series
         .iter()
         .flat_map(|s| s.points.iter())
         .all(|&(x, _)| x.fract() == 0.0);
-    let x_labels = if whole && !log_x && x1 - x0 <= 16.0 {
+    let x_labels = if x_ranked {
+        ranks.len()
+    } else if whole && x1 - x0 <= 16.0 {
         (x1 - x0) as usize + 1
     } else {
         10
     };
+    let y_labels = if log_y { (ly1 - ly0) as usize + 1 } else { 10 };
     cc.configure_mesh()
         .x_labels(x_labels)
+        .y_labels(y_labels)
         .x_desc(&chart.x_label)
         .y_desc(&chart.y_label)
         .label_style(("sans-serif", 14))
         .x_label_formatter(&|v| {
-            let x = if log_x { v.exp2() } else { *v };
-            axis_num(x)
+            if !x_ranked {
+                axis_num(*v)
+            } else if (v - v.round()).abs() < 1e-6 && v.round() >= 0.0 {
+                ranks
+                    .get(v.round() as usize)
+                    .map_or_else(String::new, |&x| axis_num(x))
+            } else {
+                String::new()
+            }
         })
-        .y_label_formatter(&|v| axis_num(*v))
+        .y_label_formatter(&|v| axis_num(if log_y { 10f64.powf(*v) } else { *v }))
         .draw()?;
     for (i, s) in chart.series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let data: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), y)).collect();
+        let data: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .filter(keep)
+            .map(|&(x, y)| (tx(x), ty(y)))
+            .collect();
         cc.draw_series(LineSeries::new(data.clone(), color.stroke_width(2)))?
             .label(s.name.clone())
             .legend(move |(x, y)| {
@@ -167,7 +230,8 @@ mod tests {
             title: "throughput vs CPUs".into(),
             x_label: "CPUs".into(),
             y_label: "pages/s".into(),
-            log_x: false,
+            x_ranked: false,
+            log_y: false,
             series: vec![
                 Series {
                     name: "pagealloc".into(),
@@ -184,6 +248,34 @@ mod tests {
         assert_eq!(&png[1..4], b"PNG");
         let svg = std::fs::read_to_string(&files[1]).unwrap();
         assert!(svg.contains("<svg") && svg.contains("throughput vs CPUs"));
+        // log y: decades, zeros left out
+        let log = Chart {
+            x_ranked: true,
+            log_y: true,
+            series: vec![Series {
+                name: "p99".into(),
+                points: vec![(63.0, 0.0), (127.0, 3.5), (255.0, 12000.0)],
+            }],
+            ..chart
+        };
+        let files = write(&log, &dir.join("l")).unwrap();
+        let svg = std::fs::read_to_string(&files[1]).unwrap();
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>').and_then(|(_, r)| r.split('<').next()))
+            .map(str::trim)
+            .collect();
+        for label in ["1", "10", "100 000", "63", "127", "255"] {
+            assert!(
+                texts.contains(&label),
+                "label {label} missing from {texts:?}"
+            );
+        }
+        assert!(
+            !texts.iter().any(|t| t.contains('.')),
+            "whole labels only: {texts:?}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
