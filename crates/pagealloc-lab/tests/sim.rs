@@ -84,12 +84,46 @@ fn two_virtual_cpus_match_two_threads() {
     within("free_high", r.free_high.unwrap(), tc.free_high);
 }
 
+/// The steps of the kbuild table the model cannot reproduce, and why
+/// (docs/sim-cost-model.md §4.3). BELOW_HIGH (patch9) acts only while a zone's free
+/// pages are under its high watermark, which a build holding a few GiB never brings
+/// 512 GiB to: patch9 runs exactly as patch7 (the same trace hash, checked below), so
+/// its three published moves (−0.4 points of lock, −1.4 free_high, −5.7 alloc_zone;
+/// build time −0.5 counts as flat) are flat here.
+const STRUCTURAL_MISSES: [(&str, &str); 3] = [
+    ("patch7 → patch9", "zone lock %"),
+    ("patch7 → patch9", "free_high"),
+    ("patch7 → patch9", "alloc_zone"),
+];
+
+/// Checks that every step of `d` outside `misses` moves the published way, and that
+/// patch7 and patch9 ran the same trace.
+fn check_directions(
+    rows: &[pagealloc_lab::Row],
+    d: &[calibrate::Direction],
+    misses: &[(&str, &str)],
+    seed: u64,
+) {
+    assert_eq!(d.len(), 24);
+    for x in d {
+        let known = misses.contains(&(x.step.as_str(), x.column));
+        assert!(x.agrees || known, "{x:?} (seed {seed})");
+    }
+    let hash = |c: &str| {
+        rows.iter()
+            .find(|r| r.config.as_deref().and_then(|x| x.split(',').next()) == Some(c))
+            .and_then(|r| r.trace_hash.clone())
+    };
+    assert_eq!(hash("patch7"), hash("patch9"), "BELOW_HIGH never acts");
+}
+
 /// kbuild on spr-2s-224 with a quarter of the tasks (224, two waves of 112; full
-/// memory): the steps the model reproduces keep their published direction. Release
-/// builds only (a debug build takes minutes): `cargo test --release -p pagealloc-lab
-/// --test sim`. The full-scale table with every step is printed by `pagealloc compare
-/// kbuild --sim --machine spr-2s-224`; docs/sim-cost-model.md says which steps the model
-/// misses and why.
+/// memory): every step of every column moves the published way except the three
+/// structural misses, and one near-tie of this reduced build (patch3 → patch5
+/// free_high: the same free_high drains at both levels with 224 tasks, +0.1 points
+/// with 896). Release builds only (a debug build takes minutes): `cargo test --release
+/// -p pagealloc-lab --test sim`. The full-scale table is printed by `pagealloc compare
+/// kbuild --sim --machine spr-2s-224` and by [`kbuild_ablation_full`].
 #[test]
 #[cfg_attr(debug_assertions, ignore = "release only: minutes in a debug build")]
 fn kbuild_moves_like_the_published_table() {
@@ -98,20 +132,13 @@ fn kbuild_moves_like_the_published_table() {
     let d = calibrate::kbuild_directions(&rows);
     print!("{}", calibrate::kbuild_table(&rows));
     print!("{}", calibrate::directions_text(&d));
-    for step in ["base → patch1", "patch3 → patch5", "patch5 → patch7"] {
-        for x in d.iter().filter(|x| x.step == step) {
-            assert!(x.agrees, "{x:?} (seed {})", o.seed);
-        }
-    }
-    // patch1 → patch3 and patch7 → patch9 leave build time where the table does.
-    for x in d.iter().filter(|x| x.column == "build time") {
-        if x.step == "patch1 → patch3" || x.step == "patch7 → patch9" {
-            assert!(x.agrees, "{x:?}");
-        }
-    }
+    let mut misses = STRUCTURAL_MISSES.to_vec();
+    misses.push(("patch3 → patch5", "free_high"));
+    check_directions(&rows, &d, &misses, o.seed);
 }
 
-/// The full kbuild ablation (896 tasks): prints the table beside the published one.
+/// The full kbuild ablation (896 tasks): prints the table beside the published one;
+/// every step but the structural misses moves the published way.
 /// `cargo test --release -p pagealloc-lab --test sim -- --ignored --nocapture`.
 #[test]
 #[ignore = "full scale: about a minute in release"]
@@ -131,11 +158,7 @@ fn kbuild_ablation_full() {
     print!("{}", calibrate::kbuild_table(&rows));
     let d = calibrate::kbuild_directions(&rows);
     print!("{}", calibrate::directions_text(&d));
-    for step in ["base → patch1", "patch3 → patch5", "patch5 → patch7"] {
-        for x in d.iter().filter(|x| x.step == step) {
-            assert!(x.agrees, "{x:?}");
-        }
-    }
+    check_directions(&rows, &d, &STRUCTURAL_MISSES, o.seed);
 }
 
 #[test]

@@ -107,26 +107,17 @@ fn page_fault1_thp_and_batch_sweep() {
     ));
 }
 
+/// Without `CONFIG_VMAP_STACK` the stack is one order-2 block, freed right after the
+/// page directory: every exit then frees two order 1–3 blocks in a row.
 #[test]
-fn kbuild_tasks_exit_with_order0_flood_then_pgd() {
-    let w = workload("kbuild", &small("kbuild"));
-    let (stats, trace) = traced(&*w, 4, 3);
-    let t = &stats.total;
-    assert_eq!(t.exits, 20);
-    assert_eq!(w.work_units(t), 20.0);
-    assert_eq!(w.score_kind(), ScoreKind::InverseMakespan);
-    let slab = t.allocs[1] + t.allocs[2] + t.allocs[3] - 20; // minus the page directories
-    assert!(slab <= 20 * 4, "{slab} slab blocks");
-    assert!(t.alloc_ops() - t.allocs[0] - 20 == slab);
-    assert!(
-        (20 * 16..=20 * 256).contains(&t.allocs[0]),
-        "{}",
-        t.allocs[0]
-    );
-    assert_eq!(t.touches, t.allocs[0]);
-    assert_eq!(t.compute_ns, t.allocs[0] * 1_000);
-    assert!(t.allocs[0] > 0 && t.frees[0] == t.allocs[0]);
-    // Page tables show up as unmovable order-0 requests only at ~2 per mille: allowed.
+fn kbuild_order2_stack_follows_the_pgd_at_exit() {
+    let mut p = small("kbuild");
+    p.push(("vmap_stack", "false"));
+    p.push(("slab_blocks_max", "0"));
+    let w = workload("kbuild", &p);
+    let (stats, trace) = traced(&*w, 2, 5);
+    assert_eq!(stats.total.allocs[2], 20);
+    assert_eq!(stats.total.allocs[1], 20);
     for cpu in &trace {
         let mut task_start = 0;
         for (i, e) in cpu.iter().enumerate() {
@@ -137,24 +128,119 @@ fn kbuild_tasks_exit_with_order0_flood_then_pgd() {
             assert!(matches!(
                 task[0].op,
                 Op::Alloc {
+                    slot: 1,
+                    order: 2,
+                    ..
+                }
+            ));
+            assert!(matches!(
+                task[1].op,
+                Op::Alloc {
                     slot: 0,
                     order: 1,
                     ..
                 }
             ));
-            // Exit = the order-0 frees of the whole address space, then the pgd.
-            let last = task.len() - 1;
-            assert_eq!(task[last].op, Op::Free { slot: 0 });
-            assert_eq!(task[last].block_order, Some(1));
-            let flood = task[..last]
+            let n = task.len();
+            assert_eq!(task[n - 2].op, Op::Free { slot: 0 });
+            assert_eq!(task[n - 2].block_order, Some(1));
+            assert_eq!(task[n - 1].op, Op::Free { slot: 1 });
+            assert_eq!(task[n - 1].block_order, Some(2));
+            assert_eq!(task[n - 3].block_order, Some(0));
+            task_start = i + 1;
+        }
+    }
+}
+
+#[test]
+fn kbuild_tasks_fork_fault_and_exit_flood_pgd_stack_then_slab_burst() {
+    let w = workload("kbuild", &small("kbuild"));
+    let (stats, trace) = traced(&*w, 4, 3);
+    let t = &stats.total;
+    let tasks = 20;
+    // A vmalloc'ed 16 KiB kernel stack: four order-0 pages per task.
+    let stack_pages = 4 * tasks;
+    assert_eq!(t.exits, tasks);
+    assert_eq!(w.work_units(t), tasks as f64);
+    assert_eq!(w.score_kind(), ScoreKind::InverseMakespan);
+    // Order 1: page directories and slab blocks; orders 2–3: slab blocks.
+    let slab = t.allocs[1] + t.allocs[2] + t.allocs[3] - tasks;
+    assert!(slab <= tasks * 8, "{slab} slab blocks");
+    assert_eq!(t.alloc_ops() - t.allocs[0] - tasks, slab);
+    let anon = t.allocs[0] - stack_pages;
+    assert!((tasks * 16..=tasks * 256).contains(&anon), "{anon}");
+    assert_eq!(t.touches, anon);
+    assert_eq!(t.compute_ns, anon * 1_000);
+    for k in 0..=3 {
+        assert_eq!(t.frees[k], t.allocs[k], "order {k}");
+    }
+    let mut bursts = 0;
+    for cpu in &trace {
+        let mut task_start = 0;
+        for (i, e) in cpu.iter().enumerate() {
+            if e.op != Op::Exit {
+                continue;
+            }
+            let task = &cpu[task_start..i];
+            // fork: the kernel stack (slots 1..5, order-0 unmovable), then the page
+            // directory (slot 0, order 1).
+            for (k, e) in task[..4].iter().enumerate() {
+                assert_eq!(
+                    e.op,
+                    Op::Alloc {
+                        slot: 1 + k as u32,
+                        order: 0,
+                        kind: MigrateKind::Unmovable
+                    }
+                );
+            }
+            assert_eq!(
+                task[4].op,
+                Op::Alloc {
+                    slot: 0,
+                    order: 1,
+                    kind: MigrateKind::Unmovable
+                }
+            );
+            // exit: the trailing run of order 1–3 frees is the slab burst (slots 5..13);
+            // before it the stack's pages, before them the page directory alone, and
+            // before it the order-0 flood of the address space.
+            let burst = task
+                .iter()
+                .rev()
+                .take_while(|e| {
+                    matches!(e.op, Op::Free { .. }) && matches!(e.block_order, Some(1..=3))
+                })
+                .count();
+            let rest = &task[..task.len() - burst];
+            assert!(task[task.len() - burst..]
+                .iter()
+                .all(|e| matches!(e.op, Op::Free { slot } if (5..13).contains(&slot))));
+            bursts += usize::from(burst > 1);
+            let n = rest.len();
+            for (k, e) in rest[n - 4..].iter().enumerate() {
+                assert_eq!(e.op, Op::Free { slot: 1 + k as u32 });
+                assert_eq!(e.block_order, Some(0));
+            }
+            assert_eq!(rest[n - 5].op, Op::Free { slot: 0 });
+            assert_eq!(rest[n - 5].block_order, Some(1));
+            let flood = rest[..n - 5]
                 .iter()
                 .rev()
                 .take_while(|e| matches!(e.op, Op::Free { .. }) && e.block_order == Some(0))
                 .count();
             assert!(flood >= 16, "exit flood of {flood} pages");
+            // No block is freed before the exit.
+            assert!(rest[..n - 5 - flood]
+                .iter()
+                .all(|e| !matches!(e.op, Op::Free { .. })));
             task_start = i + 1;
         }
     }
+    assert!(
+        bursts > 0,
+        "some tasks free two or more slab blocks together"
+    );
     // Tasks are spread over the CPUs by the shared queue.
     assert!(stats.per_cpu.iter().filter(|c| c.exits > 0).count() >= 2);
 }
