@@ -178,10 +178,12 @@ pub fn run(workload: &dyn Workload, opts: &SimOptions) -> Result<Row, SimError> 
 
 /// Whether the page-cache model is on by default for a workload (see
 /// [`SimOptions::page_cache`]): never. The seeds' machines had far more memory than the
-/// workloads use (a kernel build's page cache is a few GiB of 512), and with memory kept
+/// workloads use (a kernel build's page cache is a few GiB of 512), and the published
+/// kbuild table says its zone was not under pressure: under pressure refills stop
+/// raising `high`, so patch7's published gain could not have happened. With memory kept
 /// between the watermarks BELOW_HIGH is set all the time, which makes patch9 cost what
-/// patch7 gained: the opposite of the published table. The model stays as an option for
-/// memory-pressure studies.
+/// patch7 gained: the opposite of the published table (docs/sim-cost-model.md §3 has
+/// the figures). The model stays as an option for memory-pressure studies.
 pub fn default_page_cache(_workload: &str) -> bool {
     false
 }
