@@ -412,10 +412,24 @@ impl Allocator {
 
     // ------------------------------------------------------------------ allocation
 
-    /// Allocate 2^`order` frames on the current CPU's node.
+    /// The CPU the caller runs on, as the platform says, folded onto this allocator's
+    /// CPUs: a layout with fewer CPUs than the host (say one pageset for a whole process)
+    /// shares its pagesets among the host CPUs instead of refusing them.
+    #[inline]
+    pub fn current_cpu(&self) -> usize {
+        let c = self.platform.current_cpu();
+        let n = self.cpus.len();
+        if c < n {
+            c
+        } else {
+            c % n
+        }
+    }
+
+    /// Allocate 2^`order` frames on the current CPU's node (see [`Allocator::current_cpu`]).
     #[inline]
     pub fn alloc_pages(&self, order: u8, gfp: Gfp) -> Result<Frame, AllocError> {
-        self.alloc_on(self.platform.current_cpu(), order, gfp, None)
+        self.alloc_on(self.current_cpu(), order, gfp, None)
     }
 
     /// Allocate 2^`order` frames preferring `node` (`None`: the current CPU's node).
@@ -426,7 +440,7 @@ impl Allocator {
         gfp: Gfp,
         node: Option<usize>,
     ) -> Result<Frame, AllocError> {
-        self.alloc_on(self.platform.current_cpu(), order, gfp, node)
+        self.alloc_on(self.current_cpu(), order, gfp, node)
     }
 
     /// Allocate as CPU `cpu` (its pageset, its node unless `node` is given).
@@ -759,7 +773,7 @@ impl Allocator {
     /// Merge all merge-skipped order-0 frames in every zone (a `compact()` entry point
     /// for merge skipping). Returns frames merged.
     pub fn compact(&self) -> u64 {
-        let cpu = self.platform.current_cpu().min(self.cpus.len() - 1);
+        let cpu = self.current_cpu();
         (0..self.zones.len())
             .map(|z| self.compact_zone(cpu, z))
             .sum()
@@ -822,7 +836,7 @@ impl Allocator {
     /// Free a block on the current CPU.
     #[inline]
     pub fn free_pages(&self, frame: Frame) -> Result<(), FreeError> {
-        self.free_on(self.platform.current_cpu(), frame)
+        self.free_on(self.current_cpu(), frame)
     }
 
     /// Index of the zone containing `pfn`.
@@ -1197,7 +1211,7 @@ impl Allocator {
     pub fn set_pageblock_type(&self, pfn: Pfn, mt: MigrateType) -> Option<u64> {
         let zi = self.zone_of(pfn.0)?;
         let z = &self.zones[zi];
-        let cpu = self.platform.current_cpu().min(self.cpus.len() - 1);
+        let cpu = self.current_cpu();
         self.with_buddy(cpu, z, |b| b.move_freepages_block(pfn.0, mt))
     }
 

@@ -326,6 +326,27 @@ fn background_ticker_decays_high() {
 }
 
 #[test]
+fn current_cpu_entry_points_fold_host_cpus_onto_the_layout() {
+    let p = std::sync::Arc::new(ManualPlatform::new());
+    let a = Allocator::with_platform(&Layout::single(1 << 14, 2), cfg("linux-6.12"), p.clone())
+        .unwrap();
+    p.set_cpu(5); // a host CPU the layout does not have
+    assert_eq!(a.current_cpu(), 1);
+    let f = a.alloc_pages(0, Gfp::USER).unwrap();
+    assert_eq!(
+        a.pcp_info(1, 0).count as u64 + 1,
+        a.counters().pcp_refill_pages
+    );
+    a.free_pages(f).unwrap();
+    // the explicit-CPU form still refuses an unknown CPU
+    assert_eq!(
+        a.alloc_on(5, 0, Gfp::USER, None),
+        Err(AllocError::InvalidCpu(5))
+    );
+    a.validate().unwrap();
+}
+
+#[test]
 fn host_layout_from_sysfs() {
     let l = Layout::from_host(256 << 20).unwrap();
     assert!(!l.cpus.is_empty() && !l.nodes.is_empty());
