@@ -530,13 +530,27 @@ pub unsafe extern "C" fn pagealloc_vmstat(
     buf: *mut c_char,
     len: usize,
 ) -> isize {
+    // SAFETY: forwarded contract: `pa` is NULL or live, `buf` is NULL or has `len` bytes.
+    unsafe { render_text(pa, buf, len, |a| a.vmstat().to_string()) }
+}
+
+/// The text outputs' shared path: NULL check, panic guard, render, snprintf-style copy.
+///
+/// # Safety
+/// `pa` is NULL or a live allocator; `buf` is NULL or has `len` writable bytes.
+unsafe fn render_text(
+    pa: *const pagealloc_t,
+    buf: *mut c_char,
+    len: usize,
+    render: impl FnOnce(&Allocator) -> String,
+) -> isize {
     if pa.is_null() {
         return PAGEALLOC_ENULL as isize;
     }
     guard(PAGEALLOC_EINTERNAL as isize, || {
         // SAFETY: `pa` is a live allocator (contract).
         let a = unsafe { &(*pa).a };
-        snprint(&a.vmstat().to_string(), buf, len)
+        snprint(&render(a), buf, len)
     })
 }
 
@@ -551,14 +565,8 @@ pub unsafe extern "C" fn pagealloc_zoneinfo(
     buf: *mut c_char,
     len: usize,
 ) -> isize {
-    if pa.is_null() {
-        return PAGEALLOC_ENULL as isize;
-    }
-    guard(PAGEALLOC_EINTERNAL as isize, || {
-        // SAFETY: `pa` is a live allocator (contract).
-        let a = unsafe { &(*pa).a };
-        snprint(&a.zoneinfo().to_string(), buf, len)
-    })
+    // SAFETY: forwarded contract: `pa` is NULL or live, `buf` is NULL or has `len` bytes.
+    unsafe { render_text(pa, buf, len, |a| a.zoneinfo().to_string()) }
 }
 
 /// Return every page cached on every CPU to the zones (`drain_all_pages`).
