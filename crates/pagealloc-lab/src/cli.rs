@@ -156,6 +156,10 @@ pub struct CompareArgs {
     /// Simulated machine (with --sim); default: the workload's seed machine.
     #[arg(long, requires = "sim")]
     pub machine: Option<String>,
+    /// With --sim: free memory at the start, MiB above each zone's high watermark, or
+    /// `all` (see `pagealloc sim --help`). Default: the workload's calibrated value.
+    #[arg(long = "headroom-mib", value_name = "MIB|all", requires = "sim")]
+    pub headroom: Option<String>,
 }
 
 /// `pagealloc bench`.

@@ -93,6 +93,21 @@ fn unknown_flag_and_subcommand_exit_2() {
 }
 
 #[test]
+fn bad_headroom_is_a_usage_error() {
+    refused(
+        &["sim", "kbuild", "--headroom-mib", "lots"],
+        &["lots", "MiB", "all"],
+    );
+    refused(
+        &["calibrate", "--headrooms", "4000,x"],
+        &["invalid headroom `x`"],
+    );
+    // --headroom-mib belongs to the simulator.
+    let o = pagealloc(&["compare", "kbuild", "--headroom-mib", "100"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
 fn too_few_cpus_is_a_usage_error() {
     refused(&["run", "netperf", "--cpus", "1"], &["needs 2 CPUs"]);
 }

@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 
 use pagealloc::{Config, Preset};
 
-use super::{compare, CostModel, Machine, SimError, SimOptions};
+use super::{compare, CostModel, Headroom, Machine, SimError, SimOptions};
 use crate::workload::{self, Scale};
 use crate::Row;
 
@@ -32,6 +32,11 @@ use crate::Row;
 /// is charged by the cost model at each fault; the simulator runs kbuild with it unless
 /// `-p` overrides it.
 pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 3000;
+
+/// kbuild's free memory at the start of the build, MiB above the high watermark of each
+/// zone (the headroom model, docs/sim-cost-model.md §4.3): fitted to the published
+/// table's patch7 → patch9 step, the one step that depends on it.
+pub const KBUILD_HEADROOM_MIB: u64 = 6000;
 
 /// `overrides` with the simulator's calibrated workload parameters put first (so the
 /// caller's own values win): kbuild's [`KBUILD_COMPUTE_NS_PER_PAGE`].
@@ -509,21 +514,40 @@ pub fn kbuild_error(rows: &[Row]) -> f64 {
     (sum / n).sqrt()
 }
 
+/// One point of the kbuild grid of [`refit`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GridPoint {
+    /// kbuild's `compute_ns_per_page`.
+    pub compute_ns_per_page: u64,
+    /// The cost model's `touch_cold_ns`.
+    pub touch_cold_ns: f64,
+    /// Free memory at the start (MiB above the high watermark; `None`: all free).
+    pub headroom_mib: Option<u64>,
+    /// [`kbuild_error`] of the ablation, points, averaged over the seeds.
+    pub error: f64,
+    /// Steps of the table that move the published way (of 24), the fewest over the
+    /// seeds.
+    pub directions: usize,
+}
+
 /// The result of [`refit`]: the batch-sweep line fits, and the kbuild grid.
 #[derive(Clone, Debug)]
 pub struct Refit {
     /// Trip cost fits per machine.
     pub trips: Vec<TripFit>,
-    /// `(compute_ns_per_page, touch_cold_ns, kbuild error)` per grid point.
-    pub grid: Vec<(u64, f64, f64)>,
-    /// The best grid point.
-    pub best: (u64, f64, f64),
+    /// Every grid point.
+    pub grid: Vec<GridPoint>,
+    /// The best grid point: the most steps in the published direction, then the least
+    /// error.
+    pub best: Option<GridPoint>,
 }
 
 /// Refits the free parameters: the trip costs from the batch sweep (closed form), then
-/// kbuild's compute per page and the cold-touch cost over a grid, each point a kbuild
-/// ablation with `tasks` tasks on spr-2s-224 (the full table uses 896; 224 keeps the
-/// fit to a few minutes). `progress` gets one line per grid point.
+/// kbuild's compute per page, the cold-touch cost and the free memory at the start over
+/// a grid, each point a kbuild ablation with `tasks` tasks on spr-2s-224 (the full
+/// table uses 896; 224 keeps the fit to a few minutes), once per seed. The best point
+/// has the most steps in the published direction with every seed, then the least mean
+/// [`kbuild_error`]. `progress` gets one line per grid point.
 ///
 /// # Errors
 /// A failed run.
@@ -531,7 +555,8 @@ pub fn refit(
     tasks: u32,
     computes: &[u64],
     colds: &[f64],
-    seed: u64,
+    headrooms: &[Headroom],
+    seeds: &[u64],
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Refit, SimError> {
     let trips = fit_batch_sweep();
@@ -542,7 +567,10 @@ pub fn refit(
         .expect("spr fitted");
     let mut grid = Vec::new();
     for &compute in computes {
-        for &cold in colds {
+        for (&cold, &headroom) in colds
+            .iter()
+            .flat_map(|c| headrooms.iter().map(move |h| (c, h)))
+        {
             let cost = CostModel {
                 refill_trip_ns: fit.refill.intercept,
                 refill_block_ns: fit.refill.slope,
@@ -551,27 +579,50 @@ pub fn refit(
                 touch_cold_ns: cold,
                 ..spr.cost
             };
-            let mut o = SimOptions::new(spr.clone(), Config::default());
-            o.cost = Some(cost);
-            o.seed = seed;
             let overrides = vec![
                 ("tasks".to_owned(), tasks.to_string()),
                 ("compute_ns_per_page".to_owned(), compute.to_string()),
             ];
-            let rows = kbuild_ablation(&overrides, &o, &|_| {})?;
-            let err = kbuild_error(&rows);
-            progress(&format!(
-                "compute_ns_per_page={compute:<6} touch_cold_ns={cold:<6} rms error {err:.2}"
-            ));
-            grid.push((compute, cold, err));
+            let mut error = 0.0;
+            let mut directions = usize::MAX;
+            for &seed in seeds {
+                let mut o = SimOptions::new(spr.clone(), Config::default());
+                o.cost = Some(cost);
+                o.seed = seed;
+                o.headroom = headroom;
+                let rows = kbuild_ablation(&overrides, &o, &|_| {})?;
+                error += kbuild_error(&rows) / seeds.len() as f64;
+                let agree = kbuild_directions(&rows).iter().filter(|d| d.agrees).count();
+                directions = directions.min(agree);
+            }
+            let p = GridPoint {
+                compute_ns_per_page: compute,
+                touch_cold_ns: cold,
+                headroom_mib: headroom.mib("kbuild"),
+                error,
+                directions: if seeds.is_empty() { 0 } else { directions },
+            };
+            progress(&grid_line(&p));
+            grid.push(p);
         }
     }
-    let best = grid
-        .iter()
-        .copied()
-        .min_by(|a, b| a.2.total_cmp(&b.2))
-        .unwrap_or((0, 0.0, f64::NAN));
+    let best = grid.iter().copied().min_by(|a, b| {
+        b.directions
+            .cmp(&a.directions)
+            .then(a.error.total_cmp(&b.error))
+    });
     Ok(Refit { trips, grid, best })
+}
+
+fn grid_line(p: &GridPoint) -> String {
+    format!(
+        "compute_ns_per_page={:<6} touch_cold_ns={:<6} headroom_mib={:<6} rms error {:.2}, {} of 24 steps in the published direction (fewest over the seeds)",
+        p.compute_ns_per_page,
+        p.touch_cold_ns,
+        p.headroom_mib.map_or("all".to_owned(), |m| m.to_string()),
+        p.error,
+        p.directions
+    )
 }
 
 /// The refit as text: the trip fits with their residuals, the constants in use, and
@@ -613,18 +664,17 @@ pub fn refit_report(r: &Refit) -> String {
     }
     let _ = writeln!(
         s,
-        "kbuild grid (rms error of build time and zone lock %, points):"
+        "kbuild grid (rms error of build time and zone lock %, points; steps in the published direction):"
     );
-    for (c, t, e) in &r.grid {
-        let _ = writeln!(
-            s,
-            "  compute_ns_per_page={c:<6} touch_cold_ns={t:<6} error {e:.2}"
-        );
+    for p in &r.grid {
+        let _ = writeln!(s, "  {}", grid_line(p));
+    }
+    if let Some(b) = &r.best {
+        let _ = writeln!(s, "best: {}", grid_line(b));
     }
     let _ = writeln!(
         s,
-        "best: compute_ns_per_page={} touch_cold_ns={} error {:.2}",
-        r.best.0, r.best.1, r.best.2
+        "in use: compute_ns_per_page={KBUILD_COMPUTE_NS_PER_PAGE} headroom_mib={KBUILD_HEADROOM_MIB}"
     );
     s
 }

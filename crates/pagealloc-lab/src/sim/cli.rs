@@ -16,8 +16,8 @@ use crate::Row;
 pub struct SimArgs {
     /// Workload name (see `pagealloc list`); it runs at the spec's (full) scale.
     pub workload: String,
-    /// Machine: spr-2s-224, icx-2s-128, skx-2s-112, sn2-28n-56, desktop-8. Default: the
-    /// machine the workload was measured on.
+    /// Machine: spr-2s-224, icx-2s-128, skx-2s-112, skx-4s-768, sn2-28n-56, desktop-8.
+    /// Default: the machine the workload was measured on.
     #[arg(long)]
     pub machine: Option<String>,
     /// pagealloc config: a preset with optional `,key=value` overrides.
@@ -52,6 +52,11 @@ pub struct SimFlags {
     /// kswapd): on or off. Default: off.
     #[arg(long = "page-cache", value_parser = ["on", "off"])]
     pub page_cache: Option<String>,
+    /// Free memory at the start, MiB above each zone's high watermark; the rest is held
+    /// by the rest of the system for the whole run. `all`: all memory free. Default:
+    /// the workload's calibrated value (kbuild 6000, the others all).
+    #[arg(long = "headroom-mib", value_name = "MIB|all")]
+    pub headroom: Option<String>,
     /// Print one JSON object per row instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -69,9 +74,14 @@ pub struct CalibrateArgs {
     /// Grid of `touch_cold_ns`, comma-separated.
     #[arg(long, default_value = "250")]
     pub colds: String,
-    /// Root seed.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    /// Grid of kbuild's free memory at the start, MiB above the high watermark (`all`:
+    /// all memory free), comma-separated.
+    #[arg(long, default_value = "6000")]
+    pub headrooms: String,
+    /// Root seeds, comma-separated: every grid point runs once per seed; its error is
+    /// the mean, its directions the fewest.
+    #[arg(long, default_value = "1")]
+    pub seeds: String,
     /// Also simulate the batch sweep on spr-2s-224 and icx-2s-128 (one task, two loops of
     /// page_fault1) and print it beside the published one.
     #[arg(long)]
@@ -83,7 +93,8 @@ pub fn seed_machine(workload: &str) -> &'static str {
     match workload {
         "kbuild" | "batch_sweep" => "spr-2s-224",
         "netperf" | "lmbench" | "bulk" => "icx-2s-128",
-        "page_fault1" | "page_fault1_thp" | "thp_mix" | "parallel_free" => "skx-2s-112",
+        "page_fault1" | "page_fault1_thp" | "thp_mix" => "skx-2s-112",
+        "parallel_free" => "skx-4s-768",
         "zonelist_hog" => "sn2-28n-56",
         _ => "desktop-8",
     }
@@ -124,6 +135,9 @@ fn options(
         o.cost = Some(c);
     }
     o.page_cache = f.page_cache.as_deref().map(|s| s == "on");
+    if let Some(h) = &f.headroom {
+        o.headroom = h.parse().map_err(usage)?;
+    }
     Ok(o)
 }
 
@@ -137,11 +151,15 @@ fn columns() -> Vec<&'static str> {
 fn describe(o: &SimOptions, w: &dyn Workload) -> String {
     let m = &o.machine;
     format!(
-        "{} ({}); memory scale {} ({} MiB per node simulated); {} on {} CPUs; seed {}",
+        "{} ({}); memory scale {} ({} MiB per node simulated, {}); {} on {} CPUs; seed {}",
         m.name,
         m.description,
         o.mem_scale,
         (m.pages_per_node(o.mem_scale).unwrap_or(0) * 4096) >> 20,
+        match o.headroom.mib(w.name()) {
+            Some(h) => format!("free at start: {h} MiB above the high watermark"),
+            None => "all free at start".to_owned(),
+        },
         w.name(),
         o.cpus.unwrap_or_else(|| m.default_workload_cpus(w.name())),
         o.seed
@@ -213,6 +231,7 @@ pub fn cmd_compare(a: &crate::cli::CompareArgs) -> Result<(), CliError> {
         mem_scale: 1,
         cost: None,
         page_cache: None,
+        headroom: a.headroom.clone(),
         json: a.opts.json,
     };
     let (workload_name, machine, configs) = (
@@ -302,10 +321,12 @@ pub fn cmd_compare(a: &crate::cli::CompareArgs) -> Result<(), CliError> {
 pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
     let computes: Vec<u64> = parse_list(&a.computes, "compute_ns_per_page")?;
     let colds: Vec<f64> = parse_list(&a.colds, "touch_cold_ns")?;
+    let headrooms: Vec<super::Headroom> = parse_list(&a.headrooms, "headroom")?;
+    let seeds: Vec<u64> = parse_list(&a.seeds, "seed")?;
     if a.tasks == 0 {
         return Err(usage("--tasks must be at least 1"));
     }
-    let r = calibrate::refit(a.tasks, &computes, &colds, a.seed, &|line| {
+    let r = calibrate::refit(a.tasks, &computes, &colds, &headrooms, &seeds, &|line| {
         eprintln!("{line}")
     })
     .map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
@@ -314,7 +335,7 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
         for name in ["spr-2s-224", "icx-2s-128"] {
             let m = Machine::by_name(name).expect("known machine");
             let mut o = SimOptions::new(m.clone(), pagealloc::Config::default());
-            o.seed = a.seed;
+            o.seed = seeds[0];
             o.cpus = Some(1);
             let loops = [("loops".to_owned(), "2".to_owned())];
             let rows = calibrate::batch_sweep(&m, &loops, &o, &|_| {})

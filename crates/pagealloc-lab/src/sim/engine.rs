@@ -63,6 +63,9 @@ pub(crate) struct EngineSpec {
     pub(crate) mem_scale: u64,
     pub(crate) sample_ns: u64,
     pub(crate) page_cache: bool,
+    /// Free pages above the high watermark that each zone starts with; the rest is held
+    /// by the rest of the system for the whole run. `None`: all memory free.
+    pub(crate) headroom_pages: Option<u64>,
 }
 
 /// Raw outcome of one simulation.
@@ -104,6 +107,8 @@ pub(crate) struct EngineOutput {
     /// Page-cache model reclaims (free fell below low) and pages it holds at the end.
     pub(crate) reclaims: u64,
     pub(crate) cache_final_pages: u64,
+    /// Pages held by the rest of the system (the headroom model), all zones.
+    pub(crate) held_pages: u64,
 }
 
 /// Why a simulation stopped.
@@ -230,6 +235,9 @@ struct Engine<'a> {
     /// Page-cache model: blocks held per zone, and the CPU that allocates them.
     cache_blocks: Vec<Vec<Frame>>,
     cache_cpu: Vec<usize>,
+    /// Allocator counters once the headroom model has taken its memory: the row counts
+    /// the run's events only.
+    base_counters: Counters,
 }
 
 /// Runs `workload` on `spec`'s machine to completion.
@@ -323,6 +331,7 @@ pub(crate) fn simulate(
             cache_free_pages: 0,
             reclaims: 0,
             cache_final_pages: 0,
+            held_pages: 0,
         },
         next_tick: tick_ns,
         tick_ns,
@@ -330,6 +339,7 @@ pub(crate) fn simulate(
         hash: 0xCBF2_9CE4_8422_2325,
         cache_blocks: vec![Vec::new(); nzones],
         cache_cpu: Vec::new(),
+        base_counters: Counters::default(),
     };
     e.cache_cpu = (0..nzones)
         .map(|z| {
@@ -337,6 +347,15 @@ pub(crate) fn simulate(
             (0..mcpus).find(|&c| e.a.cpu_node(c) == node).unwrap_or(0)
         })
         .collect();
+    if let Some(h) = spec.headroom_pages {
+        for z in 0..nzones {
+            e.hold_all_but(z, h);
+        }
+        e.base_counters = e.a.counters();
+        for (i, s) in e.snaps.iter_mut().enumerate() {
+            *s = e.a.cpu_zone_counters(i / nzones, i % nzones);
+        }
+    }
     if spec.page_cache {
         for z in 0..nzones {
             e.page_cache_grow(z);
@@ -503,6 +522,34 @@ impl Engine<'_> {
                 self.out.free_trips.push(sample);
             } else {
                 self.out.alloc_trips.push(sample);
+            }
+        }
+    }
+
+    /// The headroom model: the rest of the system takes order-10 blocks of zone `z` until
+    /// its free pages are down to `headroom` above the high watermark, and keeps them for
+    /// the whole run (memory kswapd cannot give back while the workload runs). Not charged
+    /// to any CPU; the row's counters start after it.
+    fn hold_all_but(&mut self, z: usize, headroom: u64) {
+        let info = self.a.zone_info(z);
+        let target = info.wmark[2].saturating_add(headroom);
+        let cpu = self.cache_cpu[z];
+        let mut free = info.free;
+        while free >= target + 1024 {
+            match self
+                .a
+                .alloc_on(cpu, 10, Gfp::USER | Gfp::NORETRY, Some(info.node))
+            {
+                Ok(f) if self.a.zone_of_pfn(f.pfn) == Some(z) => {
+                    self.out.held_pages += 1024;
+                    free -= 1024;
+                    // Held to the end of the run: leaked on purpose, never freed.
+                }
+                Ok(f) => {
+                    self.a.free_on(cpu, f).expect("just allocated");
+                    break;
+                }
+                Err(_) => break,
             }
         }
     }
@@ -825,7 +872,7 @@ impl Engine<'_> {
         let pcp = self.a.nr_pcp_pages();
         self.out.pcp_peak = self.out.pcp_peak.max(pcp);
         self.out.pcp_final = pcp;
-        self.out.counters = self.a.counters();
+        self.out.counters = self.a.counters().since(&self.base_counters);
         self.out.makespan_ns = self.cpus.iter().map(|v| v.end).max().unwrap_or(0);
         self.out.lock_wait_ns = self.cpus.iter().map(|v| v.wait).sum();
         self.out.busy_ns = self.cpus.iter().map(|v| v.busy).sum();

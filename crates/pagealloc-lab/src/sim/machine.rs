@@ -271,6 +271,19 @@ pub const MACHINES: &[Machine] = &[
         cost: SKX_COST,
     },
     Machine {
+        name: "skx-4s-768",
+        description:
+            "Skylake-SP, 4 sockets, 224 CPUs, 768 GiB, 38.5 MiB LLC/socket (parallel free)",
+        // The spec gives the parallel-free box as skx with 768 GiB and 4 sockets; the
+        // sockets are skx-2s-112's (28 cores, 56 threads, 38.5 MiB LLC each), four of them.
+        cpus: 224,
+        sockets: 4,
+        nodes: 4,
+        mem_bytes: 768 * GIB,
+        llc_per_socket: 77 * MIB / 2,
+        cost: SKX_COST,
+    },
+    Machine {
         name: "sn2-28n-56",
         description: "SGI Altix-class, 28 nodes of 2 CPUs, 96 GiB, 6 MiB L3 per CPU",
         cpus: 56,

@@ -36,11 +36,11 @@
 //! changed. Score: 100 / makespan; the task count ([`Op::Exit`]) is the work.
 //!
 //! What the synthesis leaves out, and why (docs/sim-cost-model.md §4.3): the page cache
-//! (a kernel build's few GiB of file pages do not bring 512 GiB near the watermarks, and
-//! the published patch5 → patch7 gain needs a zone that is not under pressure: refills
-//! stop raising `high` under pressure), make's serial phases, and time — the
-//! synthetic build compresses minutes of allocation into well under a second of
-//! virtual time, so the 1 s decay tick hardly runs.
+//! as such (the simulator's headroom model stands for the memory the rest of the
+//! machine holds: the published patch9 row needs the zone near its high watermark),
+//! make's serial phases, and time — the synthetic build compresses minutes of
+//! allocation into well under a second of virtual time, so the 1 s decay tick hardly
+//! runs.
 //!
 //! [`Op::Exit`]: super::Op::Exit
 
