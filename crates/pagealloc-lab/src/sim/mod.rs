@@ -21,9 +21,10 @@
 //! `docs/sim-cost-model.md` documents every parameter and what the simulator cannot see.
 //!
 //! # Determinism
-//! A run is a function of (workload and parameters, machine, memory scale, cost model,
-//! config, root seed): the same inputs give the same [`Row::trace_hash`]. A failing run
-//! reports the seed and the command that replays it ([`SimError`]).
+//! A run is a function of (workload and parameters, machine, memory scale, headroom and
+//! page-cache models, cost model, config, root seed): the same inputs give the same
+//! [`Row::trace_hash`]. A failing run reports the seed and the command that replays it
+//! ([`SimError`]).
 
 mod cache;
 pub mod calibrate;
