@@ -64,9 +64,16 @@ fn kbuild(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
     crate::report::normalise(&mut rows);
     let mut intro = format!(
         "The simulator (docs/sim-cost-model.md): `make -j112` on socket 0 of spr-2s-224, \
-         112 virtual CPUs, memory scale {mem_scale}, seed {}, kbuild parameters {}. \
+         112 virtual CPUs, memory scale {mem_scale}, {}, seed {}, kbuild parameters {}. \
          Our normalised rows, then beside the published table (build time = 100 × \
          makespan / base makespan):\n\n```\n{}```\n",
+        match o.headroom.mib("kbuild") {
+            Some(h) => format!(
+                "free memory at the start {h} MiB above the high watermark (divided by the \
+                 memory scale; the headroom model)"
+            ),
+            None => "all memory free".to_owned(),
+        },
         o.seed,
         w.params()
             .iter()
