@@ -526,61 +526,56 @@ impl Engine<'_> {
         }
     }
 
-    /// The headroom model: the rest of the system takes order-10 blocks of zone `z` until
-    /// its free pages are down to `headroom` above the high watermark, and keeps them for
-    /// the whole run (memory kswapd cannot give back while the workload runs). Not charged
-    /// to any CPU; the row's counters start after it.
-    fn hold_all_but(&mut self, z: usize, headroom: u64) {
+    /// Takes order-10 blocks of zone `z` on its home CPU until its free pages are below
+    /// `target + 1024`, and returns them with the count of blocks that came from another
+    /// zone (a fallback: given back at once, and the taking stops).
+    fn take_blocks(&mut self, z: usize, target: u64) -> (Vec<Frame>, u64) {
         let info = self.a.zone_info(z);
-        let target = info.wmark[2].saturating_add(headroom);
         let cpu = self.cache_cpu[z];
         let mut free = info.free;
-        while free >= target + 1024 {
+        let mut blocks = Vec::new();
+        let mut strays = 0;
+        while free >= target.saturating_add(1024) {
             match self
                 .a
                 .alloc_on(cpu, 10, Gfp::USER | Gfp::NORETRY, Some(info.node))
             {
                 Ok(f) if self.a.zone_of_pfn(f.pfn) == Some(z) => {
-                    self.out.held_pages += 1024;
+                    blocks.push(f);
                     free -= 1024;
-                    // Held to the end of the run: leaked on purpose, never freed.
                 }
                 Ok(f) => {
                     self.a.free_on(cpu, f).expect("just allocated");
+                    strays += 1;
                     break;
                 }
                 Err(_) => break,
             }
         }
+        (blocks, strays)
+    }
+
+    /// The headroom model: the rest of the system takes order-10 blocks of zone `z` until
+    /// its free pages are down to `headroom` above the high watermark, and keeps them for
+    /// the whole run (memory kswapd cannot give back while the workload runs). Not charged
+    /// to any CPU; the row's counters start after it.
+    fn hold_all_but(&mut self, z: usize, headroom: u64) {
+        let target = self.a.zone_info(z).wmark[2].saturating_add(headroom);
+        // Held to the end of the run: never freed.
+        let (held, _) = self.take_blocks(z, target);
+        self.out.held_pages += held.len() as u64 * 1024;
     }
 
     /// The page cache grows back: take order-10 blocks from zone `z` until its free
     /// pages are down to the high watermark (a build machine's memory is full of page
     /// cache; kswapd keeps free pages between the low and the high watermark).
     fn page_cache_grow(&mut self, z: usize) {
-        let info = self.a.zone_info(z);
-        let high = info.wmark[2];
+        let high = self.a.zone_info(z).wmark[2];
+        let (blocks, strays) = self.take_blocks(z, high);
+        self.out.cache_alloc_pages += (blocks.len() as u64 + strays) * 1024;
+        self.out.cache_free_pages += strays * 1024;
+        self.cache_blocks[z].extend(blocks);
         let cpu = self.cache_cpu[z];
-        let mut free = info.free;
-        while free >= high + 1024 {
-            match self
-                .a
-                .alloc_on(cpu, 10, Gfp::USER | Gfp::NORETRY, Some(info.node))
-            {
-                Ok(f) if self.a.zone_of_pfn(f.pfn) == Some(z) => {
-                    self.cache_blocks[z].push(f);
-                    self.out.cache_alloc_pages += 1024;
-                    free -= 1024;
-                }
-                Ok(f) => {
-                    self.a.free_on(cpu, f).expect("just allocated");
-                    self.out.cache_alloc_pages += 1024;
-                    self.out.cache_free_pages += 1024;
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
         self.snaps[cpu * self.nzones + z] = self.a.cpu_zone_counters(cpu, z);
     }
 
