@@ -156,10 +156,7 @@ fn describe(o: &SimOptions, w: &dyn Workload) -> String {
         m.description,
         o.mem_scale,
         (m.pages_per_node(o.mem_scale).unwrap_or(0) * 4096) >> 20,
-        match o.headroom.mib(w.name()) {
-            Some(h) => format!("free at start: {h} MiB above the high watermark"),
-            None => "all free at start".to_owned(),
-        },
+        o.headroom.describe(w.name()),
         w.name(),
         o.cpus.unwrap_or_else(|| m.default_workload_cpus(w.name())),
         o.seed

@@ -97,6 +97,14 @@ impl Headroom {
             Headroom::Mib(m) => Some(m),
         }
     }
+
+    /// One phrase for run headers and reports: what is free at the start.
+    pub fn describe(self, workload: &str) -> String {
+        match self.mib(workload) {
+            Some(h) => format!("free memory at the start {h} MiB above the high watermark"),
+            None => "all memory free at the start".to_owned(),
+        }
+    }
 }
 
 impl std::str::FromStr for Headroom {

@@ -67,13 +67,10 @@ fn kbuild(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
          112 virtual CPUs, memory scale {mem_scale}, {}, seed {}, kbuild parameters {}. \
          Our normalised rows, then beside the published table (build time = 100 × \
          makespan / base makespan):\n\n```\n{}```\n",
-        match o.headroom.mib("kbuild") {
-            Some(h) => format!(
-                "free memory at the start {h} MiB above the high watermark (divided by the \
-                 memory scale; the headroom model)"
-            ),
-            None => "all memory free".to_owned(),
-        },
+        format!(
+            "{} (divided by the memory scale; the headroom model)",
+            o.headroom.describe("kbuild")
+        ),
         o.seed,
         w.params()
             .iter()
