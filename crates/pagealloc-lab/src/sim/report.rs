@@ -64,13 +64,11 @@ fn kbuild(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
     crate::report::normalise(&mut rows);
     let mut intro = format!(
         "The simulator (docs/sim-cost-model.md): `make -j112` on socket 0 of spr-2s-224, \
-         112 virtual CPUs, memory scale {mem_scale}, {}, seed {}, kbuild parameters {}. \
+         112 virtual CPUs, memory scale {mem_scale}, {} (divided by the memory scale; the \
+         headroom model), seed {}, kbuild parameters {}. \
          Our normalised rows, then beside the published table (build time = 100 × \
          makespan / base makespan):\n\n```\n{}```\n",
-        format!(
-            "{} (divided by the memory scale; the headroom model)",
-            o.headroom.describe("kbuild")
-        ),
+        o.headroom.describe("kbuild"),
         o.seed,
         w.params()
             .iter()
