@@ -4,44 +4,9 @@
 //! `vm.watermark_scale_factor`, CPUs per node), and compare them one by one.
 //! On a machine without `/proc/zoneinfo` (not Linux) there is nothing to compare.
 
+use pagealloc::os::zoneinfo::KernelZoneinfo;
 use pagealloc::tune::{high_bounds, zone_batchsize};
 use pagealloc::zone_wmarks;
-
-#[derive(Debug, Default)]
-struct KZone {
-    node: usize,
-    name: String,
-    min: u64,
-    low: u64,
-    boost: u64,
-    managed: u64,
-    pcp: Vec<(i32, i32, i32)>, // batch, high_min, high_max
-}
-
-fn parse() -> Option<Vec<KZone>> {
-    let text = std::fs::read_to_string("/proc/zoneinfo").ok()?;
-    let mut zones: Vec<KZone> = Vec::new();
-    let (mut batch, mut hmin) = (0, 0);
-    for line in text.lines() {
-        let w: Vec<&str> = line.split_whitespace().collect();
-        match w.as_slice() {
-            ["Node", n, "zone", name] => zones.push(KZone {
-                node: n.trim_end_matches(',').parse().ok()?,
-                name: name.to_string(),
-                ..Default::default()
-            }),
-            ["min", v] => zones.last_mut()?.min = v.parse().ok()?,
-            ["low", v] => zones.last_mut()?.low = v.parse().ok()?,
-            ["boost", v] => zones.last_mut()?.boost = v.parse().ok()?,
-            ["managed", v] => zones.last_mut()?.managed = v.parse().ok()?,
-            ["batch:", v] => batch = v.parse().ok()?,
-            ["high_min:", v] => hmin = v.parse().ok()?,
-            ["high_max:", v] => zones.last_mut()?.pcp.push((batch, hmin, v.parse().ok()?)),
-            _ => {}
-        }
-    }
-    Some(zones)
-}
 
 fn read_u64(p: &str) -> Option<u64> {
     std::fs::read_to_string(p).ok()?.trim().parse().ok()
@@ -49,9 +14,12 @@ fn read_u64(p: &str) -> Option<u64> {
 
 #[test]
 fn our_sizing_matches_the_live_kernel() {
-    let Some(zones) = parse() else {
-        eprintln!("no /proc/zoneinfo: nothing to compare");
-        return;
+    let zones = match KernelZoneinfo::read() {
+        Ok(z) => z.zones,
+        Err(e) => {
+            eprintln!("{e}: nothing to compare");
+            return;
+        }
     };
     let (Some(mfk), Some(wsf)) = (
         read_u64("/proc/sys/vm/min_free_kbytes"),
@@ -65,7 +33,7 @@ fn our_sizing_matches_the_live_kernel() {
     }
     let host = pagealloc::os::sysfs::HostTopology::read().unwrap();
     let online = host.cpus.iter().filter(|c| c.online).count() as u32;
-    let populated: Vec<&KZone> = zones.iter().filter(|z| z.managed > 0).collect();
+    let populated: Vec<_> = zones.iter().filter(|z| z.populated()).collect();
     // lowmem: every zone but Movable (no highmem on 64-bit)
     let lowmem: u64 = populated
         .iter()
@@ -106,10 +74,14 @@ fn our_sizing_matches_the_live_kernel() {
         );
         let batch = zone_batchsize(z.managed);
         let (hmin, hmax) = high_bounds(w[1], z.managed, batch, node_cpus, 0, online, 0, true);
-        for &(kb, kmin, kmax) in &z.pcp {
+        for p in &z.pagesets {
             assert_eq!(
-                (batch, hmin, hmax),
-                (kb, kmin, kmax),
+                (
+                    i64::from(batch),
+                    Some(i64::from(hmin)),
+                    Some(i64::from(hmax))
+                ),
+                (p.batch, p.high_min, p.high_max),
                 "zone {} of node {}",
                 z.name,
                 z.node

@@ -4,6 +4,8 @@
 //! `no_std`:
 //!
 //! - [`sysfs`]: CPU / NUMA node / last-level-cache topology read from sysfs;
+//! - [`zoneinfo`]: the running kernel's zones and per-CPU pagesets, parsed from
+//!   `/proc/zoneinfo`;
 //! - [`mmap`]: anonymous memory regions whose 4 KiB frames have real
 //!   addresses (optionally backed by transparent or hugetlbfs huge pages);
 //! - [`current_cpu`] and [`monotonic_ns`]: the CPU the caller runs on and a
@@ -11,6 +13,7 @@
 
 pub mod mmap;
 pub mod sysfs;
+pub mod zoneinfo;
 
 /// The CPU the calling thread is running on right now (`sched_getcpu(3)`).
 ///
