@@ -1,7 +1,7 @@
 //! The pagealloc laboratory.
 //!
 //! The lab runs the page-allocation patterns of the Linux PCP series' measurements
-//! (`/work/shared/spec/workloads.md`) on two executors: real pinned threads, and a
+//! (published figures: docs/sim-cost-model.md §4) on two executors: real pinned threads, and a
 //! deterministic discrete-event simulator of hundreds of virtual CPUs. Both run the same
 //! workload definitions, which live in [`workload`].
 //!

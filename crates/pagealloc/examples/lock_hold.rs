@@ -1,5 +1,5 @@
 //! Zone-lock hold time per refill and per drain, merge skipping + clustered refill on vs
-//! off (Aaron Lu's RFC, spec Appendix A), on a page_fault1-like loop: each thread
+//! off (Aaron Lu's RFC, docs/mechanisms.md Appendix A), on a page_fault1-like loop: each thread
 //! allocates N order-0 pages, then frees them, repeatedly (will-it-scale page_fault1
 //! maps, touches and unmaps 128 MiB per iteration).
 //!

@@ -352,7 +352,7 @@ impl Allocator {
         self.cpus.iter().filter(|c| c.online.load(Relaxed)).count() as u32
     }
 
-    /// `zone_pcp_update` for every zone (spec §2.2): recompute (high_min, high_max, batch)
+    /// `zone_pcp_update` for every zone (docs/mechanisms.md §2.2): recompute (high_min, high_max, batch)
     /// and write them into every CPU's pageset when they changed. Offline CPUs get the
     /// boot pageset (0, 0, 1): nothing is cached on them.
     fn update_all_pcp_sizes(&self, init: bool) {
@@ -473,10 +473,10 @@ impl Allocator {
         self.alloc_slowpath(cpu, node, order, mt, gfp)
     }
 
-    /// `get_page_from_freelist` (spec §6.4): walk the zonelist; BELOW_HIGH detection,
+    /// `get_page_from_freelist` (docs/mechanisms.md §6.4): walk the zonelist; BELOW_HIGH detection,
     /// the watermark test, then `rmqueue`.
     ///
-    /// With the zonelist full-zone cache (spec §8, 2.6.24 form): once the first zone
+    /// With the zonelist full-zone cache (docs/mechanisms.md §8, 2.6.24 form): once the first zone
     /// failed, the cache is set up (and wiped if older than a second) and zones found
     /// full recently are skipped; every zone that fails is marked full; a walk that found
     /// nothing with the cache walks once more without it. Without the cache the only
@@ -585,7 +585,7 @@ impl Allocator {
         self.zonelists.get(node).map_or(&[], |z| &z[..])
     }
 
-    /// `rmqueue` (spec §4.1).
+    /// `rmqueue` (docs/mechanisms.md §4.1).
     #[inline]
     fn rmqueue(
         &self,
@@ -630,7 +630,7 @@ impl Allocator {
         f(&mut b)
     }
 
-    /// `rmqueue_buddy` (spec §4.5).
+    /// `rmqueue_buddy` (docs/mechanisms.md §4.5).
     #[cold]
     fn rmqueue_buddy(
         &self,

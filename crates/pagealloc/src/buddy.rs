@@ -1,6 +1,6 @@
 //! The buddy allocator of one zone: free areas per order and migratetype, split
 //! (`expand`), merge (`__free_one_page`), fallback and pageblock stealing, and the
-//! high-atomic reserve (spec §7, 6.10+ behaviour with the 6.7/6.8 forms as switches).
+//! high-atomic reserve (docs/mechanisms.md §7, 6.10+ behaviour with the 6.7/6.8 forms as switches).
 //!
 //! # Locking rules
 //! Everything here runs with the zone lock held: a [`Buddy`] is built from the
@@ -45,7 +45,7 @@ impl FreeArea {
     }
 }
 
-/// `fallbacks[]` (spec §7.3).
+/// `fallbacks[]` (docs/mechanisms.md §7.3).
 const FALLBACKS: [[MigrateType; 2]; 3] = [
     [MigrateType::Reclaimable, MigrateType::Movable],
     [MigrateType::Reclaimable, MigrateType::Unmovable],
@@ -153,7 +153,7 @@ impl Buddy<'_> {
         e.state() == State::Buddy && e.order() == order
     }
 
-    /// `__free_one_page` (spec §7.1): merge upward as far as possible and insert, at the
+    /// `__free_one_page` (docs/mechanisms.md §7.1): merge upward as far as possible and insert, at the
     /// tail when the merge of the next level is likely.
     pub(crate) fn free_one(&mut self, mut pfn: u64, mut order: u8, mt: MigrateType, to_tail: bool) {
         if order == 0 && self.cfg.clustered_refill {
@@ -240,7 +240,7 @@ impl Buddy<'_> {
         added
     }
 
-    /// `__rmqueue_smallest` (spec §7.2).
+    /// `__rmqueue_smallest` (docs/mechanisms.md §7.2).
     pub(crate) fn smallest(&mut self, order: u8, mt: MigrateType) -> Option<u64> {
         for cur in order..=MAX_ORDER {
             let Some(i) = self.inner.free.lists[cur as usize][mt as usize].head() else {
@@ -275,7 +275,7 @@ impl Buddy<'_> {
         self.fallback(order, mt, aflags)
     }
 
-    /// `__rmqueue_fallback` (spec §7.3): the largest fallback block first, so that a
+    /// `__rmqueue_fallback` (docs/mechanisms.md §7.3): the largest fallback block first, so that a
     /// whole pageblock can be claimed; a movable request that cannot claim takes the
     /// smallest block instead.
     fn fallback(&mut self, order: u8, start: MigrateType, aflags: u32) -> Option<u64> {
@@ -376,7 +376,7 @@ impl Buddy<'_> {
         }
     }
 
-    /// `boost_watermark` (spec §6.1).
+    /// `boost_watermark` (docs/mechanisms.md §6.1).
     fn boost_watermark(&mut self) -> bool {
         let f = self.cfg.watermark_boost_factor as u64;
         if f == 0 || PB_PAGES * 4 > self.z.managed {
@@ -456,7 +456,7 @@ impl Buddy<'_> {
     }
 
     /// `rmqueue_buddy` under the lock: HIGHATOMIC first for ALLOC_HIGHATOMIC, then the
-    /// normal path, then HIGHATOMIC for non-blocking requests (spec §4.5).
+    /// normal path, then HIGHATOMIC for non-blocking requests (docs/mechanisms.md §4.5).
     pub(crate) fn take_direct(&mut self, order: u8, mt: MigrateType, aflags: u32) -> Option<u64> {
         if aflags & ALLOC_HIGHATOMIC != 0 {
             if let Some(p) = self.smallest(order, MigrateType::HighAtomic) {
@@ -472,7 +472,7 @@ impl Buddy<'_> {
         None
     }
 
-    /// `reserve_highatomic_pageblock` (spec §7.3): after a successful high-order atomic
+    /// `reserve_highatomic_pageblock` (docs/mechanisms.md §7.3): after a successful high-order atomic
     /// allocation, reserve its pageblock, up to about 1 % of the zone.
     pub(crate) fn reserve_highatomic(&mut self, pfn: u64, order: u8) {
         let managed = self.z.managed;

@@ -3,7 +3,7 @@
 //!
 //! # Presets
 //! Cumulative, like the kernel series ("[PATCH -V3 0/9] mm: PCP high auto-tuning", whose
-//! steps the seeds measured; names from `shared/spec/workloads.md`):
+//! steps the seeds measured; the lab's reports use the same names; docs/mechanisms.md §10):
 //!
 //! | name | adds | kernel |
 //! |---|---|---|

@@ -18,7 +18,7 @@
 //! print!("{}", a.zoneinfo());
 //! ```
 //!
-//! The reference for every formula is `shared/spec/linux-pcp.md` (cited by section in
+//! The reference for every formula is the repository's `docs/mechanisms.md` (cited by section in
 //! the docs); kernel names (`rmqueue_pcplist`, `nr_pcp_high`, `free_pcppages_bulk`, …)
 //! are kept so a kernel reviewer can map this code to `mm/page_alloc.c`.
 //!

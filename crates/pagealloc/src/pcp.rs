@@ -34,7 +34,7 @@ pub const NR_PCP_LISTS: usize = 14;
 #[derive(Debug)]
 pub(crate) struct Pcp {
     pub(crate) st: PcpState,
-    /// NUMA remote-pcp countdown (spec §5.3).
+    /// NUMA remote-pcp countdown (docs/mechanisms.md §5.3).
     pub(crate) expire: u8,
     /// Used since the last tick (stands for "folded a counter delta").
     pub(crate) active: bool,
@@ -72,7 +72,7 @@ impl PcpSlot {
     }
 }
 
-/// `order_to_pindex` (spec §1.4); `mt` is a pcp type (0..=2).
+/// `order_to_pindex` (docs/mechanisms.md §1.4); `mt` is a pcp type (0..=2).
 #[inline]
 pub(crate) fn pindex(order: u8, mt: MigrateType, thp_lists: u8) -> usize {
     if order <= 3 {
@@ -104,7 +104,7 @@ impl Allocator {
         self.cfg.pcp && (order <= 3 || (order == THP_ORDER && self.cfg.thp))
     }
 
-    /// `rmqueue_pcplist` (spec §4.2): `None` if the pcp is busy or the zone is empty.
+    /// `rmqueue_pcplist` (docs/mechanisms.md §4.2): `None` if the pcp is busy or the zone is empty.
     #[inline]
     pub(crate) fn rmqueue_pcplist(
         &self,
@@ -178,7 +178,7 @@ impl Allocator {
         }
     }
 
-    /// `rmqueue_bulk` (spec §4.4): `n` blocks under one zone-lock hold, appended to the
+    /// `rmqueue_bulk` (docs/mechanisms.md §4.4): `n` blocks under one zone-lock hold, appended to the
     /// tail of list `pi`. Returns blocks taken.
     ///
     /// With clustered refill (order 0), whole clusters are first cut off the order-0
@@ -252,7 +252,7 @@ impl Allocator {
         got
     }
 
-    /// `free_unref_page` (spec §3.1) for a block whose ownership the caller proved.
+    /// `free_unref_page` (docs/mechanisms.md §3.1) for a block whose ownership the caller proved.
     #[inline]
     pub(crate) fn free_unref_page(&self, cpu: usize, zone: &Zone, pfn: u64, order: u8) {
         if !self.pcp_allowed(order) {
@@ -274,7 +274,7 @@ impl Allocator {
         }
     }
 
-    /// `free_unref_page_commit` (spec §3.2), in the kernel's order of operations.
+    /// `free_unref_page_commit` (docs/mechanisms.md §3.2), in the kernel's order of operations.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn commit_free(
@@ -334,7 +334,7 @@ impl Allocator {
         self.reclaim_progress(zone);
     }
 
-    /// `free_pcppages_bulk` (spec §3.6): `n` pages from the list tails, round robin from
+    /// `free_pcppages_bulk` (docs/mechanisms.md §3.6): `n` pages from the list tails, round robin from
     /// list `start`, under one zone-lock hold.
     pub(crate) fn free_pcppages_bulk(
         &self,
@@ -406,7 +406,7 @@ impl Allocator {
             .add((moved_before - pcp.st.count) as u64);
     }
 
-    /// `drain_pages_zone` (spec §5.4): empty one CPU's pageset of a zone, in chunks of
+    /// `drain_pages_zone` (docs/mechanisms.md §5.4): empty one CPU's pageset of a zone, in chunks of
     /// `batch << SCALE` (6.10+) or in one hold (≤ 6.9).
     pub(crate) fn drain_pages_zone(&self, cpu: usize, zone: &Zone) {
         let slot = self.slot(cpu, zone.idx);
@@ -430,7 +430,7 @@ impl Allocator {
         self.reclaim_progress(zone);
     }
 
-    /// The per-CPU part of `refresh_cpu_vm_stats` (spec §5.2, §5.3): decay `high`, return
+    /// The per-CPU part of `refresh_cpu_vm_stats` (docs/mechanisms.md §5.2, §5.3): decay `high`, return
     /// the excess, and drain remote-node pcps idle for 3 ticks. True if work remains.
     pub(crate) fn tick_zone(&self, cpu: usize, zone: &Zone) -> bool {
         let slot = self.slot(cpu, zone.idx);

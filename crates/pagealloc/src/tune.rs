@@ -7,7 +7,7 @@
 //! [`PcpState`]; the zone flags they test are in [`ZoneFlags`]; the switches of the series
 //! are in [`Tune`]. The pageset code (`pcp.rs`) calls these with the pcp lock held and acts
 //! on the answers (moves pages), so each formula can be table-tested alone against
-//! `shared/spec/linux-pcp.md` (§2–§5, cited per function).
+//! `docs/mechanisms.md` (§2–§5, cited per function).
 //!
 //! Partners: [`on_free`] raises `free_count` and halves `alloc_factor`; [`on_alloc`]
 //! halves `free_count`; [`nr_pcp_alloc`] raises `alloc_factor` and `high`;
@@ -93,11 +93,11 @@ impl Tune {
 }
 
 fn clamp(x: i32, lo: i32, hi: i32) -> i32 {
-    // The kernel's clamp: if lo > hi the answer is hi (spec §0.3).
+    // The kernel's clamp: if lo > hi the answer is hi (docs/mechanisms.md §0.3).
     x.max(lo).min(hi)
 }
 
-/// `zone_batchsize` (spec §2.1): `2^n - 1` pages, about 0.1 % of the zone up to 1 MiB/4.
+/// `zone_batchsize` (docs/mechanisms.md §2.1): `2^n - 1` pages, about 0.1 % of the zone up to 1 MiB/4.
 pub fn zone_batchsize(managed: u64) -> i32 {
     let mut b = (managed >> 10).min((1024 * 1024 / crate::frame::PAGE_SIZE) as u64) as i64;
     b /= 4;
@@ -110,7 +110,7 @@ pub fn zone_batchsize(managed: u64) -> i32 {
     (r as i32 - 1).max(1)
 }
 
-/// `zone_highsize` (spec §2.2): `max(total / cpus, batch * 4)` where `total` is the low
+/// `zone_highsize` (docs/mechanisms.md §2.2): `max(total / cpus, batch * 4)` where `total` is the low
 /// watermark (fraction 0) or `managed / fraction`, and `cpus` the CPUs of the zone's node
 /// (plus one coming online; all online CPUs for a memory-only node).
 pub fn zone_highsize(
@@ -134,7 +134,7 @@ pub fn zone_highsize(
     ((total / n as u64).min(i32::MAX as u64) as i32).max(batch * 4)
 }
 
-/// `(high_min, high_max)` for a zone (spec §2.2, `zone_set_pageset_high_and_batch`).
+/// `(high_min, high_max)` for a zone (docs/mechanisms.md §2.2, `zone_set_pageset_high_and_batch`).
 /// Without auto-tuning (v6.6) both are the low-watermark share, the old fixed `high`.
 #[allow(clippy::too_many_arguments)]
 pub fn high_bounds(
@@ -169,7 +169,7 @@ pub fn high_bounds(
     }
 }
 
-/// `PCPF_FREE_HIGH_BATCH` from the per-CPU data-cache slice (spec §3.3,
+/// `PCPF_FREE_HIGH_BATCH` from the per-CPU data-cache slice (docs/mechanisms.md §3.3,
 /// `zone_pcp_update_cacheinfo`): set when the slice holds more than three batches.
 pub fn free_high_batch(slice_bytes: u64, batch: i32) -> bool {
     (slice_bytes >> crate::frame::PAGE_SHIFT) > 3 * batch.max(0) as u64
@@ -185,7 +185,7 @@ pub struct FreeDecision {
     pub drain: i32,
 }
 
-/// The tuning half of `free_unref_page_commit` (spec §3.2), called after the page was
+/// The tuning half of `free_unref_page_commit` (docs/mechanisms.md §3.2), called after the page was
 /// put on its list and `count` raised. Halves `alloc_factor`, detects free_high, raises
 /// `free_count`, computes the limit ([`nr_pcp_high`]) and the drain ([`nr_pcp_free`]).
 pub fn on_free(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDecision {
@@ -222,7 +222,7 @@ pub fn on_free(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDec
     FreeDecision { free_high, drain }
 }
 
-/// The allocation-side bookkeeping of `rmqueue_pcplist` (spec §4.2): every pcp allocation
+/// The allocation-side bookkeeping of `rmqueue_pcplist` (docs/mechanisms.md §4.2): every pcp allocation
 /// halves `free_count` (v6.6 .. V3 8/9: `free_factor`).
 #[inline]
 pub fn on_alloc(st: &mut PcpState, t: &Tune) {
@@ -243,7 +243,7 @@ fn pressure_step(st: &PcpState, t: &Tune) -> i32 {
     }
 }
 
-/// `nr_pcp_high` (spec §3.4): the count at which a free drains; may move `high`.
+/// `nr_pcp_high` (docs/mechanisms.md §3.4): the count at which a free drains; may move `high`.
 pub fn nr_pcp_high(st: &mut PcpState, zf: ZoneFlags, free_high: bool, t: &Tune) -> i32 {
     let (high_min, high_max, batch) = (st.high_min, st.high_max, st.batch);
     st.high = clamp(st.high, high_min, high_max);
@@ -284,7 +284,7 @@ pub fn nr_pcp_high(st: &mut PcpState, zf: ZoneFlags, free_high: bool, t: &Tune) 
     h
 }
 
-/// `nr_pcp_free` (spec §3.5, and v6.6's free_factor form): pages one drain frees.
+/// `nr_pcp_free` (docs/mechanisms.md §3.5, and v6.6's free_factor form): pages one drain frees.
 pub fn nr_pcp_free(st: &mut PcpState, limit: i32, free_high: bool, t: &Tune) -> i32 {
     let batch = st.batch;
     if free_high {
@@ -320,7 +320,7 @@ pub fn nr_pcp_free(st: &mut PcpState, limit: i32, free_high: bool, t: &Tune) -> 
     clamp(n, min_nr, max_nr)
 }
 
-/// `nr_pcp_alloc` (spec §4.3): blocks of `order` to take from the zone in one refill.
+/// `nr_pcp_alloc` (docs/mechanisms.md §4.3): blocks of `order` to take from the zone in one refill.
 /// Raises `high` (auto-tuning, zone healthy) and `alloc_factor` (order 0).
 pub fn nr_pcp_alloc(st: &mut PcpState, zf: ZoneFlags, order: u8, t: &Tune) -> i32 {
     let base = st.batch;
@@ -374,7 +374,7 @@ pub struct Decay {
     pub todo: bool,
 }
 
-/// `decay_pcp_high` (spec §5.2): `high` loses 1/8 per tick down to high_min, never more
+/// `decay_pcp_high` (docs/mechanisms.md §5.2): `high` loses 1/8 per tick down to high_min, never more
 /// than one maximal drain below `count`; the excess above `high` is returned.
 /// With `count_min` (V2 09/10, non-mainline) only pages that stayed idle since the last
 /// tick are decayed: `high - min(count_min, high >> 3)`.
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn batch_per_zone_size() {
-        // spec §2.1 table
+        // docs/mechanisms.md §2.1 table
         let mib = |m: u64| m * 256;
         for (size, batch) in [
             (mib(16), 1),
@@ -440,7 +440,7 @@ mod tests {
 
     #[test]
     fn high_min_max_worked_example() {
-        // spec §2.4: one node, 8 CPUs, 4 GiB zone: LOW = 3096, batch 63.
+        // docs/mechanisms.md §2.4: one node, 8 CPUs, 4 GiB zone: LOW = 3096, batch 63.
         let m = 1_048_576;
         let b = zone_batchsize(m);
         assert_eq!(b, 63);
@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn refill_sizes_grow_63_to_2016() {
-        // spec §4.3: batch 63, healthy zone, order 0: 63, 126, 252, 504, 1008, 2016.
+        // docs/mechanisms.md §4.3: batch 63, healthy zone, order 0: 63, 126, 252, 504, 1008, 2016.
         let t = tune(Preset::Linux612);
         let mut st = PcpState {
             batch: 63,
@@ -641,7 +641,7 @@ mod tests {
 
     #[test]
     fn free_high_conditions() {
-        // spec §3.3: all of order 1..=3, previous free order 1..=3, free_count >= batch,
+        // docs/mechanisms.md §3.3: all of order 1..=3, previous free order 1..=3, free_count >= batch,
         // and with FREE_HIGH_BATCH count >= batch.
         let t = tune(Preset::Linux612);
         let z = healthy();
@@ -700,7 +700,7 @@ mod tests {
 
     #[test]
     fn process_exit_does_not_drain() {
-        // spec §3.7: thousands of order-0 frees, then one order-1 free (the PGD).
+        // docs/mechanisms.md §3.7: thousands of order-0 frees, then one order-1 free (the PGD).
         let t = tune(Preset::Linux612);
         let mut st = PcpState {
             batch: 63,

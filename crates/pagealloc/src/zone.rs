@@ -289,7 +289,7 @@ impl Zone {
         u
     }
 
-    /// `__zone_watermark_ok` (spec §6.2). `lowmem_reserve` is not modelled (0).
+    /// `__zone_watermark_ok` (docs/mechanisms.md §6.2). `lowmem_reserve` is not modelled (0).
     pub(crate) fn watermark_ok(&self, order: u8, mark: u64, aflags: u32, fa: bool) -> bool {
         let free = self.free_pages() as i64 - self.unusable(order, aflags, fa) as i64;
         let mut m = mark as i64;
@@ -393,7 +393,7 @@ impl fmt::Debug for ZoneGuard<'_> {
     }
 }
 
-/// `calculate_min_free_kbytes` (spec §6.1): `isqrt(lowmem_kb * 16)` clamped to
+/// `calculate_min_free_kbytes` (docs/mechanisms.md §6.1): `isqrt(lowmem_kb * 16)` clamped to
 /// 128..=262144, raised to khugepaged's recommendation with THP.
 pub fn min_free_kbytes(lowmem_pages: u64, nr_zones: u64, thp: bool) -> u64 {
     let lowmem_kb = lowmem_pages * 4;
@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn worked_watermarks() {
-        // spec §2.4: 4 GiB zone, THP off: min_free_kbytes 8192, MIN 2048, LOW 3096, HIGH 4144
+        // docs/mechanisms.md §2.4: 4 GiB zone, THP off: min_free_kbytes 8192, MIN 2048, LOW 3096, HIGH 4144
         let m = 1_048_576;
         assert_eq!(min_free_kbytes(m, 1, false), 8192);
         let w = zone_wmarks(8192 / 4, m, m, false, 10);

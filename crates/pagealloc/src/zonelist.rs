@@ -2,7 +2,7 @@
 //! first, then the others by distance (ties by node id); within a node, the highest zone
 //! first (Normal before DMA32 before DMA), as `build_zonelists` orders them.
 //!
-//! And the old zonelist full-zone cache (`zlc`, Linux 2.6.19–4.3, spec §8), a
+//! And the old zonelist full-zone cache (`zlc`, Linux 2.6.19–4.3, docs/mechanisms.md §8), a
 //! [`Config::zonelist_cache`](crate::Config::zonelist_cache) switch, non-mainline since 4.4.
 //!
 //! # Design
@@ -28,7 +28,7 @@ use core::fmt;
 /// Age after which the full-zones bitmap is wiped: one second (`HZ`), in ns.
 pub(crate) const ZLC_ZAP_NS: u64 = 1_000_000_000;
 
-/// `struct zonelist_cache` (spec §8).
+/// `struct zonelist_cache` (docs/mechanisms.md §8).
 pub(crate) struct ZonelistCache {
     /// Node of the zone at each zonelist position.
     z_to_n: Box<[u16]>,

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use crate::Row;
 
-/// The columns of `../shared/spec/workloads.md`, after the row's identity.
+/// The columns of the series' tables (docs/mechanisms.md §9.2), after the row's identity.
 pub const WORKLOAD_COLUMNS: &[&str] = &[
     "workload",
     "alloc",

@@ -2,7 +2,7 @@
 //! the tables that put the simulator beside the published numbers.
 //!
 //! # Design
-//! Two data sets from `workloads.md` ("Calibration data"):
+//! Two published data sets (docs/sim-cost-model.md §4):
 //! 1. The **batch sweep** (page_fault1 with high = 2 × batch, no free scaling) gives the
 //!    time of one zone-lock trip as a function of the pages it moves, for Sapphire
 //!    Rapids and Ice Lake. An ordinary least-squares line through the six average
@@ -67,7 +67,7 @@ pub struct KbuildRow {
     pub alloc_zone: f64,
 }
 
-/// kbuild on spr-2s-224, one socket, `make -j112` (workloads.md).
+/// kbuild on spr-2s-224, one socket, `make -j112` (docs/sim-cost-model.md §4.3).
 pub const PUBLISHED_KBUILD: [KbuildRow; 7] = [
     KbuildRow {
         config: "base",
@@ -159,7 +159,7 @@ const fn sw(
     }
 }
 
-/// The batch sweep (workloads.md): Sapphire Rapids and Ice Lake.
+/// The batch sweep (docs/sim-cost-model.md §4.4): Sapphire Rapids and Ice Lake.
 pub const PUBLISHED_SWEEP: [SweepRow; 12] = [
     sw("spr-2s-224", 63, 513_633.0, 2.33, 3.57, 2.67, 6.83),
     sw("spr-2s-224", 127, 517_617.0, 4.35, 6.65, 4.22, 13.03),

@@ -237,8 +237,7 @@ pub struct Machine {
     pub cost: CostModel,
 }
 
-/// The machines of the seed measurements (`workloads.md`, "Machines the simulator must
-/// describe").
+/// The machines of the seed measurements (docs/sim-cost-model.md §1).
 pub const MACHINES: &[Machine] = &[
     Machine {
         name: "spr-2s-224",

@@ -31,7 +31,7 @@
 //!
 //! The exit is what the series changed for kbuild: the V3 cover letter's kbuild (224
 //! CPUs, 8 × `make -j28`) measured free_high 100 → 8.8 and alloc_zone 100 → 20.0 over
-//! the series, and V3 1/9 alone 80 % fewer free_high drains (linux-pcp.md §3.7, §9.2).
+//! the series, and V3 1/9 alone 80 % fewer free_high drains (docs/mechanisms.md §3.7, §9.2).
 //! Tasks do not migrate: the exit pattern, not the migration, is what the series
 //! changed. Score: 100 / makespan; the task count ([`Op::Exit`]) is the work.
 //!
