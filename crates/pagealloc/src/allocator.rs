@@ -102,6 +102,19 @@ pub struct BulkFreeError {
     pub error: FreeError,
 }
 
+impl fmt::Display for BulkFreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bulk free refused frame {}: {}", self.index, self.error)
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for BulkFreeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
 /// What one zone of the zonelist walk gave.
 enum ZoneTry {
     /// A block.
@@ -113,6 +126,28 @@ enum ZoneTry {
 }
 
 /// A Linux-style page-frame allocator. See the crate docs.
+///
+/// The main path: build it over a [`Layout`], allocate and free as a named CPU (or as
+/// the calling thread's CPU with [`Allocator::alloc_pages`]), read the counters.
+///
+/// ```
+/// use pagealloc::{Allocator, Config, Gfp, Layout};
+///
+/// // 64 MiB (16 384 frames) on one node with 2 CPUs, Linux 6.12 behaviour.
+/// let a = Allocator::new(&Layout::single(16384, 2), Config::default())?;
+/// let page = a.alloc_on(0, 0, Gfp::USER, None)?; // CPU 0, one movable page
+/// let huge = a.alloc_on(1, 9, Gfp::USER, None)?; // CPU 1, a 2 MiB block
+/// assert_eq!(huge.pages(), 512);
+/// a.free_on(0, page)?;
+/// a.free_on(1, huge)?;
+///
+/// let c = a.counters();
+/// assert_eq!((c.pgalloc, c.pgfree), (513, 513));
+/// // Nothing is lost: free in the buddy lists + cached in pagesets = managed.
+/// assert_eq!(a.nr_free_pages() + a.nr_pcp_pages(), a.managed_pages());
+/// a.validate()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Allocator {
     pub(crate) cfg: Config,
     pub(crate) tune: Tune,
@@ -152,13 +187,41 @@ impl fmt::Debug for Allocator {
 }
 
 impl Allocator {
-    /// An allocator over `layout` with the host's CPU identity and clock.
+    /// An allocator over `layout` with the host's CPU identity and clock
+    /// ([`OsPlatform`](crate::OsPlatform)); frames are numbers only, no memory is mapped
+    /// (see [`Allocator::with_memory`] for that).
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, BuildError, Config, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::numa(2, 8192, 2), "patch7".parse()?)?;
+    /// assert_eq!((a.nr_nodes(), a.nr_cpus()), (2, 4));
+    /// // A layout with no memory is refused, not built.
+    /// let empty = Allocator::new(&Layout::single(0, 1), Config::default());
+    /// assert!(matches!(empty, Err(BuildError::Layout(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[cfg(feature = "std")]
     pub fn new(layout: &Layout, config: Config) -> Result<Allocator, BuildError> {
         Self::with_platform(layout, config, Arc::new(crate::platform::OsPlatform))
     }
 
-    /// An allocator whose CPU identity and clock come from `platform`.
+    /// An allocator whose CPU identity and clock come from `platform`: a kernel's hooks,
+    /// or a [`ManualPlatform`](crate::ManualPlatform) that a test or a simulator steers.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pagealloc::{Allocator, Config, Gfp, Layout, ManualPlatform};
+    ///
+    /// let clock = Arc::new(ManualPlatform::new());
+    /// let a = Allocator::with_platform(&Layout::single(16384, 2), Config::default(), clock.clone())?;
+    /// clock.set_cpu(1);
+    /// assert_eq!(a.current_cpu(), 1);
+    /// let f = a.alloc_pages(0, Gfp::KERNEL)?; // from CPU 1's pageset
+    /// assert_eq!(a.cpu_counters(1).pgalloc, 1);
+    /// a.free_pages(f)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_platform(
         layout: &Layout,
         config: Config,
@@ -172,7 +235,28 @@ impl Allocator {
 
     /// An allocator using a caller-supplied metadata buffer of at least
     /// `layout.metadata_size()` bytes (`layout.spanned_pages()` entries), e.g. a static
-    /// array in a kernel. The buffer's previous contents are overwritten.
+    /// array in a kernel. The buffer's previous contents are overwritten. Works without
+    /// the `std` feature; a buffer too small is refused with [`BuildError::Metadata`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pagealloc::{Allocator, BuildError, Config, Gfp, Layout, ManualPlatform, PageMeta};
+    ///
+    /// // One entry per spanned frame; a kernel would put this in its image or its early
+    /// // boot memory instead.
+    /// static META: [PageMeta; 4096] = [const { PageMeta::new() }; 4096];
+    /// let layout = Layout::single(4096, 1);
+    /// assert!(layout.metadata_size() <= core::mem::size_of_val(&META));
+    /// let hooks = Arc::new(ManualPlatform::new());
+    /// let a = Allocator::with_metadata(&layout, Config::default(), hooks.clone(), &META)?;
+    /// let f = a.alloc_pages(3, Gfp::KERNEL)?;
+    /// a.free_pages(f)?;
+    ///
+    /// static SMALL: [PageMeta; 16] = [const { PageMeta::new() }; 16];
+    /// let e = Allocator::with_metadata(&layout, Config::default(), hooks, &SMALL).unwrap_err();
+    /// assert!(matches!(e, BuildError::Metadata(4096)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_metadata(
         layout: &Layout,
         config: Config,
@@ -193,6 +277,21 @@ impl Allocator {
 
     /// An allocator over a fresh anonymous mapping that backs every frame of `layout`
     /// (frame address = region start + (pfn - lowest pfn) × 4096).
+    ///
+    /// ```
+    /// use pagealloc::os::mmap::HugePages;
+    /// use pagealloc::{Allocator, Config, Gfp, Layout, PAGE_SIZE};
+    ///
+    /// let a = Allocator::with_memory(&Layout::single(4096, 1), Config::default(), HugePages::None)?;
+    /// let f = a.alloc_on(0, 1, Gfp::KERNEL, None)?; // two pages
+    /// let p = a.frame_ptr(f).expect("memory-backed");
+    /// // SAFETY: the block is ours until it is freed and spans 2 * PAGE_SIZE bytes of
+    /// // the allocator's mapping.
+    /// unsafe { p.as_ptr().write_bytes(0x5a, 2 * PAGE_SIZE) };
+    /// assert_eq!(a.pfn_of_ptr(p.as_ptr()), Some(f.pfn));
+    /// a.free_on(0, f)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[cfg(feature = "std")]
     pub fn with_memory(
         layout: &Layout,
@@ -781,7 +880,22 @@ impl Allocator {
 
     /// Allocate up to `n` blocks into `out` (`alloc_pages_bulk`): for the cached orders the
     /// pageset is locked once for the whole run. Returns how many were added; fewer than
-    /// `n` only when memory ran out.
+    /// `n` only when memory ran out. See [`Allocator::free_bulk_on`] for the way back.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(16384, 1), Config::default())?;
+    /// let mut frames = Vec::new();
+    /// assert_eq!(a.alloc_bulk_on(0, 0, Gfp::USER, None, 100, &mut frames)?, 100);
+    /// let c = a.counters();
+    /// assert_eq!(c.pgalloc, 100);
+    /// // Refills took whole batches from the zone: far fewer trips than pages.
+    /// assert!(c.pcp_refill < 100 && c.pcp_refill_pages >= 100);
+    /// a.free_bulk_on(0, &frames)?;
+    /// assert_eq!(a.counters().pgfree, 100);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn alloc_bulk_on(
         &self,
         cpu: usize,
@@ -921,7 +1035,24 @@ impl Allocator {
     }
 
     /// Free many blocks (`free_unref_folios`): the pageset stays locked across consecutive
-    /// frames of one zone. Stops at the first refused frame.
+    /// frames of one zone. Stops at the first refused frame: the frames before it are
+    /// freed, the ones from it on are not.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// // Checked frees (the default in debug builds) refuse a double free.
+    /// let config: Config = "linux-6.12,checked=on".parse()?;
+    /// let a = Allocator::new(&Layout::single(16384, 1), config)?;
+    /// let mut frames = Vec::new();
+    /// a.alloc_bulk_on(0, 0, Gfp::USER, None, 3, &mut frames)?;
+    /// frames.insert(1, frames[0]); // the same frame twice
+    /// let e = a.free_bulk_on(0, &frames).unwrap_err();
+    /// assert_eq!(e.index, 1); // the first copy was freed, the rest was not
+    /// a.free_bulk_on(0, &frames[2..])?;
+    /// a.validate()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn free_bulk_on(&self, cpu: usize, frames: &[Frame]) -> Result<(), BulkFreeError> {
         if cpu >= self.cpus.len() && !frames.is_empty() {
             return Err(BulkFreeError {
