@@ -1098,6 +1098,28 @@ impl Allocator {
     /// its pagesets' `high` and return the excess, drain remote-node pagesets idle for
     /// three ticks. Returns true while work remains. The std ticker calls this for every
     /// online CPU once per [`Config::tick_interval_ms`]; no_std and simulated users call it.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// // 1 GiB, THP off (a smaller min_free_kbytes, so a smaller high_min).
+    /// let a = Allocator::new(&Layout::single(262_144, 1), "linux-6.12,thp=off".parse()?)?;
+    /// let mut frames = Vec::new();
+    /// a.alloc_bulk_on(0, 0, Gfp::USER, None, 4000, &mut frames)?;
+    /// a.free_bulk_on(0, &frames)?; // a burst of frees: high grew, pages stay cached
+    /// let busy = a.pcp_info(0, 0);
+    /// assert!(busy.high > busy.high_min && busy.count > busy.high_min);
+    /// // Idle from now on: each tick takes an eighth off high and returns the excess.
+    /// let mut ticks = 0;
+    /// while a.tick(0) {
+    ///     ticks += 1;
+    /// }
+    /// let idle = a.pcp_info(0, 0);
+    /// assert!(ticks > 5);
+    /// assert_eq!((idle.high, idle.count), (idle.high_min, idle.high_min));
+    /// assert!(a.counters().decay_drain >= 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn tick(&self, cpu: usize) -> bool {
         let mut todo = false;
         if cpu >= self.cpus.len() {
@@ -1235,7 +1257,22 @@ impl Allocator {
             .sum()
     }
 
-    /// All counters, summed over CPUs and zones.
+    /// All counters, summed over CPUs and zones. [`Counters::since`] gives the events of
+    /// an interval; [`Allocator::vmstat`] prints them.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?;
+    /// let start = a.counters();
+    /// let f = a.alloc_on(0, 0, Gfp::USER, None)?;
+    /// let d = a.counters().since(&start);
+    /// // One page handed out; one refill brought a batch from the zone under its lock.
+    /// assert_eq!((d.pgalloc, d.pcp_refill, d.alloc_zone), (1, 1, 63));
+    /// assert_eq!(d.get("zone_lock"), Some(1));
+    /// a.free_on(0, f)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn counters(&self) -> Counters {
         let mut c = Counters::default();
         for s in self.pcps.iter() {
@@ -1284,7 +1321,24 @@ impl Allocator {
         self.cpus.iter().for_each(|c| c.stats.reset());
     }
 
-    /// One pageset's state.
+    /// One pageset's state (`/proc/zoneinfo`'s pageset lines plus the tuning fields).
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?; // 1 GiB
+    /// let p = a.pcp_info(0, 0);
+    /// assert_eq!((p.count, p.batch), (0, 63)); // zone_batchsize of a 1 GiB zone
+    /// assert!(p.high_min < p.high_max); // auto-tuning on
+    ///
+    /// let f = a.alloc_on(0, 0, Gfp::USER, None)?;
+    /// let p = a.pcp_info(0, 0);
+    /// assert_eq!(p.count, 62); // one batch refilled, one page handed out
+    /// assert_eq!(p.high, p.high_min + 63); // nr_pcp_alloc raised high by the refill
+    /// assert_eq!(p.alloc_factor, 1); // and the next order-0 refill doubles
+    /// a.free_on(0, f)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn pcp_info(&self, cpu: usize, zone: usize) -> PcpInfo {
         let p = self.slot(cpu, zone).pcp.lock();
         PcpInfo {
@@ -1302,7 +1356,21 @@ impl Allocator {
         }
     }
 
-    /// One zone's state.
+    /// One zone's state: free pages, watermarks, free blocks per order, flags.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Layout, MAX_ORDER};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?;
+    /// let z = a.zone_info(0);
+    /// assert_eq!((z.name, z.managed, z.free), ("Normal", 262_144, 262_144));
+    /// let [min, low, high, promo] = z.wmark;
+    /// assert!(min < low && low < high && high < promo);
+    /// // A fresh zone is all order-10 blocks.
+    /// assert_eq!(z.nr_free[MAX_ORDER as usize], 262_144 >> MAX_ORDER);
+    /// assert!(!z.below_high && !z.reclaim_active);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn zone_info(&self, zone: usize) -> ZoneInfo {
         let z = &self.zones[zone];
         let nr_free = {

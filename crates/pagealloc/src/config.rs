@@ -23,6 +23,18 @@ use core::fmt;
 use core::str::FromStr;
 
 /// The named ablation steps. See the module docs.
+///
+/// ```
+/// use pagealloc::Preset;
+///
+/// let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
+/// assert_eq!(names.first(), Some(&"base"));
+/// assert_eq!(names.last(), Some(&"linux-6.12"));
+/// // Kernel versions are accepted as aliases.
+/// assert_eq!("linux-6.8".parse::<Preset>()?, Preset::Patch10);
+/// assert!(!Preset::Base.config().auto_tune && Preset::Patch7.config().auto_tune);
+/// # Ok::<(), pagealloc::ConfigError>(())
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
 pub enum Preset {
     /// v6.6, before the series.
@@ -121,6 +133,31 @@ impl FromStr for Preset {
 
 /// Every switch and tunable of the allocator. Start from a preset
 /// ([`Config::preset`], [`Config::default`] = `linux-6.12`) and change fields.
+///
+/// A config string is a preset name followed by `,key=value` overrides; `Display`
+/// prints the same form, with only the keys that differ from the preset:
+///
+/// ```
+/// use pagealloc::{Config, ConfigError, Preset};
+///
+/// let c: Config = "patch7,batch_scale_max=3,fixed_batch=127,merge_skip=on".parse()?;
+/// assert_eq!(c.preset, Preset::Patch7);
+/// assert!(c.auto_tune && !c.free_count); // patch7 has V3 7/9 but not yet 9/9
+/// assert_eq!((c.batch_scale_max, c.fixed_batch), (3, Some(127)));
+/// assert_eq!(c.to_string(), "patch7,batch_scale_max=3,fixed_batch=127,merge_skip=on");
+/// assert_eq!(c.to_string().parse::<Config>()?, c);
+///
+/// // Mistakes are errors that say what would have been accepted.
+/// let e = "patch7,batch_scale=3".parse::<Config>().unwrap_err();
+/// assert!(matches!(e, ConfigError::UnknownKey(_)));
+/// assert!(e.to_string().contains("batch_scale_max"));
+/// assert!("patch7,batch_scale_max=9".parse::<Config>().is_err()); // 0..=6
+///
+/// // Or build it as a value.
+/// let c = Config { merge_skip: true, clustered_refill: true, ..Config::default() };
+/// assert_eq!(c.to_string(), "linux-6.12,merge_skip=on,clustered_refill=on");
+/// # Ok::<(), ConfigError>(())
+/// ```
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Config {
     /// The preset this config started from (used for printing).
@@ -297,7 +334,21 @@ impl Config {
         Ok(())
     }
 
-    /// Apply one `key=value` override.
+    /// Apply one `key=value` override (the keys are [`Config::KEYS`]; switches take
+    /// `on`/`off`, optional numbers also `auto`). Ranges are checked by
+    /// [`Config::validate`], which parsing a whole config string runs.
+    ///
+    /// ```
+    /// use pagealloc::Config;
+    ///
+    /// let mut c = Config::linux_6_6();
+    /// c.set("high_fraction", "16")?;
+    /// c.set("fixed_batch", "auto")?;
+    /// assert_eq!((c.high_fraction, c.fixed_batch), (16, None));
+    /// c.validate()?;
+    /// assert!(c.set("auto_tune", "maybe").is_err());
+    /// # Ok::<(), pagealloc::ConfigError>(())
+    /// ```
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let key = key.trim();
         let value = value.trim();

@@ -1,6 +1,6 @@
 //! Environment seams: which CPU am I on, and what time is it.
 //!
-//! The same allocator code runs on real threads ([`OsPlatform`]: `sched_getcpu` and the
+//! The same allocator code runs on real threads (`OsPlatform`, with `std`: `sched_getcpu` and the
 //! monotonic clock), under the simulator and in no_std users ([`ManualPlatform`], or an
 //! implementation of [`Platform`] of their own).
 

@@ -14,10 +14,32 @@ pub struct VmstatDisplay<'a>(&'a Allocator);
 
 impl Allocator {
     /// The zones and every CPU's pageset, formatted like `/proc/zoneinfo`.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 1), Config::default())?;
+    /// let text = a.zoneinfo().to_string();
+    /// assert!(text.starts_with("Node 0, zone   Normal"));
+    /// assert!(text.contains("managed  262144"));
+    /// assert!(text.contains("batch:    63"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn zoneinfo(&self) -> ZoneinfoDisplay<'_> {
         ZoneinfoDisplay(self)
     }
     /// The counters, formatted like `/proc/vmstat`, with `nr_free_pages` and `nr_free_pcp`.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(16384, 1), Config::default())?;
+    /// let _f = a.alloc_on(0, 0, Gfp::USER, None)?;
+    /// let text = a.vmstat().to_string();
+    /// assert!(text.lines().any(|l| l == "pgalloc 1"));
+    /// assert!(text.lines().any(|l| l.starts_with("nr_free_pcp ")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn vmstat(&self) -> VmstatDisplay<'_> {
         VmstatDisplay(self)
     }

@@ -1,8 +1,8 @@
 //! The machine the allocator manages: NUMA nodes, their zones (PFN ranges, with holes)
 //! and CPUs (with their node and their share of the last-level cache).
 //!
-//! A [`Layout`] is plain data. On std it can be read from the host
-//! ([`Layout::from_host`]); the simulator describes large machines with the same type.
+//! A [`Layout`] is plain data. With the `std` feature it can be read from the host
+//! (`Layout::from_host`); the simulator describes large machines with the same type.
 
 #[cfg(feature = "std")]
 use crate::frame::PAGE_SIZE;
@@ -106,12 +106,34 @@ pub const DEFAULT_LLC_SLICE: u64 = 2 << 20;
 
 impl Layout {
     /// One node with one Normal zone of `pages` frames starting at PFN 0, and `cpus` CPUs.
+    ///
+    /// ```
+    /// use pagealloc::{Layout, PageMeta};
+    ///
+    /// let l = Layout::single(262_144, 4); // 1 GiB, 4 CPUs
+    /// assert_eq!((l.managed_pages(), l.cpus.len()), (262_144, 4));
+    /// // The per-frame metadata a caller must supply for `Allocator::with_metadata`.
+    /// assert_eq!(l.metadata_size(), 262_144 * core::mem::size_of::<PageMeta>());
+    /// ```
     pub fn single(pages: u64, cpus: usize) -> Layout {
         Layout::numa(1, pages, cpus)
     }
 
     /// `nodes` nodes of `pages_per_node` frames each (one Normal zone per node, laid out
     /// back to back) with `cpus_per_node` CPUs each; distance 10 local, 20 remote.
+    ///
+    /// ```
+    /// use pagealloc::Layout;
+    ///
+    /// // Two nodes of 512 MiB with 2 CPUs each, 1 MiB of last-level cache per CPU.
+    /// let l = Layout::numa(2, 131_072, 2).with_llc_slice(1 << 20);
+    /// assert_eq!(l.cpus[3].node, 1);
+    /// assert_eq!((l.distance(0, 0), l.distance(0, 1)), (10, 20));
+    /// let (node, zone) = l.zones().nth(1).unwrap();
+    /// assert_eq!((node, zone.start_pfn), (1, 131_072));
+    /// l.validate()?;
+    /// # Ok::<(), pagealloc::LayoutError>(())
+    /// ```
     pub fn numa(nodes: usize, pages_per_node: u64, cpus_per_node: usize) -> Layout {
         let mut l = Layout {
             nodes: Vec::new(),
