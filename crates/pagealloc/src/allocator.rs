@@ -430,6 +430,8 @@ impl Allocator {
                     p += 1u64 << o;
                 }
             }
+            // Building is nobody's trip: start the access tally at zero.
+            b.inner.tally = Default::default();
         }
         a.setup_wmarks();
         a.update_all_pcp_sizes(true);
@@ -611,14 +613,35 @@ impl Allocator {
                     self.cpus[cpu].stats.zonelist_scanned.add_shared(1);
                 }
                 let full = match self.try_zone(cpu, z, order, mt, aflags) {
-                    ZoneTry::Got(pfn) => return Some(pfn),
+                    ZoneTry::Got(pfn) => {
+                        // Reported after the zone's own accesses (the walk read these
+                        // lines first): checking the sink here rather than before
+                        // `try_zone` keeps the hot path's registers free.
+                        if let Some(s) = z.trace.sink() {
+                            zone_check_traced(s, node, k, zi);
+                        }
+                        return Some(pfn);
+                    }
                     ZoneTry::Full => true,
                     ZoneTry::Skip => false,
                 };
+                if let Some(s) = z.trace.sink() {
+                    zone_check_traced(s, node, k, zi);
+                }
                 // From here on this walk failed at least once: the cold part.
                 let zlc = self.cfg.zonelist_cache && zl.len() > 1 && !gfp.contains(Gfp::THISNODE);
                 if zlc && full {
                     self.zlc[node].mark_full(k);
+                    if let Some(s) = z.trace.sink() {
+                        s.access(crate::access::Access {
+                            line: crate::access::Line::Zonelist {
+                                node: node as u16,
+                                pos: k as u16,
+                            },
+                            write: true,
+                            locked: false,
+                        });
+                    }
                 }
                 if !did_setup {
                     did_setup = true;
@@ -677,6 +700,15 @@ impl Allocator {
         self.zlc
             .get(node)
             .map_or_else(Vec::new, |c| c.full_positions())
+    }
+
+    /// Report every memory access the allocator makes to `sink` from now on (see
+    /// [`crate::access`]); the simulator charges them through its cache model. Without a
+    /// sink the hot paths pay one never-taken branch.
+    pub fn set_access_sink(&mut self, sink: Arc<dyn crate::access::AccessSink>) {
+        for z in self.zones.iter_mut() {
+            z.trace = crate::access::Tracer::new(sink.clone());
+        }
     }
 
     /// The zones of `node`'s zonelist in fallback order.
@@ -745,6 +777,7 @@ impl Allocator {
             e.set_order(order);
             e.set_mt(mt as u8);
             e.set_state(State::Allocated);
+            b.rec().moved(1 << order);
             b.st.pgalloc.add(1 << order);
             b.st.alloc_zone.add(1 << order);
             b.st.alloc_direct.add(1);
@@ -1028,6 +1061,7 @@ impl Allocator {
         self.with_buddy(cpu, z, |b| {
             self.meta[z.meta_index(pfn) as usize].set_state(State::Tail);
             b.free_pages(pfn, order);
+            b.rec().moved(1 << order);
             b.st.pgfree.add(1 << order);
             b.st.free_direct.add(1);
         });
@@ -1475,5 +1509,33 @@ impl Allocator {
         let r = self.region.as_ref()?;
         let off = (p as usize).checked_sub(r.as_ptr() as usize)?;
         (off < r.len()).then(|| Pfn(self.region_base_pfn + (off / crate::frame::PAGE_SIZE) as u64))
+    }
+}
+
+/// One zone of a zonelist walk, with a sink installed: the zonelist entry (and its
+/// full-zone cache bit), and the zone's watermark and free-page lines the watermark test
+/// reads (`zone_watermark_fast`).
+#[cold]
+#[inline(never)]
+fn zone_check_traced(s: &dyn crate::access::AccessSink, node: usize, pos: usize, zone: usize) {
+    use crate::access::{Access, Line, ZoneLine};
+    let locked = false;
+    s.access(Access {
+        line: Line::Zonelist {
+            node: node as u16,
+            pos: pos as u16,
+        },
+        write: false,
+        locked,
+    });
+    for line in [ZoneLine::Watermarks, ZoneLine::Counters] {
+        s.access(Access {
+            line: Line::Zone {
+                zone: zone as u16,
+                line,
+            },
+            write: false,
+            locked,
+        });
     }
 }

@@ -12,6 +12,7 @@
 //! same order are both free unless they are in pageblocks whose types may not merge (or
 //! merge skipping left them, marked).
 
+use crate::access::{Rec, ZoneLine};
 use crate::cluster::Clusters;
 use crate::config::Config;
 use crate::frame::{MigrateType, MAX_ORDER, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
@@ -77,6 +78,23 @@ impl Buddy<'_> {
     fn meta(&self, pfn: u64) -> &PageMeta {
         &self.m[self.idx(pfn) as usize]
     }
+    /// The access recorder of this lock hold (see `access.rs`).
+    #[inline]
+    pub(crate) fn rec(&self) -> Rec<'_> {
+        Rec::locked(self.z, &self.inner.tally)
+    }
+    /// `get_pfnblock_migratetype`, reported.
+    #[inline]
+    pub(crate) fn pb_mt(&self, pfn: u64) -> MigrateType {
+        self.rec().pageblock(pfn, false);
+        self.z.pageblock_mt(pfn)
+    }
+    /// `set_pageblock_migratetype`, reported.
+    #[inline]
+    pub(crate) fn set_pb_mt(&self, pfn: u64, mt: MigrateType) {
+        self.rec().pageblock(pfn, true);
+        self.z.set_pageblock_mt(pfn, mt);
+    }
 
     /// `account_freepages`: NR_FREE_PAGES (not for ISOLATE) and free highatomic.
     #[inline]
@@ -84,6 +102,7 @@ impl Buddy<'_> {
         if mt == MigrateType::Isolate {
             return;
         }
+        self.rec().zone(ZoneLine::Counters, true);
         self.z.nr_free_pages.add_signed(delta);
         if mt == MigrateType::HighAtomic {
             self.z.nr_free_highatomic.add_signed(delta);
@@ -102,11 +121,14 @@ impl Buddy<'_> {
         e.set_order(order);
         e.set_mt(mt as u8);
         e.set_state(State::Buddy);
-        let l = &mut self.inner.free.lists[order as usize][mt as usize];
+        let inner = &mut *self.inner;
+        let mut r = Rec::locked(self.z, &inner.tally);
+        r.zone(ZoneLine::FreeArea(order), true);
+        let l = &mut inner.free.lists[order as usize][mt as usize];
         if tail {
-            l.push_tail(self.m, i);
+            l.push_tail_t(self.m, i, &mut r);
         } else {
-            l.push_head(self.m, i);
+            l.push_head_t(self.m, i, &mut r);
         }
         if order == 0 && self.cfg.clustered_refill {
             self.cluster_inserted(i, tail, mt);
@@ -123,8 +145,11 @@ impl Buddy<'_> {
         if order == 0 && self.cfg.clustered_refill {
             self.cluster_removing(i);
         }
-        self.inner.free.lists[order as usize][mt as usize].remove(self.m, i);
-        self.inner.free.nr_free[order as usize] -= 1;
+        let inner = &mut *self.inner;
+        let mut r = Rec::locked(self.z, &inner.tally);
+        r.zone(ZoneLine::FreeArea(order), true);
+        inner.free.lists[order as usize][mt as usize].remove_t(self.m, i, &mut r);
+        inner.free.nr_free[order as usize] -= 1;
         e.set_state(State::Tail);
         self.set_nonempty(order, mt);
         mt
@@ -149,6 +174,7 @@ impl Buddy<'_> {
         if !self.z.contains(pfn) {
             return false;
         }
+        self.rec().frame(pfn, false);
         let e = self.meta(pfn);
         e.state() == State::Buddy && e.order() == order
     }
@@ -167,7 +193,7 @@ impl Buddy<'_> {
                 break;
             }
             let bmt = if order >= PAGEBLOCK_ORDER {
-                let bmt = self.z.pageblock_mt(bpfn);
+                let bmt = self.pb_mt(bpfn);
                 if bmt != mt && (!mt.is_mergeable() || !bmt.is_mergeable()) {
                     break;
                 }
@@ -187,7 +213,7 @@ impl Buddy<'_> {
             if bmt != mt && self.cfg.steal_claim_half {
                 // 6.10+: match the buddy's pageblock type so that expand() later puts the
                 // sub-blocks on the right lists.
-                self.z.set_pageblock_mt(bpfn, mt);
+                self.set_pb_mt(bpfn, mt);
             }
             pfn &= bpfn;
             order += 1;
@@ -213,16 +239,16 @@ impl Buddy<'_> {
         if order > PAGEBLOCK_ORDER {
             let mut p = pfn;
             while p < pfn + (1u64 << order) {
-                let mt = self.z.pageblock_mt(p);
+                let mt = self.pb_mt(p);
                 self.free_one(p, PAGEBLOCK_ORDER, mt, false);
                 p += PB_PAGES;
             }
         } else if order == 0 {
             // may skip merging (Appendix A)
-            let mt = self.z.pageblock_mt(pfn);
+            let mt = self.pb_mt(pfn);
             self.free_order0(pfn, mt);
         } else {
-            let mt = self.z.pageblock_mt(pfn);
+            let mt = self.pb_mt(pfn);
             self.free_one(pfn, order, mt, false);
         }
     }
@@ -243,6 +269,7 @@ impl Buddy<'_> {
     /// `__rmqueue_smallest` (docs/mechanisms.md §7.2).
     pub(crate) fn smallest(&mut self, order: u8, mt: MigrateType) -> Option<u64> {
         for cur in order..=MAX_ORDER {
+            self.rec().zone(ZoneLine::FreeArea(cur), false);
             let Some(i) = self.inner.free.lists[cur as usize][mt as usize].head() else {
                 continue;
             };
@@ -258,6 +285,7 @@ impl Buddy<'_> {
 
     /// First fallback type with a free block of order `cur`.
     fn find_fallback(&self, cur: u8, start: MigrateType) -> Option<MigrateType> {
+        self.rec().zone(ZoneLine::FreeArea(cur), false);
         FALLBACKS[start as usize]
             .iter()
             .copied()
@@ -314,7 +342,7 @@ impl Buddy<'_> {
     ) -> Option<u64> {
         // The pageblock scans below read order-0 Buddy states.
         self.settle();
-        let bt = self.z.pageblock_mt(pfn);
+        let bt = self.pb_mt(pfn);
         let new69 = self.cfg.steal_claim_half;
         if bt != MigrateType::HighAtomic {
             if cur >= PAGEBLOCK_ORDER {
@@ -350,7 +378,7 @@ impl Buddy<'_> {
                         self.move_freepages_block(pfn, start);
                         if claim {
                             self.st.pageblock_claim.add(1);
-                            self.z.set_pageblock_mt(pfn, start);
+                            self.set_pb_mt(pfn, start);
                         }
                         return self.smallest(order, start);
                     }
@@ -385,6 +413,7 @@ impl Buddy<'_> {
         let high = self.z.wmark_raw(crate::zone::WMARK_HIGH);
         let max_boost = (high * f / 10000).max(PB_PAGES);
         let b = (self.z.boost() + PB_PAGES).min(max_boost);
+        self.rec().zone(ZoneLine::Watermarks, true);
         self.z.set_boost(b);
         true
     }
@@ -399,6 +428,7 @@ impl Buddy<'_> {
         let (mut free, mut movable) = (0, 0);
         let mut p = start;
         while p < start + PB_PAGES {
+            self.rec().frame(p, false);
             let e = self.meta(p);
             let step = match e.state() {
                 State::Buddy => {
@@ -438,12 +468,14 @@ impl Buddy<'_> {
                 moved += 1u64 << o;
                 p += 1u64 << o;
             } else if matches!(e.state(), State::Allocated | State::Pcp | State::Freeing) {
+                self.rec().frame(p, false);
                 p += 1u64 << e.order();
             } else {
+                self.rec().frame(p, false);
                 p += 1;
             }
         }
-        self.z.set_pageblock_mt(start, to);
+        self.set_pb_mt(start, to);
         Some(moved)
     }
 
@@ -451,7 +483,7 @@ impl Buddy<'_> {
     fn set_pageblock_range(&self, pfn: u64, order: u8, mt: MigrateType) {
         let n = (1u64 << order.max(PAGEBLOCK_ORDER)) / PB_PAGES;
         for k in 0..n {
-            self.z.set_pageblock_mt(pfn + k * PB_PAGES, mt);
+            self.set_pb_mt(pfn + k * PB_PAGES, mt);
         }
     }
 
@@ -483,7 +515,7 @@ impl Buddy<'_> {
         if self.z.nr_reserved_highatomic.get() >= max {
             return;
         }
-        let mt = self.z.pageblock_mt(pfn);
+        let mt = self.pb_mt(pfn);
         if !mt.is_mergeable() {
             return;
         }
@@ -516,7 +548,7 @@ impl Buddy<'_> {
                 continue;
             };
             let pfn = self.z.pfn_of(i);
-            if self.z.pageblock_mt(pfn) != MigrateType::HighAtomic {
+            if self.pb_mt(pfn) != MigrateType::HighAtomic {
                 continue;
             }
             let size = PB_PAGES.max(1u64 << order);
@@ -553,6 +585,7 @@ impl Buddy<'_> {
             let mut cur = self.inner.free.lists[0][mt as usize].head();
             while let Some(i) = cur {
                 let e = &m[i as usize];
+                self.rec().frame(self.z.pfn_of(i), false);
                 let next = e.next();
                 cur = (next != crate::memmap::NIL).then_some(next);
                 if e.flags() & FLAG_MERGE_SKIPPED == 0 {
@@ -561,11 +594,11 @@ impl Buddy<'_> {
                 let lmt = self.del_from_list(self.z.pfn_of(i), 0);
                 self.account(-1, lmt);
                 e.set_state_flags(State::Tail, 0);
-                held.push_tail(m, i);
+                held.push_tail_t(m, i, &mut self.rec());
             }
         }
         let mut n = 0;
-        while let Some(i) = held.pop_head(m) {
+        while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
             let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
             self.free_one(self.z.pfn_of(i), 0, mt, false);
             n += 1;

@@ -35,6 +35,7 @@
 //! with `slot.len` = run length and `slot.tail` = the run's last entry; live slots +
 //! free slots = all slots; no cut is pending when the zone lock is free.
 
+use crate::access::Touch;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, NR_MIGRATETYPES};
 use crate::memmap::{List, PageMeta, State, NIL};
@@ -138,11 +139,18 @@ impl Clusters {
 
     /// Cut whole clusters off the head of `list` while they fit in `max` frames.
     /// Returns the cut (not yet fixed up) and the number of clusters, or `None`.
-    pub(crate) fn cut(&mut self, m: &[PageMeta], list: &mut List, max: u32) -> Option<(Cut, u32)> {
+    pub(crate) fn cut(
+        &mut self,
+        m: &[PageMeta],
+        list: &mut List,
+        max: u32,
+        t: &mut impl Touch,
+    ) -> Option<(Cut, u32)> {
         let mut cur = list.head()?;
         let (mut total, mut k, mut last) = (0u32, 0u32, NIL);
         loop {
             let c = m[cur as usize].aux();
+            t.meta(cur, false);
             let s = self.slots[c as usize];
             if total + s.len > max {
                 break;
@@ -152,6 +160,9 @@ impl Clusters {
             k += 1;
             self.release(c);
             cur = m[last as usize].next();
+            if last != cur {
+                t.meta(last, false);
+            }
             if cur == NIL {
                 break;
             }
@@ -159,7 +170,7 @@ impl Clusters {
         if k == 0 {
             return None;
         }
-        let first = list.cut_front(m, last, total);
+        let first = list.cut_front_t(m, last, total, t);
         Some((
             Cut {
                 first,
@@ -231,12 +242,20 @@ impl Clusters {
 /// Make the frames of a cut `Pcp` heads of order 0 (the fix-up), caching the pageblock
 /// type when the pcp migratetype cache is on. The caller owns the frames: it holds the
 /// pcp lock they are going to, and they are on no zone list.
-pub(crate) fn fix_up(z: &crate::zone::Zone, m: &[PageMeta], cut: &Cut, mt_cache: bool) {
+pub(crate) fn fix_up(
+    z: &crate::zone::Zone,
+    m: &[PageMeta],
+    cut: &Cut,
+    mt_cache: bool,
+    rec: &crate::access::Rec<'_>,
+) {
     let mut i = cut.first;
     for _ in 0..cut.len {
         let e = &m[i as usize];
         e.set_state(State::Pcp);
+        rec.frame(z.pfn_of(i), true);
         if mt_cache {
+            rec.pageblock(z.pfn_of(i), false);
             e.set_mt(z.pageblock_mt(z.pfn_of(i)) as u8);
         }
         i = e.next();
@@ -272,9 +291,11 @@ impl Buddy<'_> {
     pub(crate) fn cut_clusters(&mut self, mt: MigrateType, max: u32) -> Option<(u32, u32)> {
         debug_assert!(self.inner.free.clusters.pending.is_none());
         let free = &mut self.inner.free;
+        let mut r = crate::access::Rec::locked(self.z, &self.inner.tally);
+        r.zone(crate::access::ZoneLine::FreeArea(0), true);
         let (cut, k) = free
             .clusters
-            .cut(self.m, &mut free.lists[0][mt as usize], max)?;
+            .cut(self.m, &mut free.lists[0][mt as usize], max, &mut r)?;
         free.nr_free[0] -= cut.len as u64;
         free.clusters.pending = Some(cut);
         self.z.cluster_inflight.fetch_add(1, Relaxed);
@@ -304,7 +325,8 @@ impl Buddy<'_> {
     fn settle_slow(&mut self) {
         if let Some(cut) = self.inner.free.clusters.pending.as_mut() {
             if !cut.fixed {
-                fix_up(self.z, self.m, cut, self.cfg.pcp_migratetype_cache);
+                let r = crate::access::Rec::locked(self.z, &self.inner.tally);
+                fix_up(self.z, self.m, cut, self.cfg.pcp_migratetype_cache, &r);
                 cut.fixed = true;
                 self.z.cluster_inflight.fetch_sub(1, Release);
             }
@@ -377,10 +399,10 @@ mod tests {
         l.remove(&m, 0);
         c.check(core::slice::from_ref(&l), &m).unwrap();
         // cut: [8 7] (2) + [6] (1) fit in 4, [5 4 3] does not
-        let (cut, k) = c.cut(&m, &mut l, 4).unwrap();
+        let (cut, k) = c.cut(&m, &mut l, 4, &mut crate::access::NoTouch).unwrap();
         assert_eq!((cut.first, cut.last, cut.len, k), (8, 6, 3, 2));
         assert_eq!(l.head(), Some(5));
         c.check(core::slice::from_ref(&l), &m).unwrap();
-        assert!(c.cut(&m, &mut l, 2).is_none());
+        assert!(c.cut(&m, &mut l, 2, &mut crate::access::NoTouch).is_none());
     }
 }

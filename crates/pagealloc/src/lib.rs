@@ -75,6 +75,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod access;
 mod allocator;
 mod buddy;
 mod cluster;
@@ -97,6 +98,7 @@ pub mod os;
 #[cfg(feature = "std")]
 mod ticker;
 
+pub use access::{Access, AccessSink, Line, ZoneLine};
 pub use allocator::{Allocator, BuildError, BulkFreeError};
 pub use config::{Config, ConfigError, Preset, POISON_BYTE};
 pub use frame::{

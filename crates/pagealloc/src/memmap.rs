@@ -21,6 +21,7 @@
 //! A refill or drain moves frames between a pcp list and the buddy lists holding both
 //! locks (pcp, then zone).
 
+use crate::access::{NoTouch, Touch};
 use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 use core::fmt;
 
@@ -260,78 +261,119 @@ impl List {
     /// Insert `i` at the head.
     #[inline]
     pub(crate) fn push_head(&mut self, m: &[PageMeta], i: u32) {
+        self.push_head_t(m, i, &mut NoTouch)
+    }
+    /// Insert `i` at the tail.
+    #[inline]
+    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
+    pub(crate) fn push_tail(&mut self, m: &[PageMeta], i: u32) {
+        self.push_tail_t(m, i, &mut NoTouch)
+    }
+    /// Remove and return the head.
+    #[inline]
+    pub(crate) fn pop_head(&mut self, m: &[PageMeta]) -> Option<u32> {
+        self.pop_head_t(m, &mut NoTouch)
+    }
+    /// Remove and return the tail.
+    #[inline]
+    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
+    pub(crate) fn pop_tail(&mut self, m: &[PageMeta]) -> Option<u32> {
+        self.pop_tail_t(m, &mut NoTouch)
+    }
+    /// Unlink `i`, which must be on this list.
+    #[inline]
+    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
+    pub(crate) fn remove(&mut self, m: &[PageMeta], i: u32) {
+        self.remove_t(m, i, &mut NoTouch)
+    }
+    /// [`List::push_head`], reporting the frames whose metadata it touches: `i` and the
+    /// old head (its `prev`).
+    #[inline]
+    pub(crate) fn push_head_t(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
         let e = &m[i as usize];
         e.set_prev(NIL);
         e.set_next(self.head);
+        t.meta(i, true);
         if self.head != NIL {
             m[self.head as usize].set_prev(i);
+            t.meta(self.head, true);
         } else {
             self.tail = i;
         }
         self.head = i;
         self.len += 1;
     }
-    /// Insert `i` at the tail.
+    /// [`List::push_tail`], reporting `i` and the old tail (its `next`).
     #[inline]
-    pub(crate) fn push_tail(&mut self, m: &[PageMeta], i: u32) {
+    pub(crate) fn push_tail_t(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
         let e = &m[i as usize];
         e.set_next(NIL);
         e.set_prev(self.tail);
+        t.meta(i, true);
         if self.tail != NIL {
             m[self.tail as usize].set_next(i);
+            t.meta(self.tail, true);
         } else {
             self.head = i;
         }
         self.tail = i;
         self.len += 1;
     }
-    /// Remove and return the head.
+    /// [`List::pop_head`], reporting the popped frame (unlinked: written) and the new head (written).
     #[inline]
-    pub(crate) fn pop_head(&mut self, m: &[PageMeta]) -> Option<u32> {
+    pub(crate) fn pop_head_t(&mut self, m: &[PageMeta], t: &mut impl Touch) -> Option<u32> {
         let i = self.head;
         if i == NIL {
             return None;
         }
         let n = m[i as usize].next();
+        t.meta(i, true);
         self.head = n;
         if n != NIL {
             m[n as usize].set_prev(NIL);
+            t.meta(n, true);
         } else {
             self.tail = NIL;
         }
         self.len -= 1;
         Some(i)
     }
-    /// Remove and return the tail.
+    /// [`List::pop_tail`], reporting the popped frame (unlinked: written) and the new tail (written).
     #[inline]
-    pub(crate) fn pop_tail(&mut self, m: &[PageMeta]) -> Option<u32> {
+    pub(crate) fn pop_tail_t(&mut self, m: &[PageMeta], t: &mut impl Touch) -> Option<u32> {
         let i = self.tail;
         if i == NIL {
             return None;
         }
         let p = m[i as usize].prev();
+        t.meta(i, true);
         self.tail = p;
         if p != NIL {
             m[p as usize].set_next(NIL);
+            t.meta(p, true);
         } else {
             self.head = NIL;
         }
         self.len -= 1;
         Some(i)
     }
-    /// Unlink `i`, which must be on this list.
+    /// [`List::remove`], reporting `i` (unlinked: written, as `list_del` does) and both neighbours
+    /// (written).
     #[inline]
-    pub(crate) fn remove(&mut self, m: &[PageMeta], i: u32) {
+    pub(crate) fn remove_t(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
         let e = &m[i as usize];
         let (p, n) = (e.prev(), e.next());
+        t.meta(i, true);
         if p != NIL {
             m[p as usize].set_next(n);
+            t.meta(p, true);
         } else {
             debug_assert_eq!(self.head, i);
             self.head = n;
         }
         if n != NIL {
             m[n as usize].set_prev(p);
+            t.meta(n, true);
         } else {
             debug_assert_eq!(self.tail, i);
             self.tail = p;
@@ -342,13 +384,26 @@ impl List {
     /// `list_cut_position`); returns the cut chain's head. The chain keeps its internal
     /// links; `last`'s `next` still points into this list until the caller relinks it
     /// (see [`List::splice_after`]). Writes one frame of this list: the new head's `prev`.
+    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
     pub(crate) fn cut_front(&mut self, m: &[PageMeta], last: u32, n: u32) -> u32 {
+        self.cut_front_t(m, last, n, &mut NoTouch)
+    }
+    /// [`List::cut_front`], reporting `last` (read) and the new head (written).
+    pub(crate) fn cut_front_t(
+        &mut self,
+        m: &[PageMeta],
+        last: u32,
+        n: u32,
+        t: &mut impl Touch,
+    ) -> u32 {
         debug_assert!(n >= 1 && n <= self.len);
         let first = self.head;
         let rest = m[last as usize].next();
+        t.meta(last, false);
         self.head = rest;
         if rest != NIL {
             m[rest as usize].set_prev(NIL);
+            t.meta(rest, true);
         } else {
             self.tail = NIL;
         }
@@ -357,6 +412,7 @@ impl List {
     }
     /// Insert the chain `first..=last` of `n` entries (linked by their `next`/`prev`,
     /// outer links ignored) after entry `after`, or at the head when `None`. O(1).
+    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
     pub(crate) fn splice_after(
         &mut self,
         m: &[PageMeta],
@@ -365,10 +421,24 @@ impl List {
         last: u32,
         n: u32,
     ) {
+        self.splice_after_t(m, after, first, last, n, &mut NoTouch)
+    }
+    /// [`List::splice_after`], reporting `after`, `first`, `last` and the entry after
+    /// the chain (all written).
+    pub(crate) fn splice_after_t(
+        &mut self,
+        m: &[PageMeta],
+        after: Option<u32>,
+        first: u32,
+        last: u32,
+        n: u32,
+        t: &mut impl Touch,
+    ) {
         let next = match after {
             Some(a) => {
                 let nx = m[a as usize].next();
                 m[a as usize].set_next(first);
+                t.meta(a, true);
                 nx
             }
             None => {
@@ -378,9 +448,14 @@ impl List {
             }
         };
         m[first as usize].set_prev(after.unwrap_or(NIL));
+        t.meta(first, true);
         m[last as usize].set_next(next);
+        if last != first {
+            t.meta(last, true);
+        }
         if next != NIL {
             m[next as usize].set_prev(last);
+            t.meta(next, true);
         } else {
             self.tail = last;
         }

@@ -18,6 +18,7 @@
 //! `count == Σ_lists len · 2^order(list)`; every frame on a list has state `Pcp` and the
 //! list's order.
 
+use crate::access::{Rec, PCP_HEADER};
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, NR_PCPTYPES, THP_ORDER};
@@ -142,7 +143,10 @@ impl Allocator {
             self.refill(cpu, zone, slot, pcp, order, mt, aflags, pi);
         }
         let m = &self.meta[..];
-        let i = pcp.lists[pi].pop_head(m)?;
+        let i = match zone.trace.sink() {
+            None => pcp.lists[pi].pop_head(m)?,
+            Some(_) => pop_traced(cpu, zone, pcp, pi, m)?,
+        };
         pcp.st.count -= 1 << order;
         if self.tune.count_min {
             pcp.st.count_min = pcp.st.count_min.min(pcp.st.count);
@@ -227,26 +231,33 @@ impl Allocator {
             e.set_order(order);
             e.set_state(State::Pcp);
             if self.cfg.pcp_migratetype_cache {
-                e.set_mt(zone.pageblock_mt(pfn) as u8);
+                e.set_mt(b.pb_mt(pfn) as u8);
             }
-            pcp.lists[pi].push_tail(m, i);
+            pcp.lists[pi].push_tail_t(m, i, &mut b.rec());
             got += 1;
             touched += 1;
         }
         st.refill_meta_touched.add(touched);
+        {
+            let r = b.rec();
+            r.pcp(cpu, pi as u8, true);
+            r.pcp(cpu, PCP_HEADER, true);
+            r.moved((got as u64) << order);
+        }
         let cut = b.inner.free.clusters.pending.take();
         drop(g);
         if let Some(c) = cut {
             // The fix-up, outside the zone lock; the frames are ours (pcp lock held,
             // on no zone list), and zone-lock holders that read order-0 Buddy states
             // wait for `cluster_inflight` to drop.
+            let r = Rec::unlocked(zone);
             if !c.fixed {
-                crate::cluster::fix_up(zone, m, &c, self.cfg.pcp_migratetype_cache);
+                crate::cluster::fix_up(zone, m, &c, self.cfg.pcp_migratetype_cache, &r);
                 zone.cluster_inflight
                     .fetch_sub(1, crate::sync::atomic::Ordering::Release);
             }
             // Cut before the blocks taken one by one: keep that order on the list.
-            pcp.lists[pi].splice_after(m, before, c.first, c.last, c.len);
+            pcp.lists[pi].splice_after_t(m, before, c.first, c.last, c.len, &mut { r });
         }
         pcp.st.count += got << order;
         got
@@ -298,7 +309,10 @@ impl Allocator {
         pcp.active = true;
         slot.stats.pgfree.add(1 << order);
         let pi = pindex(order, mt, self.cfg.thp_pcp_lists);
-        pcp.lists[pi].push_head(m, i);
+        match zone.trace.sink() {
+            None => pcp.lists[pi].push_head(m, i),
+            Some(_) => push_traced(cpu, zone, pcp, pi, m, i),
+        }
         pcp.st.count += 1 << order;
         let d = tune::on_free(&mut pcp.st, order, zone.tune_flags(), &self.tune);
         if d.free_high {
@@ -378,15 +392,17 @@ impl Allocator {
                 }
             }
             let k = order_of(pi);
-            while let Some(i) = pcp.lists[pi].pop_tail(m) {
+            b.rec().pcp(cpu, pi as u8, true);
+            while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;
+                b.rec().moved(1 << k);
                 let pfn = zone.pfn_of(i);
                 let e = &m[i as usize];
                 let mt = if self.cfg.pcp_migratetype_cache && !isolated {
                     MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
                 } else {
-                    zone.pageblock_mt(pfn)
+                    b.pb_mt(pfn)
                 };
                 e.set_state_flags(State::Tail, 0);
                 if k == 0 {
@@ -399,6 +415,7 @@ impl Allocator {
                 }
             }
         }
+        b.rec().pcp(cpu, PCP_HEADER, true);
         drop(g);
         slot.stats.pcp_drain.add(1);
         slot.stats
@@ -490,6 +507,44 @@ impl Allocator {
             pcp.st.flags &= !tune::PCPF_FREE_HIGH_BATCH;
         }
     }
+}
+
+/// The pop of `take_from_list` with a sink installed: reports the pageset's count line,
+/// the list head, the popped frame and its successor (`rmqueue_pcplist` without the zone
+/// lock).
+#[cold]
+#[inline(never)]
+fn pop_traced(
+    cpu: usize,
+    zone: &Zone,
+    pcp: &mut Pcp,
+    pi: usize,
+    m: &[crate::memmap::PageMeta],
+) -> Option<u32> {
+    let mut r = Rec::unlocked(zone);
+    r.pcp(cpu, PCP_HEADER, true);
+    r.pcp(cpu, pi as u8, true);
+    pcp.lists[pi].pop_head_t(m, &mut r)
+}
+
+/// The push of `free_unref_page_commit` with a sink installed: reports the pageblock
+/// lookup the caller made, the pageset's count line, the list head, the frame and the
+/// old head.
+#[cold]
+#[inline(never)]
+fn push_traced(
+    cpu: usize,
+    zone: &Zone,
+    pcp: &mut Pcp,
+    pi: usize,
+    m: &[crate::memmap::PageMeta],
+    i: u32,
+) {
+    let mut r = Rec::unlocked(zone);
+    r.pageblock(zone.pfn_of(i), false);
+    r.pcp(cpu, PCP_HEADER, true);
+    r.pcp(cpu, pi as u8, true);
+    pcp.lists[pi].push_head_t(m, i, &mut r);
 }
 
 impl Buddy<'_> {

@@ -133,6 +133,15 @@ counters! {
     refill_meta_touched: sum,
     /// Refill cuts of whole clusters (clustered refill).
     cluster_cut: sum,
+    /// Per-frame metadata (`struct page`) accesses under the zone lock: the frames moved,
+    /// their list neighbours, buddies looked up while merging (see `access.rs`).
+    zone_lock_meta: sum,
+    /// All allocator lines accessed under the zone lock: metadata, pageblock-type entries,
+    /// free-area heads, counters, watermarks.
+    zone_lock_lines: sum,
+    /// Pages moved under the zone lock: refills, drains, direct allocations and frees
+    /// (`zone_lock_meta / zone_lock_pages` = metadata lines per page moved).
+    zone_lock_pages: sum,
 }
 
 impl fmt::Display for Counters {

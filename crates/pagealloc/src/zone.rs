@@ -79,6 +79,8 @@ impl fmt::Debug for ZoneCounter {
 #[derive(Debug)]
 pub(crate) struct ZoneInner {
     pub(crate) free: FreeArea,
+    /// Accesses reported under the lock since it was taken (see `access.rs`).
+    pub(crate) tally: crate::access::Tally,
 }
 
 /// One zone. See the module docs for which lock protects what.
@@ -121,6 +123,8 @@ pub(crate) struct Zone {
     pub(crate) lock: SpinLock<ZoneInner>,
     /// Per-CPU counters of events under this zone's lock.
     pub(crate) cpu_stats: Box<[Stats]>,
+    /// Where accesses are reported (`Allocator::set_access_sink`), if anywhere.
+    pub(crate) trace: crate::access::Tracer,
 }
 
 impl fmt::Debug for Zone {
@@ -175,8 +179,10 @@ impl Zone {
             nr_reserved_highatomic: ZoneCounter::default(),
             lock: SpinLock::new(ZoneInner {
                 free: FreeArea::new(),
+                tally: Default::default(),
             }),
             cpu_stats: (0..ncpus).map(|_| Stats::default()).collect(),
+            trace: Default::default(),
         }
     }
 
@@ -380,6 +386,10 @@ impl DerefMut for ZoneGuard<'_> {
 
 impl Drop for ZoneGuard<'_> {
     fn drop(&mut self) {
+        let t = &self.tally;
+        self.st.zone_lock_meta.add(t.meta.take());
+        self.st.zone_lock_lines.add(t.lines.take());
+        self.st.zone_lock_pages.add(t.pages.take());
         let hold = self.clock.now_ns().saturating_sub(self.t_acq);
         self.st.zone_lock_hold_ns.add(hold);
         self.st.zone_lock_max_hold_ns.max(hold);

@@ -1,0 +1,263 @@
+//! Access reporting: the memory the allocator touches, as it touches it.
+//!
+//! # Design
+//! The code paths that do the work report each cache line of allocator state they read
+//! or write: the per-frame metadata (the kernel's `struct page`) of a frame, by PFN — the
+//! frame itself and the list neighbours whose links change, the buddies looked up while
+//! merging (`__free_one_page`), the frames a cluster cut or pageblock scan visits; the
+//! pageblock-type entry of a pageblock (`get_pfnblock_migratetype`); the zone's own lines
+//! (a free-area head, the free-page counters, the watermarks and flags); the zonelist
+//! entries a walk reads (`get_page_from_freelist`); and the pageset's lock/count line and
+//! list heads (`rmqueue_pcplist`, `free_unref_page_commit`). Each report says whether the
+//! zone lock is held.
+//!
+//! A user who wants the stream installs an [`AccessSink`] with
+//! [`Allocator::set_access_sink`](crate::Allocator::set_access_sink) (the simulator does,
+//! to charge each line through its cache model). Without one, the pageset hot path pays
+//! one never-taken branch per operation (the sink pointer is read from the zone, already
+//! in cache): the reporting code is in `#[cold]` functions. Under the zone lock the
+//! accesses are also counted, always, into per-CPU counters (`zone_lock_meta`,
+//! `zone_lock_lines`, beside `zone_lock_pages`), so real-thread runs can print "metadata
+//! lines per page moved under the lock" — the quantity Lu's merge-skipping and
+//! clustered-refill series reduce.
+//!
+//! # What it does not report
+//! The frames' data (a workload's concern), the stack, the allocator's own read-mostly
+//! configuration, and the zone lock word itself (its cost is the lock's hand-off, which a
+//! lock model charges). A frame's metadata touched several times in one step (order,
+//! type, state, links of one list insertion) is one report.
+
+use crate::zone::Zone;
+use alloc::sync::Arc;
+use core::cell::Cell;
+use core::fmt;
+
+/// A line of the zone's own state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ZoneLine {
+    /// `free_area[order]`: the list heads of one order (and `nr_free`).
+    FreeArea(u8),
+    /// The free-page counters (`NR_FREE_PAGES` and the highatomic counts).
+    Counters,
+    /// Watermarks, boost and flags (read by every watermark test).
+    Watermarks,
+}
+
+/// One cache line of allocator state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Line {
+    /// The per-frame metadata (`struct page`) of this PFN.
+    Frame(u64),
+    /// The pageblock-type entry of the pageblock containing this PFN.
+    Pageblock(u64),
+    /// A line of zone `zone`.
+    Zone {
+        /// Zone index.
+        zone: u16,
+        /// Which line.
+        line: ZoneLine,
+    },
+    /// Entry `pos` of node `node`'s zonelist (the zone reference and its full-zone cache
+    /// bit).
+    Zonelist {
+        /// Node whose zonelist is walked.
+        node: u16,
+        /// Position in the zonelist.
+        pos: u16,
+    },
+    /// The pageset of (`cpu`, `zone`): `list` is a list head index
+    /// (`0..NR_PCP_LISTS`), or [`PCP_HEADER`] for its lock, count and `high`.
+    Pcp {
+        /// CPU owning the pageset.
+        cpu: u32,
+        /// Zone index.
+        zone: u16,
+        /// List head, or [`PCP_HEADER`].
+        list: u8,
+    },
+}
+
+/// The `list` of [`Line::Pcp`] naming the pageset's lock/count/high line.
+pub const PCP_HEADER: u8 = u8::MAX;
+
+/// One reported access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Access {
+    /// What was touched.
+    pub line: Line,
+    /// Written (else read).
+    pub write: bool,
+    /// With the zone lock held.
+    pub locked: bool,
+}
+
+/// Receives the allocator's accesses, in program order, from the thread that made them.
+///
+/// Called with locks held (the zone lock for `locked` accesses): an implementation must
+/// not call back into the allocator, and should be quick.
+pub trait AccessSink: Send + Sync + fmt::Debug {
+    /// One access.
+    fn access(&self, a: Access);
+}
+
+/// The installed sink, if any (a field of every zone, read on every path).
+#[derive(Clone, Default)]
+pub(crate) struct Tracer(Option<Arc<dyn AccessSink>>);
+
+impl Tracer {
+    pub(crate) fn new(sink: Arc<dyn AccessSink>) -> Tracer {
+        Tracer(Some(sink))
+    }
+    /// The sink when one is installed.
+    #[inline(always)]
+    pub(crate) fn sink(&self) -> Option<&dyn AccessSink> {
+        self.0.as_deref()
+    }
+}
+
+impl fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Tracer(on)"
+        } else {
+            "Tracer(off)"
+        })
+    }
+}
+
+/// Accesses under the zone lock since it was taken; moved into the holder's counters by
+/// the guard just before unlocking. Lives in the lock-protected part of the zone.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Per-frame metadata accesses.
+    pub(crate) meta: Cell<u64>,
+    /// All reported accesses (metadata, pageblock entries, zone lines).
+    pub(crate) lines: Cell<u64>,
+    /// Pages moved between the buddy lists and a pageset or a caller.
+    pub(crate) pages: Cell<u64>,
+}
+
+impl Tally {
+    #[inline]
+    fn bump(c: &Cell<u64>, n: u64) {
+        c.set(c.get() + n);
+    }
+}
+
+/// Where list operations report the frames whose metadata they touch (by metadata index).
+pub(crate) trait Touch {
+    /// Frame at metadata index `idx` read (`write == false`) or written.
+    fn meta(&mut self, idx: u32, write: bool);
+}
+
+/// Reports nothing: the list operations of the untraced paths compile to what they were.
+pub(crate) struct NoTouch;
+
+impl Touch for NoTouch {
+    #[inline(always)]
+    fn meta(&mut self, _idx: u32, _write: bool) {}
+}
+
+/// Reports for one zone, under its lock (`tally` given) or not.
+pub(crate) struct Rec<'a> {
+    pub(crate) z: &'a Zone,
+    pub(crate) tally: Option<&'a Tally>,
+}
+
+impl<'a> Rec<'a> {
+    /// Under the zone lock: counted and, with a sink, reported.
+    #[inline]
+    pub(crate) fn locked(z: &'a Zone, tally: &'a Tally) -> Rec<'a> {
+        Rec {
+            z,
+            tally: Some(tally),
+        }
+    }
+    /// Without the zone lock: reported to a sink only.
+    #[inline]
+    pub(crate) fn unlocked(z: &'a Zone) -> Rec<'a> {
+        Rec { z, tally: None }
+    }
+
+    #[inline]
+    fn emit(&self, line: Line, write: bool) {
+        if let Some(s) = self.z.trace.sink() {
+            emit_cold(s, line, write, self.tally.is_some());
+        }
+    }
+
+    /// The metadata of frame `pfn`.
+    #[inline]
+    pub(crate) fn frame(&self, pfn: u64, write: bool) {
+        if let Some(t) = self.tally {
+            Tally::bump(&t.meta, 1);
+            Tally::bump(&t.lines, 1);
+        }
+        self.emit(Line::Frame(pfn), write);
+    }
+
+    /// The pageblock-type entry of the pageblock holding `pfn`.
+    #[inline]
+    pub(crate) fn pageblock(&self, pfn: u64, write: bool) {
+        if let Some(t) = self.tally {
+            Tally::bump(&t.lines, 1);
+        }
+        self.emit(Line::Pageblock(pfn), write);
+    }
+
+    /// A line of the zone.
+    #[inline]
+    pub(crate) fn zone(&self, line: ZoneLine, write: bool) {
+        if let Some(t) = self.tally {
+            Tally::bump(&t.lines, 1);
+        }
+        self.emit(
+            Line::Zone {
+                zone: self.z.idx as u16,
+                line,
+            },
+            write,
+        );
+    }
+
+    /// A line of the pageset of (`cpu`, this zone): a list head or [`PCP_HEADER`].
+    #[inline]
+    pub(crate) fn pcp(&self, cpu: usize, list: u8, write: bool) {
+        if let Some(t) = self.tally {
+            Tally::bump(&t.lines, 1);
+        }
+        self.emit(
+            Line::Pcp {
+                cpu: cpu as u32,
+                zone: self.z.idx as u16,
+                list,
+            },
+            write,
+        );
+    }
+
+    /// `n` pages moved under the lock.
+    #[inline]
+    pub(crate) fn moved(&self, n: u64) {
+        if let Some(t) = self.tally {
+            Tally::bump(&t.pages, n);
+        }
+    }
+}
+
+impl Touch for Rec<'_> {
+    #[inline]
+    fn meta(&mut self, idx: u32, write: bool) {
+        self.frame(self.z.pfn_of(idx), write);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn emit_cold(s: &dyn AccessSink, line: Line, write: bool, locked: bool) {
+    s.access(Access {
+        line,
+        write,
+        locked,
+    });
+}

@@ -1,0 +1,159 @@
+//! The access-reporting seam (`pagealloc::access`): what the allocator reports, and the
+//! per-CPU totals it keeps under the zone lock.
+
+use pagealloc::access::PCP_HEADER;
+use pagealloc::{Access, AccessSink, Allocator, Config, Frame, Gfp, Layout, Line, ManualPlatform};
+use std::sync::{Arc, Mutex};
+
+/// Records every access.
+#[derive(Debug, Default)]
+struct Log(Mutex<Vec<Access>>);
+
+impl AccessSink for Log {
+    fn access(&self, a: Access) {
+        self.0.lock().unwrap().push(a);
+    }
+}
+
+impl Log {
+    fn take(&self) -> Vec<Access> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+fn traced(cfg: Config) -> (Allocator, Arc<Log>) {
+    let mut a = Allocator::with_platform(
+        &Layout::single(1 << 16, 2),
+        cfg,
+        Arc::new(ManualPlatform::new()),
+    )
+    .unwrap();
+    let log = Arc::new(Log::default());
+    a.set_access_sink(log.clone());
+    (a, log)
+}
+
+#[test]
+fn a_pcp_hit_reports_the_pageset_and_the_frames_without_the_zone_lock() {
+    let (a, log) = traced(Config::default());
+    // First allocation refills (zone lock), the second one is a hit.
+    let f0 = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    let refill = log.take();
+    assert!(
+        refill.iter().any(|x| x.locked),
+        "the refill ran under the zone lock"
+    );
+    assert!(refill
+        .iter()
+        .any(|x| x.locked && matches!(x.line, Line::Frame(_))));
+    let f1 = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    let hit = log.take();
+    assert!(
+        hit.iter().all(|x| !x.locked),
+        "a hit takes no zone lock: {hit:?}"
+    );
+    assert!(hit.contains(&Access {
+        line: Line::Frame(f1.pfn.0),
+        write: true,
+        locked: false
+    }));
+    assert!(hit.iter().any(|x| matches!(
+        x.line,
+        Line::Pcp {
+            cpu: 0,
+            list: PCP_HEADER,
+            ..
+        }
+    )));
+    assert!(hit
+        .iter()
+        .any(|x| matches!(x.line, Line::Zonelist { pos: 0, .. })));
+    a.free_on(0, f1).unwrap();
+    let free = log.take();
+    assert!(free.iter().any(|x| x.line == Line::Pageblock(f1.pfn.0)));
+    assert!(free
+        .iter()
+        .any(|x| x.line == Line::Frame(f1.pfn.0) && x.write));
+    a.free_on(0, f0).unwrap();
+    a.validate().unwrap();
+}
+
+#[test]
+fn counters_count_the_accesses_under_the_zone_lock_with_or_without_a_sink() {
+    let run = |sink: bool| {
+        let mut a = Allocator::with_platform(
+            &Layout::single(1 << 16, 2),
+            Config::default(),
+            Arc::new(ManualPlatform::new()),
+        )
+        .unwrap();
+        let log = Arc::new(Log::default());
+        if sink {
+            a.set_access_sink(log.clone());
+        }
+        let fs: Vec<Frame> = (0..2000)
+            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+            .collect();
+        for f in fs {
+            a.free_on(0, f).unwrap();
+        }
+        a.drain_cpu(0);
+        let locked = log.take().iter().filter(|x| x.locked).count() as u64;
+        (a.counters(), locked)
+    };
+    let (quiet, _) = run(false);
+    let (loud, locked) = run(true);
+    assert!(quiet.zone_lock_meta > 0 && quiet.zone_lock_pages >= 4000);
+    assert_eq!(
+        (
+            quiet.zone_lock_meta,
+            quiet.zone_lock_lines,
+            quiet.zone_lock_pages
+        ),
+        (
+            loud.zone_lock_meta,
+            loud.zone_lock_lines,
+            loud.zone_lock_pages
+        ),
+        "the sink does not change what is counted"
+    );
+    assert_eq!(
+        locked, loud.zone_lock_lines,
+        "every locked report is counted"
+    );
+}
+
+/// Merge skipping (Lu) exists to cut `struct page` work under the zone lock: with it, a
+/// drain of order-0 pages looks up no buddies, so the metadata lines per page moved fall.
+#[test]
+fn merge_skipping_cuts_metadata_lines_per_page_moved() {
+    let per_page = |merge_skip: bool| {
+        let a = Allocator::with_platform(
+            &Layout::single(1 << 16, 2),
+            Config {
+                merge_skip,
+                ..Config::default()
+            },
+            Arc::new(ManualPlatform::new()),
+        )
+        .unwrap();
+        // Allocate on CPU 0, free on CPU 1: CPU 1's drains return scattered pages.
+        let fs: Vec<Frame> = (0..8000)
+            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+            .collect();
+        a.reset_counters();
+        for f in fs {
+            a.free_on(1, f).unwrap();
+        }
+        a.drain_cpu(1);
+        let c = a.cpu_counters(1);
+        assert!(c.zone_lock_pages >= 8000);
+        a.validate().unwrap();
+        c.zone_lock_meta as f64 / c.zone_lock_pages as f64
+    };
+    let (off, on) = (per_page(false), per_page(true));
+    assert!(
+        on < 0.8 * off,
+        "merge skipping: {on:.2} metadata lines per page moved, without: {off:.2}"
+    );
+}
