@@ -23,8 +23,9 @@
 //!
 //! # What it does not report
 //! The frames' data (a workload's concern), the stack, the allocator's own read-mostly
-//! configuration, and the zone lock word itself (its cost is the lock's hand-off, which a
-//! lock model charges). A frame's metadata touched several times in one step (order,
+//! configuration. The zone lock word is reported once per acquisition
+//! ([`ZoneLine::Lock`]) as a trip marker, not as a line to charge: its cost is the lock's
+//! hand-off, which a lock model charges. A frame's metadata touched several times in one step (order,
 //! type, state, links of one list insertion) is one report.
 
 use crate::zone::Zone;
@@ -41,6 +42,10 @@ pub enum ZoneLine {
     Counters,
     /// Watermarks, boost and flags (read by every watermark test).
     Watermarks,
+    /// The zone lock, just taken: reported once per acquisition, first of the hold's
+    /// accesses, so a consumer can tell the trips of one operation apart. Not counted in
+    /// `zone_lock_lines` (its cost is the lock's hand-off).
+    Lock,
 }
 
 /// One cache line of allocator state.

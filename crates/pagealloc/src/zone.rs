@@ -350,6 +350,16 @@ impl Zone {
             }
         };
         st.zone_lock.add(1);
+        if let Some(s) = self.trace.sink() {
+            s.access(crate::access::Access {
+                line: crate::access::Line::Zone {
+                    zone: self.idx as u16,
+                    line: crate::access::ZoneLine::Lock,
+                },
+                write: true,
+                locked: true,
+            });
+        }
         ZoneGuard {
             g: Some(g),
             zone: self,

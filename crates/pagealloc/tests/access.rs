@@ -2,7 +2,9 @@
 //! per-CPU totals it keeps under the zone lock.
 
 use pagealloc::access::PCP_HEADER;
-use pagealloc::{Access, AccessSink, Allocator, Config, Frame, Gfp, Layout, Line, ManualPlatform};
+use pagealloc::{
+    Access, AccessSink, Allocator, Config, Frame, Gfp, Layout, Line, ManualPlatform, ZoneLine,
+};
 use std::sync::{Arc, Mutex};
 
 /// Records every access.
@@ -98,7 +100,21 @@ fn counters_count_the_accesses_under_the_zone_lock_with_or_without_a_sink() {
             a.free_on(0, f).unwrap();
         }
         a.drain_cpu(0);
-        let locked = log.take().iter().filter(|x| x.locked).count() as u64;
+        let lock = |x: &Access| {
+            matches!(
+                x.line,
+                Line::Zone {
+                    line: ZoneLine::Lock,
+                    ..
+                }
+            )
+        };
+        let log = log.take();
+        let trips = log.iter().filter(|x| lock(x)).count() as u64;
+        if sink {
+            assert_eq!(trips, a.counters().zone_lock, "one Lock marker per trip");
+        }
+        let locked = log.iter().filter(|x| x.locked && !lock(x)).count() as u64;
         (a.counters(), locked)
     };
     let (quiet, _) = run(false);
@@ -152,6 +168,7 @@ fn merge_skipping_cuts_metadata_lines_per_page_moved() {
         c.zone_lock_meta as f64 / c.zone_lock_pages as f64
     };
     let (off, on) = (per_page(false), per_page(true));
+    eprintln!("metadata lines per page moved: merge_skip off {off:.2}, on {on:.2}");
     assert!(
         on < 0.8 * off,
         "merge skipping: {on:.2} metadata lines per page moved, without: {off:.2}"
