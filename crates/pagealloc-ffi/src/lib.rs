@@ -221,7 +221,7 @@ pub unsafe extern "C" fn pagealloc_create(
     err: *mut c_int,
 ) -> *mut pagealloc_t {
     guard(ptr::null_mut(), || {
-        let mut cfg = if config.is_null() {
+        let cfg = if config.is_null() {
             Config::default()
         } else {
             // SAFETY: the caller passes a NUL-terminated string (documented contract).
@@ -234,7 +234,6 @@ pub unsafe extern "C" fn pagealloc_create(
                 }
             }
         };
-        cfg.checked = true;
         let pages = (bytes / PAGE_SIZE) as u64;
         if !(64..=(1u64 << 32) - 2).contains(&pages) {
             set_err(err, PAGEALLOC_EINVAL);

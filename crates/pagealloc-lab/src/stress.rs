@@ -472,7 +472,6 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
         .config
         .parse()
         .map_err(|e| StressError::Args(format!("--config {}: {e}", args.config)))?;
-    cfg.checked = true;
     cfg.poison = !args.no_poison;
     let layout = Layout::single(args.mib * 256, cpus);
     let a = Allocator::with_memory(&layout, cfg.clone(), HugePages::None)

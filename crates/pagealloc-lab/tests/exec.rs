@@ -51,10 +51,7 @@ fn workload(name: &str) -> Box<dyn Workload> {
 }
 
 fn source(name: &'static str, cpus: usize, frames: u64) -> Box<dyn PageSource> {
-    let config = Config {
-        checked: true,
-        ..Config::default()
-    };
+    let config = Config::default();
     peers::build(&SourceSpec {
         name,
         config,

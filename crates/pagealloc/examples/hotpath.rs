@@ -1,31 +1,37 @@
 //! Hot-path cost of an order-0 allocate+free pair on a PCP hit (a benchmark, not a test).
 //!
 //! `cargo run --release -p pagealloc --example hotpath` prints ns per pair, median of 9
-//! runs of 2M pairs, side by side for: named CPU (`alloc_on`/`free_on`) unchecked and
-//! checked, and the current-CPU entry points (`alloc_pages`/`free_pages`, which ask
-//! `sched_getcpu`).
+//! runs of 2M pairs, side by side for: named CPU with the checked free (`alloc_on`/
+//! `free_on`, the default) and with the unchecked one (`unsafe free_on_unchecked`), and
+//! the current-CPU entry points (`alloc_pages`/`free_pages`, which ask `sched_getcpu`).
 //!
-//! `hotpath PAIRS` runs one unchecked configuration for exactly PAIRS pairs and nothing
-//! else: run it under `valgrind --tool=callgrind` with two values of PAIRS and divide the
+//! `hotpath PAIRS` runs `alloc_on`/`free_on` for exactly PAIRS pairs and nothing else;
+//! `hotpath PAIRS unchecked` the same with `free_on_unchecked`: run it under `valgrind --tool=callgrind` with two values of PAIRS and divide the
 //! difference of the totals by the difference of PAIRS for instructions per pair.
 
 use pagealloc::{Allocator, Config, Gfp, Layout};
 use std::hint::black_box;
 use std::time::Instant;
 
-fn alloc(checked: bool) -> Allocator {
-    let c = Config {
-        checked,
-        ..Config::default()
-    };
+fn alloc() -> Allocator {
     // 1 GiB, one CPU: batch 63
-    Allocator::new(&Layout::single(1 << 18, 1), c).expect("allocator")
+    Allocator::new(&Layout::single(1 << 18, 1), Config::default()).expect("allocator")
 }
 
 fn pairs_on(a: &Allocator, n: u64) {
     for _ in 0..n {
         let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
         a.free_on(0, black_box(f)).unwrap();
+    }
+}
+
+fn pairs_unchecked(a: &Allocator, n: u64) {
+    for _ in 0..n {
+        let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+        // SAFETY: `f` was just allocated with order 0 by this thread and is freed once;
+        // no other thread uses the allocator (no lock is involved: the contract is about
+        // ownership of the block, which this loop holds alone).
+        unsafe { a.free_on_unchecked(0, black_box(f)).unwrap() };
     }
 }
 
@@ -36,7 +42,7 @@ fn pairs_current(a: &Allocator, n: u64) {
     }
 }
 
-type Case = (&'static str, bool, fn(&Allocator, u64));
+type Case = (&'static str, fn(&Allocator, u64));
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -46,8 +52,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     if let Some(n) = std::env::args().nth(1) {
         let n: u64 = n.parse().expect("PAIRS is a number");
-        let a = alloc(false);
-        pairs_on(&a, n);
+        let a = alloc();
+        if std::env::args().nth(2).as_deref() == Some("unchecked") {
+            pairs_unchecked(&a, n);
+        } else {
+            pairs_on(&a, n);
+        }
         let c = a.counters();
         assert_eq!(c.pgalloc, n);
         assert!(c.pcp_refill <= 1, "stayed on the PCP hit path");
@@ -55,26 +65,25 @@ fn main() {
     }
     const N: u64 = 2_000_000;
     let cases: [Case; 3] = [
-        ("alloc_on/free_on, unchecked", false, pairs_on),
-        ("alloc_on/free_on, checked", true, pairs_on),
+        ("alloc_on/free_on_unchecked (unsafe)", pairs_unchecked),
+        ("alloc_on/free_on (checked)", pairs_on),
         (
-            "alloc_pages/free_pages (sched_getcpu), unchecked",
-            false,
+            "alloc_pages/free_pages (sched_getcpu, checked)",
             pairs_current,
         ),
     ];
-    let allocs: Vec<Allocator> = cases.iter().map(|c| alloc(c.1)).collect();
+    let allocs: Vec<Allocator> = cases.iter().map(|_| alloc()).collect();
     let mut samples = vec![Vec::new(); cases.len()];
     // interleave the cases so machine noise hits them alike
     for _ in 0..9 {
-        for (i, (_, _, f)) in cases.iter().enumerate() {
+        for (i, (_, f)) in cases.iter().enumerate() {
             let t = Instant::now();
             f(&allocs[i], N);
             samples[i].push(t.elapsed().as_nanos() as f64 / N as f64);
         }
     }
     println!("order-0 allocate+free pair on a PCP hit, median of 9 x {N} pairs");
-    for (i, (name, _, _)) in cases.iter().enumerate() {
+    for (i, (name, _)) in cases.iter().enumerate() {
         let s = &samples[i];
         let min = s.iter().cloned().fold(f64::MAX, f64::min);
         println!(

@@ -999,9 +999,11 @@ impl Allocator {
     }
 
     /// Check that `frame` is an allocated block of this allocator and take ownership of
-    /// it (checked mode: a compare-and-swap Allocated -> Freeing).
+    /// it: one compare-and-swap `Allocated -> Freeing` on the head's state, then the order
+    /// (stable once the block is ours). `trusted` (only from
+    /// [`Allocator::free_on_unchecked`]) skips the state transition and the order check.
     #[inline]
-    fn claim_for_free(&self, frame: Frame) -> Result<usize, FreeError> {
+    fn claim_for_free(&self, frame: Frame, trusted: bool) -> Result<usize, FreeError> {
         let pfn = frame.pfn.0;
         if frame.order > MAX_ORDER {
             return Err(FreeError::InvalidOrder(frame.order));
@@ -1010,26 +1012,30 @@ impl Allocator {
             .zone_of(pfn)
             .ok_or(FreeError::ForeignFrame(frame.pfn))?;
         let z = &self.zones[zi];
-        let e = &self.meta[z.meta_index(pfn) as usize];
-        if self.cfg.checked {
-            match e.state() {
-                State::Reserved => return Err(FreeError::ForeignFrame(frame.pfn)),
-                State::Allocated => {}
-                _ => return Err(FreeError::NotAllocated(frame.pfn)),
+        if trusted {
+            // The block the caller vouches for must at least lie aligned inside the zone.
+            if pfn & ((1u64 << frame.order) - 1) != 0 || pfn + (1u64 << frame.order) > z.end_pfn {
+                return Err(FreeError::InvalidOrder(frame.order));
             }
-            if e.order() != frame.order {
+        } else {
+            // An allocated head of this order is aligned and inside its zone.
+            let e = &self.meta[z.meta_index(pfn) as usize];
+            match e.begin_free() {
+                Ok(()) => {}
+                Err(State::Reserved) => return Err(FreeError::ForeignFrame(frame.pfn)),
+                Err(_) => return Err(FreeError::NotAllocated(frame.pfn)),
+            }
+            let allocated = e.order();
+            if allocated != frame.order {
+                // Give the block back to its owner untouched: only this thread moves a
+                // `Freeing` head.
+                e.set_state(State::Allocated);
                 return Err(FreeError::OrderMismatch {
                     pfn: frame.pfn,
-                    allocated: e.order(),
+                    allocated,
                     given: frame.order,
                 });
             }
-            if e.claim(State::Allocated, State::Freeing).is_err() {
-                return Err(FreeError::NotAllocated(frame.pfn));
-            }
-        } else if pfn & ((1u64 << frame.order) - 1) != 0 || pfn + (1u64 << frame.order) > z.end_pfn
-        {
-            return Err(FreeError::InvalidOrder(frame.order));
         }
         #[cfg(feature = "std")]
         if self.cfg.poison {
@@ -1044,13 +1050,37 @@ impl Allocator {
         Ok(zi)
     }
 
-    /// Free a block as CPU `cpu`.
+    /// Free a block as CPU `cpu`. A double free, a frame this allocator did not hand out
+    /// (never allocated, in a hole, outside every zone, inside a larger block) or a wrong
+    /// order is refused with a [`FreeError`] and changes nothing; of two threads freeing
+    /// one block at once exactly one succeeds.
     #[inline]
     pub fn free_on(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
         if cpu >= self.cpus.len() {
             return Err(FreeError::InvalidCpu(cpu));
         }
-        let zi = self.claim_for_free(frame)?;
+        let zi = self.claim_for_free(frame, false)?;
+        self.free_unref_page(cpu, &self.zones[zi], frame.pfn.0, frame.order);
+        Ok(())
+    }
+
+    /// [`Allocator::free_on`] without the ownership check (the compare-and-swap on the
+    /// frame's state and the order check), for callers that track ownership themselves,
+    /// as a kernel trusts its own callers. Still refused: a CPU, order or frame outside
+    /// this allocator, and a misaligned frame.
+    ///
+    /// # Safety
+    /// `frame` must be a block this allocator handed out with exactly this order and not
+    /// freed since, and no other thread may free it concurrently. Otherwise the
+    /// allocator's lists are corrupted: the same frames are handed out to several owners
+    /// (aliasing the memory behind [`Allocator::frame_ptr`]), a pageset list can loop on
+    /// itself so that allocation never runs out, and `validate()` fails.
+    #[inline]
+    pub unsafe fn free_on_unchecked(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
+        if cpu >= self.cpus.len() {
+            return Err(FreeError::InvalidCpu(cpu));
+        }
+        let zi = self.claim_for_free(frame, true)?;
         self.free_unref_page(cpu, &self.zones[zi], frame.pfn.0, frame.order);
         Ok(())
     }
@@ -1097,7 +1127,7 @@ impl Allocator {
         let mut held: Option<(usize, crate::sync::SpinGuard<'_, crate::pcp::Pcp>)> = None;
         for (index, f) in frames.iter().enumerate() {
             let zi = self
-                .claim_for_free(*f)
+                .claim_for_free(*f, false)
                 .map_err(|error| BulkFreeError { index, error })?;
             let z = &self.zones[zi];
             let pfn = f.pfn.0;

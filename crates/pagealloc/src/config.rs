@@ -235,9 +235,8 @@ pub struct Config {
     pub tick_interval_ms: u64,
 
     // ---- safety ----
-    /// Detect double frees, foreign frames and order mismatches in O(1) on every free
-    /// (one compare-and-swap on the frame's state). On in tests and debug builds.
-    pub checked: bool,
+    // Frees are always checked (one compare-and-swap on the frame's state); the opt-out
+    // is `Allocator::free_on_unchecked`, an `unsafe fn`, not a config key.
     /// With a memory-backed allocator, fill freed frames with [`POISON_BYTE`];
     /// `validate()` then checks that free frames were not written.
     pub poison: bool,
@@ -275,7 +274,6 @@ impl Config {
         watermark_scale_factor: 10,
         watermark_boost_factor: 15000,
         tick_interval_ms: 1000,
-        checked: cfg!(debug_assertions),
         poison: false,
     };
 
@@ -402,7 +400,14 @@ impl Config {
             "watermark_scale_factor" => self.watermark_scale_factor = fits!(n()?),
             "watermark_boost_factor" => self.watermark_boost_factor = fits!(n()?),
             "tick_interval_ms" => self.tick_interval_ms = n()?,
-            "checked" => self.checked = b()?,
+            // Kept so that old config strings still parse: frees are always checked.
+            "checked" => {
+                if !b()? {
+                    return Err(bad(
+                        "frees are always checked (the opt-out is the unsafe Allocator::free_on_unchecked)",
+                    ));
+                }
+            }
             "poison" => self.poison = b()?,
             _ => return Err(ConfigError::UnknownKey(key.into())),
         }
@@ -410,7 +415,7 @@ impl Config {
     }
 
     /// The overridable keys, for error messages and help text.
-    pub const KEYS: &'static str = "free_high_prev_order, free_high_bounded, refill_scaling, auto_tune, below_high, free_count, batch_scale_max, high_fraction, fixed_high, fixed_batch, pcp, thp_pcp_lists, pcp_migratetype_cache, chunked_drain, steal_claim_half, highatomic_free_accounting, zonelist_cache, merge_skip, clustered_refill, count_min, thp, min_free_kbytes, watermark_scale_factor, watermark_boost_factor, tick_interval_ms, checked, poison";
+    pub const KEYS: &'static str = "free_high_prev_order, free_high_bounded, refill_scaling, auto_tune, below_high, free_count, batch_scale_max, high_fraction, fixed_high, fixed_batch, pcp, thp_pcp_lists, pcp_migratetype_cache, chunked_drain, steal_claim_half, highatomic_free_accounting, zonelist_cache, merge_skip, clustered_refill, count_min, thp, min_free_kbytes, watermark_scale_factor, watermark_boost_factor, tick_interval_ms, poison";
 
     /// The `key=value` pairs in which this config differs from its preset.
     fn diff(&self) -> alloc::vec::Vec<(&'static str, alloc::string::String)> {
@@ -452,7 +457,6 @@ impl Config {
         cmp!(watermark_scale_factor, |x: u32| x.to_string());
         cmp!(watermark_boost_factor, |x: u32| x.to_string());
         cmp!(tick_interval_ms, |x: u64| x.to_string());
-        cmp!(checked, onoff);
         cmp!(poison, onoff);
         v
     }
@@ -490,8 +494,7 @@ impl FromStr for Config {
 }
 
 impl fmt::Display for Config {
-    /// The preset name, then the overrides that differ from it (`checked` is not printed
-    /// when it only differs by build profile).
+    /// The preset name, then the overrides that differ from it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.preset.name())?;
         for (k, v) in self.diff() {

@@ -13,7 +13,7 @@
 //! let a = Allocator::new(&Layout::single(16384, 2), Config::default()).unwrap();
 //! let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
 //! a.free_on(0, f).unwrap();
-//! assert!(a.free_on(0, f).is_err()); // double free detected (checked mode)
+//! assert!(a.free_on(0, f).is_err()); // double free detected, in every build
 //! a.validate().unwrap();
 //! print!("{}", a.zoneinfo());
 //! ```

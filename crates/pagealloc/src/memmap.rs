@@ -13,8 +13,9 @@
 //! - [`State::Buddy`] (on a zone free list): the zone lock.
 //! - [`State::Pcp`] (on a per-CPU list): that pageset's lock.
 //! - [`State::Allocated`]: the owner of the block; `free` moves it to `Pcp` (under the pcp
-//!   lock) or `Buddy` (under the zone lock). In checked mode the move is a compare-and-swap
-//!   on the state, so two racing frees of one block cannot both succeed.
+//!   lock) or `Buddy` (under the zone lock), through `Freeing`: the move out of
+//!   `Allocated` is a compare-and-swap on the state, so two racing frees of one block
+//!   cannot both succeed.
 //! - [`State::Tail`]: not a block head; nobody writes it except the zone-lock holder that
 //!   merges or splits the block around it.
 //!
@@ -42,7 +43,7 @@ pub enum State {
     Allocated = 3,
     /// In a hole of the zone's span: never managed.
     Reserved = 4,
-    /// Claimed by a checked free that is in progress.
+    /// Claimed by a free that is in progress (the owner of the block is the freeing thread).
     Freeing = 5,
 }
 
@@ -130,14 +131,20 @@ impl PageMeta {
     pub(crate) fn set_state_flags(&self, s: State, flags: u8) {
         self.state.store(s as u8 | flags, Relaxed);
     }
-    /// Atomically move from `from` (flags ignored) to `to`; the previous raw byte on success.
+    /// Start a free: one compare-and-swap `Allocated -> Freeing` (an allocated head never
+    /// carries flag bits). Of two threads freeing one block at once exactly one gets
+    /// `Ok`; the other gets the state it found (`Freeing`, `Pcp`, `Buddy`, ...).
     #[inline]
-    pub(crate) fn claim(&self, from: State, to: State) -> Result<u8, u8> {
-        let cur = self.state.load(Relaxed);
-        if State::from_u8(cur) != from {
-            return Err(cur);
-        }
-        self.state.compare_exchange(cur, to as u8, Relaxed, Relaxed)
+    pub(crate) fn begin_free(&self) -> Result<(), State> {
+        self.state
+            .compare_exchange(
+                State::Allocated as u8,
+                State::Freeing as u8,
+                Relaxed,
+                Relaxed,
+            )
+            .map(|_| ())
+            .map_err(State::from_u8)
     }
     /// Flag bits.
     #[inline]

@@ -11,9 +11,7 @@ pub(crate) fn manual(layout: &Layout, cfg: Config) -> (Allocator, Arc<ManualPlat
     (a, p)
 }
 
-/// Config of a preset, checked mode on, THP off (order 9 not cached) unless asked.
+/// Config of a preset (or a preset with overrides).
 pub(crate) fn cfg(name: &str) -> Config {
-    let mut c: Config = name.parse().expect("preset");
-    c.checked = true;
-    c
+    name.parse().expect("preset")
 }

@@ -19,11 +19,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 static EXPLORED: AtomicUsize = AtomicUsize::new(0);
 
 fn config() -> Config {
-    let mut c: Config = "linux-6.12,fixed_batch=2,fixed_high=4,thp=off,min_free_kbytes=8"
+    "linux-6.12,fixed_batch=2,fixed_high=4,thp=off,min_free_kbytes=8"
         .parse()
-        .expect("config");
-    c.checked = true;
-    c
+        .expect("config")
 }
 
 fn build() -> Arc<Allocator> {
@@ -167,7 +165,7 @@ fn remote_free_vs_alloc_same_pcp() {
     });
 }
 
-/// Two threads free the same block at once: exactly one succeeds (checked mode's
+/// Two threads free the same block at once: exactly one succeeds (the free's
 /// compare-and-swap), the other gets `NotAllocated`.
 #[test]
 fn concurrent_double_free() {

@@ -21,7 +21,6 @@ fn build() -> Arc<Allocator> {
         "linux-6.12,merge_skip=on,clustered_refill=on,fixed_batch=2,fixed_high=4,thp=off,min_free_kbytes=8"
             .parse()
             .expect("config");
-    c.checked = true;
     let p = std::sync::Arc::new(ManualPlatform::new());
     let a = Arc::new(Allocator::with_platform(&Layout::single(1024, 2), c, p).expect("build"));
     // Put clusters on the order-0 list: four frames freed and drained (merge-skipped).

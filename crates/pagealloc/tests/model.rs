@@ -179,7 +179,6 @@ proptest! {
         ops in prop::collection::vec(op(), 1..300),
     ) {
         let mut c = Preset::ALL[preset].config();
-        c.checked = true;
         c.thp = thp;
         run(c, ops)?;
     }

@@ -255,20 +255,14 @@ pub fn sweep_config(batch: u32) -> Config {
     c.fixed_batch = Some(batch);
     c.fixed_high = Some(2 * batch);
     c.batch_scale_max = 0;
-    c.checked = false;
     c
 }
 
-/// The presets of the kbuild table, base → patch10, with the safety checks off (they
-/// cost host time, not virtual time).
+/// The presets of the kbuild table, base → patch10.
 pub fn kbuild_configs() -> Vec<Config> {
     PUBLISHED_KBUILD
         .iter()
-        .map(|r| {
-            let mut c: Config = r.config.parse().expect("preset names parse");
-            c.checked = false;
-            c
-        })
+        .map(|r| r.config.parse().expect("preset names parse"))
         .collect()
 }
 

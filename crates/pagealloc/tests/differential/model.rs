@@ -301,10 +301,9 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// An allocator of config `config` (checked mode forced on) over layout `layout`.
+    /// An allocator of config `config` over layout `layout`.
     pub fn new(config: &str, layout_idx: usize) -> Harness {
-        let mut cfg: Config = config.parse().expect("harness config");
-        cfg.checked = true;
+        let cfg: Config = config.parse().expect("harness config");
         let l = layout(layout_idx);
         let clock = Arc::new(ManualPlatform::new());
         let a = Allocator::with_platform(&l, cfg.clone(), clock.clone()).expect("build");
