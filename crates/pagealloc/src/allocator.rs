@@ -1105,9 +1105,8 @@ impl Allocator {
     /// ```
     /// use pagealloc::{Allocator, Config, Gfp, Layout};
     ///
-    /// // Checked frees (the default in debug builds) refuse a double free.
-    /// let config: Config = "linux-6.12,checked=on".parse()?;
-    /// let a = Allocator::new(&Layout::single(16384, 1), config)?;
+    /// // Frees are checked in every build: a double free is refused.
+    /// let a = Allocator::new(&Layout::single(16384, 1), Config::default())?;
     /// let mut frames = Vec::new();
     /// a.alloc_bulk_on(0, 0, Gfp::USER, None, 3, &mut frames)?;
     /// frames.insert(1, frames[0]); // the same frame twice

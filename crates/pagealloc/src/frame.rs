@@ -38,7 +38,7 @@ impl fmt::Display for Pfn {
 /// A block of 2^order contiguous frames handed out by the allocator.
 ///
 /// The handle is plain data (copyable, like a `struct page *`): the allocator checks on
-/// free, in checked mode, that it is a block it handed out and has not been freed since.
+/// free that it is a block it handed out and has not been freed since.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Frame {
     /// First frame of the block (aligned to 2^order).
