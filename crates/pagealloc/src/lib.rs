@@ -61,6 +61,12 @@
 //! a.validate().expect("invariants");
 //! ```
 //!
+//! ## Features
+//! - `std` (default): mmap-backed memory, the host's CPU and clock, sysfs topology, a
+//!   background decay ticker.
+//! - `x86_64`: the `x86_64` crate's `FrameAllocator` / `FrameDeallocator` for 4 KiB and
+//!   2 MiB frames, no_std (`x86_64::FrameAdapter`, for hobby and research kernels).
+//!
 //! ## Deviations from the kernel
 //! - No reclaim: the slow path wakes a modelled kswapd (RECLAIM_ACTIVE from free < low
 //!   until free ≥ high), drains all pagesets and gives back the high-atomic reserve, then
@@ -97,6 +103,8 @@ mod zonelist;
 pub mod os;
 #[cfg(feature = "std")]
 mod ticker;
+#[cfg(feature = "x86_64")]
+pub mod x86_64;
 
 pub use access::{Access, AccessSink, Line, ZoneLine};
 pub use allocator::{Allocator, BuildError, BulkFreeError};
