@@ -1,5 +1,5 @@
 //! Clustered order-0 free lists (Aaron Lu's RFC "zone lock scalability for order 0",
-//! patches 3/5 and 4/5; docs/mechanisms.md Appendix A). Not in mainline; [`Config::clustered_refill`].
+//! patches 3/5 and 4/5; docs/mechanisms.md Appendix A). Not in mainline; [`Config::clustered_refill`](crate::Config::clustered_refill).
 //!
 //! # Design
 //! Every entry of an order-0 free list belongs to a *cluster*: a run of consecutive list

@@ -169,6 +169,15 @@ impl Gfp {
         self.0 & other.0 == other.0
     }
     /// The migratetype of the request (`gfp_migratetype`).
+    ///
+    /// ```
+    /// use pagealloc::{Gfp, MigrateType};
+    ///
+    /// assert_eq!(Gfp::USER.migratetype(), MigrateType::Movable);
+    /// assert_eq!(Gfp::KERNEL.migratetype(), MigrateType::Unmovable);
+    /// assert_eq!((Gfp::KERNEL | Gfp::RECLAIMABLE).migratetype(), MigrateType::Reclaimable);
+    /// assert!(Gfp::ATOMIC_KERNEL.contains(Gfp::HIGH));
+    /// ```
     pub const fn migratetype(self) -> MigrateType {
         if self.0 & Self::MOVABLE.0 != 0 {
             MigrateType::Movable

@@ -98,6 +98,16 @@ fn clamp(x: i32, lo: i32, hi: i32) -> i32 {
 }
 
 /// `zone_batchsize` (docs/mechanisms.md §2.1): `2^n - 1` pages, about 0.1 % of the zone up to 1 MiB/4.
+///
+/// ```
+/// use pagealloc::tune::zone_batchsize;
+///
+/// // Zones of 16 MiB, 64 MiB, 256 MiB and 1 GiB (4 KiB pages): 1, 3, 15, 63; 63 is the
+/// // ceiling, reached from about 688 MiB.
+/// let batches: Vec<i32> = [4096, 16384, 65536, 262_144].map(zone_batchsize).to_vec();
+/// assert_eq!(batches, [1, 3, 15, 63]);
+/// assert_eq!(zone_batchsize(64 << 20), 63);
+/// ```
 pub fn zone_batchsize(managed: u64) -> i32 {
     let mut b = (managed >> 10).min((1024 * 1024 / crate::frame::PAGE_SIZE) as u64) as i64;
     b /= 4;
@@ -136,6 +146,18 @@ pub fn zone_highsize(
 
 /// `(high_min, high_max)` for a zone (docs/mechanisms.md §2.2, `zone_set_pageset_high_and_batch`).
 /// Without auto-tuning (v6.6) both are the low-watermark share, the old fixed `high`.
+///
+/// ```
+/// use pagealloc::tune::high_bounds;
+///
+/// // docs/mechanisms.md §2.4: a 4 GiB zone, low watermark 3096, batch 63, 8 CPUs.
+/// let (low, managed, batch, cpus) = (3096, 1 << 20, 63, 8);
+/// assert_eq!(high_bounds(low, managed, batch, cpus, 0, cpus, 0, true), (387, 16384));
+/// // v6.6: one fixed high, the low-watermark share.
+/// assert_eq!(high_bounds(low, managed, batch, cpus, 0, cpus, 0, false), (387, 387));
+/// // vm.percpu_pagelist_high_fraction = 16: managed / 16 per CPU, tuning off.
+/// assert_eq!(high_bounds(low, managed, batch, cpus, 0, cpus, 16, true), (8192, 8192));
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn high_bounds(
     low_wmark: u64,
@@ -188,6 +210,32 @@ pub struct FreeDecision {
 /// The tuning half of `free_unref_page_commit` (docs/mechanisms.md §3.2), called after the page was
 /// put on its list and `count` raised. Halves `alloc_factor`, detects free_high, raises
 /// `free_count`, computes the limit ([`nr_pcp_high`]) and the drain ([`nr_pcp_free`]).
+///
+/// ```
+/// use pagealloc::tune::{on_free, PcpState, Tune, ZoneFlags, PCPF_PREV_FREE_HIGH_ORDER};
+/// use pagealloc::Config;
+///
+/// let t = Tune::from_config(&Config::default());
+/// // A pageset of batch 63 that has been freeing order-1 blocks: the previous free was
+/// // order 1..=3 and about a batch was freed since the last allocation.
+/// let mut st = PcpState {
+///     count: 500, // the block just freed included
+///     high: 1000, high_min: 387, high_max: 16384, batch: 63,
+///     flags: PCPF_PREV_FREE_HIGH_ORDER, free_count: 100,
+///     ..PcpState::default()
+/// };
+/// let d = on_free(&mut st, 1, ZoneFlags::default(), &t);
+/// // free_high: drain min(count, batch << SCALE) and cut high by batch << SCALE.
+/// assert!(d.free_high);
+/// assert_eq!((d.drain, st.high), (500, 387));
+///
+/// // An order-0 free never triggers it, and resets the run of high-order frees.
+/// let mut st = PcpState { count: 500, high: 1000, high_min: 387, high_max: 16384,
+///     batch: 63, flags: PCPF_PREV_FREE_HIGH_ORDER, free_count: 100, ..PcpState::default() };
+/// let d = on_free(&mut st, 0, ZoneFlags::default(), &t);
+/// assert!(!d.free_high && d.drain == 0);
+/// assert_eq!(st.flags & PCPF_PREV_FREE_HIGH_ORDER, 0);
+/// ```
 pub fn on_free(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDecision {
     if t.refill_scaling {
         st.alloc_factor >>= 1;
@@ -322,6 +370,21 @@ pub fn nr_pcp_free(st: &mut PcpState, limit: i32, free_high: bool, t: &Tune) -> 
 
 /// `nr_pcp_alloc` (docs/mechanisms.md §4.3): blocks of `order` to take from the zone in one refill.
 /// Raises `high` (auto-tuning, zone healthy) and `alloc_factor` (order 0).
+///
+/// ```
+/// use pagealloc::tune::{nr_pcp_alloc, PcpState, Tune, ZoneFlags};
+/// use pagealloc::Config;
+///
+/// let t = Tune::from_config(&Config::default());
+/// let mut st = PcpState { batch: 63, high_min: 387, high_max: 16384, ..PcpState::default() };
+/// // Back-to-back order-0 refills of an empty pageset double up to batch << SCALE.
+/// let sizes: Vec<i32> =
+///     (0..7).map(|_| nr_pcp_alloc(&mut st, ZoneFlags::default(), 0, &t)).collect();
+/// assert_eq!(sizes, [63, 126, 252, 504, 1008, 2016, 2016]);
+/// assert!(st.high > st.high_min); // each refill raised high
+/// // Order 1..=3 and THP refills count blocks: 63 >> order, at least 2.
+/// assert_eq!(nr_pcp_alloc(&mut st, ZoneFlags::default(), 3, &t), 7);
+/// ```
 pub fn nr_pcp_alloc(st: &mut PcpState, zf: ZoneFlags, order: u8, t: &Tune) -> i32 {
     let base = st.batch;
     st.high = clamp(st.high, st.high_min, st.high_max);
@@ -378,6 +441,21 @@ pub struct Decay {
 /// than one maximal drain below `count`; the excess above `high` is returned.
 /// With `count_min` (V2 09/10, non-mainline) only pages that stayed idle since the last
 /// tick are decayed: `high - min(count_min, high >> 3)`.
+///
+/// ```
+/// use pagealloc::tune::{decay, PcpState, Tune};
+/// use pagealloc::Config;
+///
+/// let t = Tune::from_config(&Config::default());
+/// let mut st = PcpState {
+///     count: 15_000, high: 16384, high_min: 387, high_max: 16384, batch: 63,
+///     ..PcpState::default()
+/// };
+/// let d = decay(&mut st, &t);
+/// assert_eq!(st.high, 16384 - 16384 / 8); // an eighth off
+/// assert_eq!(d.excess, 15_000 - 14_336); // pages above the new high go back
+/// assert!(d.todo);
+/// ```
 pub fn decay(st: &mut PcpState, t: &Tune) -> Decay {
     let mut todo = false;
     if !t.auto_tune {

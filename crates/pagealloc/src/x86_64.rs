@@ -154,7 +154,7 @@ impl<'a> FrameAdapter<'a> {
 
     /// Free a 4 KiB frame, returning why it was refused instead of panicking: a frame
     /// this adapter did not hand out (or freed already) is refused and nothing changes
-    /// (with [`Config::checked`](crate::Config::checked) on).
+    /// (frees are checked in every build).
     pub fn free_4k(&self, frame: PhysFrame<Size4KiB>) -> Result<(), FreeError> {
         self.alloc.free_pages(self.frame_of(frame, 0)?)
     }

@@ -415,6 +415,18 @@ impl fmt::Debug for ZoneGuard<'_> {
 
 /// `calculate_min_free_kbytes` (docs/mechanisms.md §6.1): `isqrt(lowmem_kb * 16)` clamped to
 /// 128..=262144, raised to khugepaged's recommendation with THP.
+///
+/// ```
+/// use pagealloc::{min_free_kbytes, zone_wmarks};
+///
+/// // docs/mechanisms.md §2.4: one 4 GiB zone, THP off.
+/// let managed = 1 << 20;
+/// let kb = min_free_kbytes(managed, 1, false);
+/// assert_eq!(kb, 8192);
+/// assert_eq!(zone_wmarks(kb / 4, managed, managed, false, 10), [2048, 3096, 4144, 5192]);
+/// // With THP, khugepaged asks for 11 pageblocks per zone (22 MiB).
+/// assert_eq!(min_free_kbytes(managed, 1, true), 11 * 512 * 4);
+/// ```
 pub fn min_free_kbytes(lowmem_pages: u64, nr_zones: u64, thp: bool) -> u64 {
     let lowmem_kb = lowmem_pages * 4;
     let mut k = isqrt(lowmem_kb * 16).clamp(128, 262_144);
