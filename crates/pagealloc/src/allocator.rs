@@ -1073,7 +1073,7 @@ impl Allocator {
     /// `frame` must be a block this allocator handed out with exactly this order and not
     /// freed since, and no other thread may free it concurrently. Otherwise the
     /// allocator's lists are corrupted: the same frames are handed out to several owners
-    /// (aliasing the memory behind [`Allocator::frame_ptr`]), a pageset list can loop on
+    /// (aliasing the memory behind `Allocator::frame_ptr`), a pageset list can loop on
     /// itself so that allocation never runs out, and `validate()` fails.
     #[inline]
     pub unsafe fn free_on_unchecked(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
