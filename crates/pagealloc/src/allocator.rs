@@ -545,6 +545,22 @@ impl Allocator {
     }
 
     /// Allocate as CPU `cpu` (its pageset, its node unless `node` is given).
+    ///
+    /// ```
+    /// use pagealloc::{AllocError, Allocator, Config, Gfp, Layout, MAX_ORDER};
+    ///
+    /// // Two nodes of 64 MiB, one CPU each.
+    /// let a = Allocator::new(&Layout::numa(2, 16384, 1), Config::default())?;
+    /// let local = a.alloc_on(0, 0, Gfp::KERNEL, None)?;
+    /// assert_eq!(a.zone_of_pfn(local.pfn), Some(0)); // CPU 0's node
+    /// let remote = a.alloc_on(0, 2, Gfp::KERNEL, Some(1))?; // four pages from node 1
+    /// assert_eq!(a.zone_of_pfn(remote.pfn), Some(1));
+    /// assert_eq!(a.alloc_on(0, MAX_ORDER + 1, Gfp::KERNEL, None), Err(AllocError::InvalidOrder(11)));
+    /// assert_eq!(a.alloc_on(7, 0, Gfp::KERNEL, None), Err(AllocError::InvalidCpu(7)));
+    /// a.free_on(0, local)?;
+    /// a.free_on(0, remote)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn alloc_on(
         &self,
@@ -1054,6 +1070,19 @@ impl Allocator {
     /// (never allocated, in a hole, outside every zone, inside a larger block) or a wrong
     /// order is refused with a [`FreeError`] and changes nothing; of two threads freeing
     /// one block at once exactly one succeeds.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Frame, FreeError, Gfp, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(16384, 2), Config::default())?;
+    /// let f = a.alloc_on(0, 1, Gfp::USER, None)?; // two pages
+    /// let wrong_order = Frame::new(f.pfn, 0);
+    /// assert!(matches!(a.free_on(0, wrong_order), Err(FreeError::OrderMismatch { .. })));
+    /// a.free_on(1, f)?; // any CPU may free it: it joins CPU 1's pageset
+    /// assert!(matches!(a.free_on(1, f), Err(FreeError::NotAllocated(_))));
+    /// a.validate()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn free_on(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
         if cpu >= self.cpus.len() {
@@ -1217,6 +1246,21 @@ impl Allocator {
 
     /// `drain_all_pages(NULL)`: drain every CPU's pagesets that hold pages, from the
     /// calling thread (no IPIs, as in 6.x). Serialized.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(16384, 2), Config::default())?;
+    /// for cpu in 0..2 {
+    ///     let f = a.alloc_on(cpu, 0, Gfp::USER, None)?;
+    ///     a.free_on(cpu, f)?;
+    /// }
+    /// assert!(a.nr_pcp_pages() > 0);
+    /// a.drain_all_pages();
+    /// assert_eq!(a.nr_pcp_pages(), 0);
+    /// assert_eq!(a.nr_free_pages(), a.managed_pages());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn drain_all_pages(&self) {
         let _g = self.drain_lock.lock();
         for cpu in 0..self.cpus.len() {
@@ -1230,6 +1274,22 @@ impl Allocator {
 
     /// Take `cpu` offline (`page_alloc_cpu_dead`): drain its pagesets, give it the boot
     /// pageset (nothing cached) and resize the others (fewer CPUs share the node).
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?;
+    /// let f = a.alloc_on(1, 0, Gfp::USER, None)?; // CPU 1 now caches a batch
+    /// let shared = a.pcp_info(0, 0).high_min;
+    /// a.cpu_offline(1)?;
+    /// let off = a.pcp_info(1, 0);
+    /// assert_eq!((off.count, off.high_max, off.batch), (0, 0, 1)); // the boot pageset
+    /// assert!(a.pcp_info(0, 0).high_min > shared); // one CPU left to share the node
+    /// a.free_on(0, f)?;
+    /// a.cpu_online(1)?;
+    /// assert_eq!(a.pcp_info(1, 0).high_min, shared);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cpu_offline(&self, cpu: usize) -> Result<(), AllocError> {
         let c = self.cpus.get(cpu).ok_or(AllocError::InvalidCpu(cpu))?;
         c.online.store(false, Relaxed);
@@ -1253,6 +1313,20 @@ impl Allocator {
 
     /// `vm.percpu_pagelist_high_fraction`: 0 (auto-tuning) or ≥ 8 (high =
     /// managed/fraction per CPU, tuning off). Anything else is refused and nothing changes.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?;
+    /// a.set_high_fraction(64)?;
+    /// let p = a.pcp_info(0, 0);
+    /// assert_eq!((p.high_min, p.high_max), (262_144 / 64 / 2, 262_144 / 64 / 2));
+    /// assert!(a.set_high_fraction(4).is_err()); // must be 0 or >= 8
+    /// assert_eq!(a.high_fraction(), 64);
+    /// a.set_high_fraction(0)?; // auto-tuning again
+    /// assert!(a.pcp_info(0, 0).high_min < a.pcp_info(0, 0).high_max);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set_high_fraction(&self, fraction: u32) -> Result<(), ConfigError> {
         if fraction != 0 && fraction < 8 {
             return Err(ConfigError::Invalid {
