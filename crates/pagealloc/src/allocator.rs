@@ -46,6 +46,9 @@ impl core::ops::Deref for MetaStore {
 /// Per-CPU data that is not per zone.
 pub(crate) struct CpuInfo {
     pub(crate) node: usize,
+    /// The first zone of the node's zonelist (`usize::MAX`: none), where the PCP hit
+    /// looks first.
+    pub(crate) home_zone: usize,
     pub(crate) llc_slice_bytes: u64,
     pub(crate) online: AtomicBool,
     /// Lock-free events (atomic adds).
@@ -363,12 +366,22 @@ impl Allocator {
             .iter()
             .map(|c| CpuInfo {
                 node: c.node,
+                home_zone: zonelists
+                    .get(c.node)
+                    .and_then(|zl| zl.first().copied())
+                    .unwrap_or(usize::MAX),
                 llc_slice_bytes: c.llc_slice_bytes,
                 online: AtomicBool::new(c.online),
                 stats: Stats::default(),
             })
             .collect();
-        let pcps = (0..ncpus * zones.len()).map(|_| PcpSlot::new()).collect();
+        let pcps = (0..ncpus)
+            .flat_map(|_| {
+                zones
+                    .iter()
+                    .map(|z| PcpSlot::new(crate::pcp::Hot::new(&cfg, z)))
+            })
+            .collect();
         let a = Allocator {
             tune: Tune::from_config(&cfg),
             high_fraction: AtomicU32::new(cfg.high_fraction),
@@ -563,6 +576,23 @@ impl Allocator {
     /// ```
     #[inline]
     pub fn alloc_on(
+        &self,
+        cpu: usize,
+        order: u8,
+        gfp: Gfp,
+        node: Option<usize>,
+    ) -> Result<Frame, AllocError> {
+        if node.is_none() {
+            if let Some(pfn) = self.alloc_hit(cpu, order, gfp) {
+                return Ok(Frame::new(Pfn(pfn), order));
+            }
+        }
+        self.alloc_walk(cpu, order, gfp, node)
+    }
+
+    /// [`Allocator::alloc_on`] past the PCP hit: the zonelist walk, then the slow path.
+    #[inline(never)]
+    fn alloc_walk(
         &self,
         cpu: usize,
         order: u8,

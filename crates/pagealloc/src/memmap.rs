@@ -345,6 +345,22 @@ impl List {
         self.len -= 1;
         Some(i)
     }
+    /// Remove and return the head of a list the caller saw non-empty (the hot path's
+    /// pop: no emptiness branch of its own).
+    #[inline(always)]
+    pub(crate) fn pop_head_nonempty(&mut self, m: &[PageMeta]) -> u32 {
+        debug_assert!(self.head != NIL);
+        let i = self.head;
+        let n = m[i as usize].next();
+        self.head = n;
+        if n != NIL {
+            m[n as usize].set_prev(NIL);
+        } else {
+            self.tail = NIL;
+        }
+        self.len -= 1;
+        i
+    }
     /// [`List::pop_tail`], reporting the popped frame (unlinked: written) and the new tail (written).
     #[inline]
     pub(crate) fn pop_tail_t(&mut self, m: &[PageMeta], t: &mut impl Touch) -> Option<u32> {

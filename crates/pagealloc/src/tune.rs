@@ -236,7 +236,38 @@ pub struct FreeDecision {
 /// assert!(!d.free_high && d.drain == 0);
 /// assert_eq!(st.flags & PCPF_PREV_FREE_HIGH_ORDER, 0);
 /// ```
+#[inline]
 pub fn on_free(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDecision {
+    let high_order = (1..=crate::frame::COSTLY_ORDER).contains(&order);
+    // The common case, decided without `nr_pcp_high`: not a free_high candidate, no zone
+    // flag, `high` already inside its bounds (so the clamp keeps it) and above `count` (so
+    // nothing drains and `high` is not raised). What remains is the bookkeeping below,
+    // exactly as the full form does it.
+    if !high_order
+        && !zf.below_high
+        && !zf.reclaim_active
+        && st.count < st.high
+        && st.high_min <= st.high
+        && st.high <= st.high_max
+    {
+        if t.refill_scaling {
+            st.alloc_factor >>= 1;
+        }
+        st.flags &= !PCPF_PREV_FREE_HIGH_ORDER;
+        if t.free_count && st.free_count < (st.batch << t.scale) {
+            st.free_count += 1 << order;
+        }
+        return FreeDecision {
+            free_high: false,
+            drain: 0,
+        };
+    }
+    on_free_full(st, order, zf, t)
+}
+
+/// [`on_free`] in full: `nr_pcp_high` and `nr_pcp_free`.
+#[inline(never)]
+fn on_free_full(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDecision {
     if t.refill_scaling {
         st.alloc_factor >>= 1;
     }
@@ -880,5 +911,38 @@ mod tests {
             .map(|_| nr_pcp_free(&mut st, 10000, false, &tb))
             .collect();
         assert_eq!(v, [63, 126, 252, 504, 1008, 2016, 4032, 8064, 9937]);
+    }
+
+    proptest::proptest! {
+        /// The short form of `on_free` decides exactly as the full one: same state after,
+        /// same decision, for any state, order, zone flags and switches.
+        #[test]
+        fn on_free_short_form_is_the_full_form(
+            count in 0i32..600, high in 0i32..600, high_min in 0i32..600, high_max in 0i32..600,
+            batch in 1i32..70, flags: u8, alloc_factor in 0u8..4, free_factor in 0u8..4,
+            free_count in 0i32..600, order in 0u8..10, below_high: bool, reclaim_active: bool,
+            sw in 0u8..=255, scale in 0u8..6,
+        ) {
+            let st = PcpState {
+                count, high, high_min, high_max, batch, flags, alloc_factor, free_factor,
+                free_count, count_min: count,
+            };
+            let t = Tune {
+                scale,
+                prev_order: sw & 1 != 0,
+                bounded: sw & 2 != 0,
+                refill_scaling: sw & 4 != 0,
+                auto_tune: sw & 8 != 0,
+                below_high: sw & 16 != 0,
+                free_count: sw & 32 != 0,
+                count_min: sw & 64 != 0,
+            };
+            let zf = ZoneFlags { below_high, reclaim_active };
+            let (mut a, mut b) = (st, st);
+            let da = on_free(&mut a, order, zf, &t);
+            let db = on_free_full(&mut b, order, zf, &t);
+            proptest::prop_assert_eq!(da, db);
+            proptest::prop_assert_eq!(a, b);
+        }
     }
 }
