@@ -178,6 +178,10 @@ impl Allocator {
     pub(crate) fn alloc_hit(&self, cpu: usize, order: u8, gfp: Gfp) -> Option<u64> {
         let zi = self.cpus.get(cpu)?.home_zone;
         let zone = self.zones.get(zi)?;
+        if zone.trace.sink().is_some() {
+            // A reported run takes the walk, which reports what it reads.
+            return None;
+        }
         let slot = self.slot(cpu, zi);
         let h = &slot.hot;
         let mt = gfp.migratetype();
