@@ -3,10 +3,12 @@
 //! `free_pcppages_bulk`, `drain_pages_zone`, `decay_pcp_high`).
 //!
 //! # Budget of the hot path
-//! An order-0 allocate+free pair on a PCP hit, measured by `examples/hotpath` on a
-//! 2-core AMD EPYC (Zen 3) VM: **285 instructions** per pair (callgrind, was 392) and
-//! **44–46 ns** per pair (median of 9 × 2M pairs, was 62–64 ns side by side in the same
-//! run; the machine was shared, so the absolute figures move by ±30 %).
+//! An order-0 allocate+free pair on a PCP hit with the checked free, measured by
+//! `examples/hotpath` on a 2-core AMD EPYC (Zen 3) VM: **307 instructions** per pair
+//! (callgrind; 423 before this path, with the access-reporting seam and no sink; 299 vs
+//! 415 with `free_on_unchecked`) and **0.67×** the time of the previous path side by side
+//! in one run (medians of 9 × 2M pairs: 83.5–87.3 vs 122.9–129.8 ns on a machine at load
+//! 14; 44–46 vs 62–64 ns at load 8; absolute figures move with the load, ratios do not).
 //!
 //! What a hit does, and nothing else:
 //! - allocation ([`Allocator::alloc_hit`]): the first zone of the CPU's zonelist, its
