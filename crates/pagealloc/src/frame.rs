@@ -39,6 +39,14 @@ impl fmt::Display for Pfn {
 ///
 /// The handle is plain data (copyable, like a `struct page *`): the allocator checks on
 /// free that it is a block it handed out and has not been freed since.
+///
+/// ```
+/// use pagealloc::{Frame, Pfn, PAGE_SIZE};
+///
+/// let f = Frame::new(Pfn(512), 9); // a 2 MiB block
+/// assert_eq!(f.pages(), 512);
+/// assert_eq!(f.pfn.0 * PAGE_SIZE as u64, 2 << 20); // its physical address, RAM at 0
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Frame {
     /// First frame of the block (aligned to 2^order).

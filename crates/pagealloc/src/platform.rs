@@ -37,6 +37,17 @@ impl Platform for OsPlatform {
 
 /// A platform whose CPU and clock are set by the caller: for no_std, tests and the
 /// simulator (virtual time).
+///
+/// ```
+/// use pagealloc::{ManualPlatform, Platform};
+///
+/// let p = ManualPlatform::new();
+/// assert_eq!((p.current_cpu(), p.now_ns()), (0, 0));
+/// p.set_cpu(3);
+/// p.set_now(1_000);
+/// p.advance(500);
+/// assert_eq!((p.current_cpu(), p.now_ns()), (3, 1_500));
+/// ```
 #[derive(Debug, Default)]
 pub struct ManualPlatform {
     cpu: AtomicUsize,

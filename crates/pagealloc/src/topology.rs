@@ -93,6 +93,38 @@ pub struct CpuLayout {
 }
 
 /// The whole machine.
+///
+/// Built by hand, a layout describes real RAM: a kernel gives the zones its firmware's
+/// memory map, with real PFNs and the holes inside them.
+///
+/// ```
+/// use pagealloc::{Allocator, Config, CpuLayout, Gfp, Layout, NodeLayout, ZoneKind, ZoneLayout};
+///
+/// // DMA32 from 16 MiB to 4 GiB with the PCI hole [3 GiB, 3.5 GiB), then 4 GiB of Normal.
+/// let mut dma32 = ZoneLayout::new(ZoneKind::Dma32, 0x1000, 0x10_0000 - 0x1000);
+/// dma32.holes.push((0xc_0000, 0xe_0000));
+/// let normal = ZoneLayout::new(ZoneKind::Normal, 0x10_0000, 0x10_0000);
+/// let cpu = CpuLayout { node: 0, llc_slice_bytes: 2 << 20, online: true };
+/// let layout = Layout {
+///     nodes: vec![NodeLayout { zones: vec![dma32, normal], distance: vec![] }],
+///     cpus: vec![cpu; 4],
+/// };
+/// layout.validate()?;
+/// assert_eq!(layout.managed_pages(), layout.spanned_pages() - 0x2_0000);
+///
+/// let a = Allocator::new(&layout, Config::default())?;
+/// assert_eq!(a.nr_zones(), 2);
+/// let f = a.alloc_on(0, 0, Gfp::KERNEL, None)?;
+/// assert_eq!(a.zone_of_pfn(f.pfn), Some(1)); // the highest zone first, as in Linux
+/// assert!(!(0xc_0000..0xe_0000).contains(&f.pfn.0));
+/// a.free_on(0, f)?;
+///
+/// // Overlapping zones are refused with a reason.
+/// let mut bad = layout.clone();
+/// bad.nodes[0].zones[1].start_pfn = 0x8_0000;
+/// assert!(bad.validate().is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Layout {
     /// Nodes, by id.
