@@ -3,7 +3,11 @@
 //! are drawn from them. Keys follow the issue contract; a field that does not apply is
 //! `None` and is left out of the JSON.
 
+use hdrhistogram::Histogram;
+use pagealloc::Counters;
 use serde::{Deserialize, Serialize};
+
+use crate::workload::{OpCounts, Workload};
 
 /// A workload result (one config or peer on one machine), with the seeds' columns.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -94,5 +98,163 @@ impl Row {
     /// One JSON object on one line.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("rows serialise")
+    }
+}
+
+/// An empty latency histogram (ns, 3 significant figures, auto-resizing): the one kind
+/// every executor records trips and ops into.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new(3).expect("3 significant figures are valid")
+}
+
+/// Records `ns` into `h` (values below 1 ns count as 1).
+pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
+    // Auto-resizing histograms accept any value.
+    let _ = h.record(ns.max(1));
+}
+
+/// (average, p99) of a histogram of ns, in µs; `None` if it is empty. The one
+/// percentile of the lab: HdrHistogram's `value_at_quantile`.
+pub fn avg_p99_us(h: &Histogram<u64>) -> Option<(f64, f64)> {
+    (!h.is_empty()).then(|| (h.mean() / 1e3, h.value_at_quantile(0.99) as f64 / 1e3))
+}
+
+/// One CPU's measured window, as an executor saw it.
+#[derive(Clone, Debug, Default)]
+pub struct CpuWindow {
+    /// Ops completed in the window.
+    pub counts: OpCounts,
+    /// Start of the window (leaving the measured barrier, or the start), ns on the
+    /// executor's clock.
+    pub start_ns: u64,
+    /// The CPU's `Done`, ns on the same clock.
+    pub end_ns: u64,
+}
+
+/// Seconds from the earliest start to the latest end of `windows` (at least 1 ns).
+fn span_s<'a>(windows: impl Iterator<Item = &'a CpuWindow>) -> f64 {
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for w in windows {
+        lo = lo.min(w.start_ns);
+        hi = hi.max(w.end_ns);
+    }
+    (hi.saturating_sub(lo).max(1)) as f64 * 1e-9
+}
+
+/// Everything a row is computed from, in the terms the columns are defined in; both
+/// executors fill one and call [`Row::from_measurement`], so a column means the same
+/// on threads and in the simulator.
+#[derive(Debug)]
+pub struct Measurement<'a> {
+    /// The workload (name, score, groups).
+    pub workload: &'a dyn Workload,
+    /// `pagealloc` or the peer's name.
+    pub alloc: String,
+    /// pagealloc's config string; `None` for peers.
+    pub config: Option<String>,
+    /// `host`, or the simulated machine's name.
+    pub machine: String,
+    /// Root seed.
+    pub seed: u64,
+    /// Wall-clock seconds of the run.
+    pub wall_s: f64,
+    /// Per CPU of the workload, its measured window.
+    pub windows: Vec<CpuWindow>,
+    /// The allocator's counters over the measured window (sources with counters).
+    pub counters: Option<Counters>,
+    /// Σ over the workload's CPUs of the time spent waiting for any zone lock in the
+    /// measured window, ns.
+    pub zone_lock_wait_ns: Option<u64>,
+    /// Σ over the workload's CPUs of their CPU time in the measured window, ns: the
+    /// threads' own CPU clocks, or the virtual CPUs' busy time.
+    pub cpu_time_ns: u64,
+    /// Durations of zone-lock trips of allocations (refills, direct) and of frees
+    /// (drains, direct), ns.
+    pub trips: Option<(&'a Histogram<u64>, &'a Histogram<u64>)>,
+    /// Base pages touched, and how many of them missed the last-level cache.
+    pub touches: Option<(u64, u64)>,
+    /// Largest and last total of pages on per-CPU lists.
+    pub pcp_pages: Option<(u64, u64)>,
+    /// The run's trace hash, where it is reproducible.
+    pub trace_hash: Option<u64>,
+}
+
+impl Row {
+    /// The row of a run, one definition per column (see the README's column table):
+    /// - score: [`Workload::score`] over all CPUs' measured windows (earliest start to
+    ///   last `Done`); with several [`Workload::groups`], each group's in `score_<g>`;
+    /// - zone lock %: zone-lock wait ÷ CPU time, over the measured window;
+    /// - free_high, alloc_zone: the counters over the measured window (raw);
+    /// - cache miss %: cold ÷ touched base pages;
+    /// - alloc/free latency: average and p99 of one zone-lock trip ([`avg_p99_us`]).
+    pub fn from_measurement(m: &Measurement<'_>) -> Row {
+        let w = m.workload;
+        let measured = OpCounts::sum(m.windows.iter().map(|c| &c.counts));
+        let elapsed_s = span_s(m.windows.iter());
+        let mut r = Row {
+            workload: Some(w.name().to_owned()),
+            alloc: m.alloc.clone(),
+            config: m.config.clone(),
+            cpus: Some(m.windows.len() as u32),
+            machine: Some(m.machine.clone()),
+            score: Some(w.score(&measured, elapsed_s)),
+            score_unit: Some(w.score_unit().to_owned()),
+            seed: Some(m.seed),
+            wall_s: Some(m.wall_s),
+            trace_hash: m.trace_hash.map(|h| format!("{h:016x}")),
+            ..Row::default()
+        };
+        let groups = w.groups(m.windows.len() as u32);
+        if groups.len() > 1 {
+            for g in groups.iter().filter(|g| !g.cpus.is_empty()) {
+                let sel = || g.cpus.iter().map(|&c| &m.windows[c as usize]);
+                let counts = OpCounts::sum(sel().map(|c| &c.counts));
+                r.extra
+                    .insert(format!("score_{}", g.name), w.score(&counts, span_s(sel())));
+            }
+        }
+        r.extra.insert("elapsed_s".into(), elapsed_s);
+        r.extra
+            .insert("alloc_failures".into(), measured.failed_allocs() as f64);
+        if let Some(wait) = m.zone_lock_wait_ns {
+            r.zone_lock_pct = Some(100.0 * wait as f64 / m.cpu_time_ns.max(1) as f64);
+            r.extra.insert("lock_wait_s".into(), wait as f64 * 1e-9);
+        }
+        r.extra
+            .insert("cpu_time_s".into(), m.cpu_time_ns as f64 * 1e-9);
+        if let Some(c) = &m.counters {
+            r.free_high = Some(c.free_high as f64);
+            r.alloc_zone = Some(c.alloc_zone as f64);
+            for (k, v) in [
+                ("pcp_refill", c.pcp_refill),
+                ("pcp_drain", c.pcp_drain),
+                ("zone_lock", c.zone_lock),
+                ("zone_lock_contended", c.zone_lock_contended),
+                ("pgalloc", c.pgalloc),
+                ("pgfree", c.pgfree),
+                ("alloc_fail", c.alloc_fail),
+                ("decay_drain", c.decay_drain),
+            ] {
+                r.extra.insert(k.into(), v as f64);
+            }
+        }
+        if let Some((alloc, free)) = m.trips {
+            if let Some((avg, p99)) = avg_p99_us(alloc) {
+                r.alloc_lat_avg_us = Some(avg);
+                r.alloc_lat_p99_us = Some(p99);
+            }
+            if let Some((avg, p99)) = avg_p99_us(free) {
+                r.free_lat_avg_us = Some(avg);
+                r.free_lat_p99_us = Some(p99);
+            }
+        }
+        if let Some((pages, cold)) = m.touches.filter(|&(p, _)| p > 0) {
+            r.cache_miss_pct = Some(100.0 * cold as f64 / pages as f64);
+        }
+        if let Some((peak, last)) = m.pcp_pages {
+            r.pcp_peak_pages = Some(peak as f64);
+            r.pcp_final_pages = Some(last as f64);
+        }
+        r
     }
 }

@@ -120,6 +120,8 @@ fn every_workload_matches_its_dry_run_on_pagealloc() {
                     "{name}: no failures with ample memory"
                 );
                 assert_eq!(t.touches, dry.total.touches, "{name}: touches");
+                // One contract, one trace hash: the same ops with the same results.
+                assert_eq!(r.trace_hash, dry.trace_hash, "{name} on {cpus} CPUs: trace");
             }
             assert!(
                 r.score.is_finite() && r.score >= 0.0,
@@ -131,6 +133,10 @@ fn every_workload_matches_its_dry_run_on_pagealloc() {
             let row = r.row();
             assert_eq!(row.alloc, "pagealloc");
             assert!(row.zone_lock_pct.is_some() && row.pcp_peak_pages.is_some());
+            // The spec's zone lock %: wait for zone locks ÷ CPU time of the window.
+            let pct = 100.0 * row.extra["lock_wait_s"] / row.extra["cpu_time_s"];
+            assert!(row.extra["cpu_time_s"] > 0.0, "{name}");
+            assert!((row.zone_lock_pct.unwrap() - pct).abs() < 1e-9, "{name}");
         }
     }
 }

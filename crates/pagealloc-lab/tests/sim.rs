@@ -82,6 +82,17 @@ fn two_virtual_cpus_match_two_threads() {
     within("pcp_refill", r.extra["pcp_refill"], tc.pcp_refill);
     within("pcp_drain", r.extra["pcp_drain"], tc.pcp_drain);
     within("free_high", r.free_high.unwrap(), tc.free_high);
+    // One row constructor: every column has the same definition on both executors.
+    let tr = threads.row();
+    for (who, row) in [("simulator", &r), ("threads", &tr)] {
+        let pct = 100.0 * row.extra["lock_wait_s"] / row.extra["cpu_time_s"];
+        assert!(
+            (row.zone_lock_pct.unwrap() - pct).abs() < 1e-9,
+            "{who}: zone lock % is wait ÷ CPU time"
+        );
+        assert_eq!(row.extra["alloc_failures"], 0.0, "{who}");
+        assert_eq!(row.cpus, Some(2), "{who}");
+    }
 }
 
 /// The step of the kbuild table the model cannot reproduce, and why

@@ -509,7 +509,7 @@ impl Workload for LeakyWorkload {
 }
 
 #[test]
-#[should_panic(expected = "done with blocks in its slots")]
+#[should_panic(expected = "done with a block in slot")]
 fn dry_run_catches_a_leak() {
     dry_run(&LeakyWorkload, 1, 0);
 }

@@ -1477,6 +1477,16 @@ impl Allocator {
         c
     }
 
+    /// Zone-lock acquisitions by `cpu` in all zones: the `zone_lock` counter of
+    /// [`Allocator::cpu_counters`] alone, one cell per zone, cheap enough to read around
+    /// every operation to tell a pcp hit from a zone-lock trip (the simulator does).
+    pub fn cpu_zone_lock_count(&self, cpu: usize) -> u64 {
+        self.zones
+            .iter()
+            .map(|z| z.cpu_stats[cpu].zone_lock.get())
+            .sum()
+    }
+
     /// Reset every counter (not atomic with concurrent work).
     pub fn reset_counters(&self) {
         for s in self.pcps.iter() {

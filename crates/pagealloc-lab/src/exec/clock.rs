@@ -86,3 +86,21 @@ pub(crate) fn since_ns(s: Stamp) -> u64 {
         None => (r.base.elapsed().as_nanos() as u64).saturating_sub(s.0),
     }
 }
+
+/// CPU time the calling thread has used, ns (`CLOCK_THREAD_CPUTIME_ID`): what the
+/// zone-lock % divides by (spinning on a full inbox or at a barrier counts, time
+/// descheduled does not).
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: 1. `ts` is a valid, writable timespec owned by this frame; the call
+    // writes only into it. 2. CLOCK_THREAD_CPUTIME_ID is supported on every Linux.
+    // No lock is involved: the clock is per thread.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -4,17 +4,20 @@
 //! # Design
 //! Thread `i` plays CPU `i`: it is pinned to the `i`-th CPU this process may use (when
 //! there are enough; otherwise the run is unpinned, with a warning), owns CPU `i`'s slot
-//! table and RNG ([`cpu_seed`]), and allocates as CPU `i` (`alloc_on(i, …)` for
-//! pagealloc). It drives its script exactly by the executor contract of
-//! [`crate::workload`]: `Send`/`Recv` go through real bounded MPMC queues (crossbeam
-//! `ArrayQueue`, FIFO, capacity [`Workload::inbox_capacity`]), blocked ops spin then
-//! yield, barriers check their ids, and a script that finishes while others wait at a
-//! barrier fails the run.
+//! table and RNG (a [`CpuDriver`], the executor contract of [`crate::workload`] written
+//! once), and allocates as CPU `i` (`alloc_on(i, …)` for pagealloc): the thread is the
+//! driver's [`Backend`]. `Send`/`Recv` go through real bounded MPMC queues (crossbeam
+//! `ArrayQueue`, FIFO, capacity [`Workload::inbox_capacity`]); a blocked op spins then
+//! yields and is retried; barriers check their ids, and a script that finishes while
+//! others wait at a barrier fails the run.
 //!
-//! Measurements, per thread, merged at the end:
+//! Measurements, per thread, merged at the end into a row by [`Row::from_measurement`]
+//! (the simulator's constructor too):
 //! - [`OpCounts`] for the whole run and the measured window; the score is the
 //!   workload's [`Workload::score`] over the window (from the measured barrier, or the
 //!   start, to the last `Done`).
+//! - The thread's CPU time in its window (`CLOCK_THREAD_CPUTIME_ID`): the zone lock %
+//!   is the counters' `zone_lock_wait_ns` ÷ the threads' CPU time.
 //! - With [`ExecOptions::latency`]: every allocation and free is timed (HdrHistogram,
 //!   ns; TSC-based clock, see `clock.rs`). For sources with counters, after an op that
 //!   took at least [`TRIP_MIN_NS`] the CPU's counters are read: if this CPU took a zone
@@ -50,8 +53,11 @@ use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 
 use crate::peers::{Block, Counters, PageSource, SourceError};
+use crate::row::{avg_p99_us, histogram, record_ns, CpuWindow, Measurement};
+use crate::workload::driver::{ContractError, TraceBlock};
 use crate::workload::{
-    cpu_seed, CpuScript, Op, OpCounts, OpResult, SplitMix64, Workload, WorkloadError, NR_ORDERS,
+    Backend, CpuDriver, CpuScript, Flow, MigrateKind, OpCounts, Step, TraceHash, Workload,
+    WorkloadError, NR_ORDERS,
 };
 use crate::Row;
 
@@ -121,6 +127,12 @@ impl fmt::Display for ExecError {
 
 impl std::error::Error for ExecError {}
 
+impl From<ContractError> for ExecError {
+    fn from(e: ContractError) -> Self {
+        ExecError::Script(e.0)
+    }
+}
+
 impl From<SourceError> for ExecError {
     fn from(e: SourceError) -> Self {
         ExecError::Source(e)
@@ -155,12 +167,11 @@ pub struct Latencies {
 
 impl Latencies {
     fn new() -> Self {
-        let h = || Histogram::new(3).expect("3 significant figures are valid");
         Latencies {
-            alloc: h(),
-            free: h(),
-            alloc_trip: h(),
-            free_trip: h(),
+            alloc: histogram(),
+            free: histogram(),
+            alloc_trip: histogram(),
+            free_trip: histogram(),
         }
     }
 
@@ -173,11 +184,6 @@ impl Latencies {
         add(&mut self.alloc_trip, &o.alloc_trip);
         add(&mut self.free_trip, &o.free_trip);
     }
-}
-
-/// (avg, p99) of a histogram in µs; `None` if empty.
-pub fn avg_p99_us(h: &Histogram<u64>) -> Option<(f64, f64)> {
-    (!h.is_empty()).then(|| (h.mean() / 1e3, h.value_at_quantile(0.99) as f64 / 1e3))
 }
 
 /// What a run measured.
@@ -199,12 +205,18 @@ pub struct ExecResult {
     pub score: f64,
     /// Its unit.
     pub score_unit: &'static str,
-    /// Score of each group when the workload has several (`thp`, `base`).
-    pub group_scores: Vec<(String, f64)>,
     /// Seconds of the measured window.
     pub elapsed_s: f64,
     /// Seconds from the start barrier to the last `Done`.
     pub wall_s: f64,
+    /// Per CPU: its measured window (counts, start and end on the run's clock).
+    pub windows: Vec<CpuWindow>,
+    /// Σ of the threads' CPU time in their measured windows, ns.
+    pub cpu_time_ns: u64,
+    /// Hash of every CPU's completed ops and results ([`TraceHash`]): the dry run's
+    /// hash when the ops did not depend on timing (no failed allocation, no shared
+    /// task queue).
+    pub trace_hash: u64,
     /// Counts of the whole run, per CPU.
     pub per_cpu: Vec<OpCounts>,
     /// Counts of the whole run.
@@ -229,49 +241,36 @@ pub struct ExecResult {
     pub pcp_final_pages: Option<u64>,
     /// Warnings to show the user (unpinned run…).
     pub warnings: Vec<String>,
+    /// The result row ([`ExecResult::row`]).
+    row: Row,
 }
 
 impl ExecResult {
     /// The result row (raw values; `compare` normalises).
     pub fn row(&self) -> Row {
-        let mut r = Row {
-            workload: Some(self.workload.to_owned()),
+        self.row.clone()
+    }
+
+    /// The row through [`Row::from_measurement`], plus the thread executor's own extras
+    /// (every op's latency, time in allocator calls and touches).
+    fn measure(&self, workload: &dyn Workload) -> Row {
+        let mut r = Row::from_measurement(&Measurement {
+            workload,
             alloc: self.alloc.to_owned(),
             config: self.config.clone(),
-            cpus: Some(self.cpus),
-            machine: Some("host".to_owned()),
-            score: Some(self.score),
-            score_unit: Some(self.score_unit.to_owned()),
-            seed: Some(self.seed),
-            wall_s: Some(self.wall_s),
-            ..Row::default()
-        };
-        if let Some(c) = &self.counters {
-            let cpu_ns = self.elapsed_s * 1e9 * f64::from(self.cpus);
-            r.zone_lock_pct = Some(if cpu_ns > 0.0 {
-                100.0 * c.zone_lock_wait_ns as f64 / cpu_ns
-            } else {
-                0.0
-            });
-            r.free_high = Some(c.free_high as f64);
-            r.alloc_zone = Some(c.alloc_zone as f64);
-            r.extra.insert("pcp_refill".into(), c.pcp_refill as f64);
-            r.extra.insert("pcp_drain".into(), c.pcp_drain as f64);
-            r.extra.insert("zone_lock".into(), c.zone_lock as f64);
-            r.extra
-                .insert("zone_lock_contended".into(), c.zone_lock_contended as f64);
-        }
-        r.pcp_peak_pages = self.pcp_peak_pages.map(|v| v as f64);
-        r.pcp_final_pages = self.pcp_final_pages.map(|v| v as f64);
+            machine: "host".to_owned(),
+            seed: self.seed,
+            wall_s: self.wall_s,
+            windows: self.windows.clone(),
+            counters: self.counters,
+            zone_lock_wait_ns: self.counters.map(|c| c.zone_lock_wait_ns),
+            cpu_time_ns: self.cpu_time_ns,
+            trips: self.latency.as_ref().map(|l| (&l.alloc_trip, &l.free_trip)),
+            touches: None,
+            pcp_pages: self.pcp_peak_pages.zip(self.pcp_final_pages),
+            trace_hash: None,
+        });
         if let Some(l) = &self.latency {
-            if let Some((avg, p99)) = avg_p99_us(&l.alloc_trip) {
-                r.alloc_lat_avg_us = Some(avg);
-                r.alloc_lat_p99_us = Some(p99);
-            }
-            if let Some((avg, p99)) = avg_p99_us(&l.free_trip) {
-                r.free_lat_avg_us = Some(avg);
-                r.free_lat_p99_us = Some(p99);
-            }
             if let Some((avg, p99)) = avg_p99_us(&l.alloc) {
                 r.extra.insert("alloc_op_avg_us".into(), avg);
                 r.extra.insert("alloc_op_p99_us".into(), p99);
@@ -288,14 +287,6 @@ impl ExecResult {
                 }
             }
         }
-        for (g, s) in &self.group_scores {
-            r.extra.insert(format!("score_{g}"), *s);
-        }
-        r.extra.insert("elapsed_s".into(), self.elapsed_s);
-        r.extra.insert(
-            "alloc_failures".into(),
-            self.measured.failed_allocs() as f64,
-        );
         r
     }
 }
@@ -324,12 +315,12 @@ pub fn suggested_frames(workload: &dyn Workload, cpus: u32) -> u64 {
 /// Per-thread output.
 struct ThreadOut {
     counts: OpCounts,
-    measured: OpCounts,
+    window: CpuWindow,
     /// When the thread began its script, ns since the run's epoch.
     began_ns: u64,
-    /// Window start and end, ns since the run's epoch.
-    start_ns: u64,
-    end_ns: u64,
+    /// The thread's CPU clock at the window's start, then its CPU time in the window.
+    cpu_ns: u64,
+    trace_hash: u64,
     latency: Option<Latencies>,
     alloc_free_ns: u64,
     touch_ns: u64,
@@ -511,7 +502,8 @@ pub fn run(
             total.allocs, total.frees
         )));
     }
-    let measured = OpCounts::sum(threads.iter().map(|t| &t.measured));
+    let windows: Vec<CpuWindow> = threads.iter().map(|t| t.window.clone()).collect();
+    let measured = OpCounts::sum(windows.iter().map(|w| &w.counts));
     let failed = total.failed_allocs();
     if failed > 0 && workload.score_kind() == crate::workload::ScoreKind::Rate {
         warnings.push(format!(
@@ -520,33 +512,9 @@ pub fn run(
             workload.name()
         ));
     }
-    let window = |idx: &mut dyn Iterator<Item = usize>| {
-        let (mut lo, mut hi) = (u64::MAX, 0u64);
-        for i in idx {
-            lo = lo.min(threads[i].start_ns);
-            hi = hi.max(threads[i].end_ns);
-        }
-        (hi.saturating_sub(lo) as f64 / 1e9).max(1e-9)
-    };
-    let elapsed_s = window(&mut (0..threads.len()));
     let began = threads.iter().map(|t| t.began_ns).min().unwrap_or(0);
-    let ended = threads.iter().map(|t| t.end_ns).max().unwrap_or(0);
+    let ended = windows.iter().map(|w| w.end_ns).max().unwrap_or(0);
     let wall_s = ended.saturating_sub(began) as f64 / 1e9;
-    let score = workload.score(&measured, elapsed_s);
-    let groups = workload.groups(n);
-    let group_scores = if groups.len() > 1 {
-        groups
-            .iter()
-            .filter(|g| !g.cpus.is_empty())
-            .map(|g| {
-                let c = OpCounts::sum(g.cpus.iter().map(|&i| &threads[i as usize].measured));
-                let e = window(&mut g.cpus.iter().map(|&i| i as usize));
-                (g.name.to_owned(), workload.score(&c, e))
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
     let snapshot = shared
         .barrier
         .snapshot
@@ -580,18 +548,20 @@ pub fn run(
     let pcp_peak = source
         .pcp_pages()
         .map(|_| peak.load(Ordering::Relaxed).max(pcp_final.unwrap_or(0)));
-    Ok(ExecResult {
+    let mut r = ExecResult {
         workload: workload.name(),
         alloc: source.name(),
         config: source.config(),
         cpus: n,
         seed: opts.seed,
         pinned,
-        score,
+        score: 0.0,
         score_unit: workload.score_unit(),
-        group_scores,
-        elapsed_s,
+        elapsed_s: 0.0,
         wall_s,
+        cpu_time_ns: threads.iter().map(|t| t.cpu_ns).sum(),
+        trace_hash: TraceHash::combine(threads.iter().map(|t| t.trace_hash)),
+        windows,
         per_cpu,
         total,
         measured,
@@ -604,7 +574,12 @@ pub fn run(
         pcp_peak_pages: pcp_peak,
         pcp_final_pages: pcp_final,
         warnings,
-    })
+        row: Row::default(),
+    };
+    r.row = r.measure(workload);
+    r.score = r.row.score.unwrap_or(0.0);
+    r.elapsed_s = r.row.extra["elapsed_s"];
+    Ok(r)
 }
 
 /// Sets the abort flag when dropped during a panic.
@@ -637,213 +612,196 @@ fn zone_trip(src: &dyn PageSource, cpu: usize, last: &mut Option<Counters>) -> O
     (!ticker).then_some(now.zone_lock != prev.zone_lock)
 }
 
-/// One CPU's loop.
-fn drive(
-    cpu: usize,
-    mut script: Box<dyn CpuScript>,
-    sh: &Shared<'_>,
-) -> Result<ThreadOut, ExecError> {
-    let src = sh.source;
-    let mut rng = SplitMix64::new(cpu_seed(sh.opts.seed, cpu as u32));
-    let mut slots: Vec<Option<Block>> = vec![None; script.slot_count() as usize];
-    let mut out = ThreadOut {
-        counts: OpCounts::default(),
-        measured: OpCounts::default(),
-        began_ns: 0,
-        start_ns: 0,
-        end_ns: 0,
-        latency: sh.opts.latency.then(Latencies::new),
-        alloc_free_ns: 0,
-        touch_ns: 0,
-        alloc_ns_by_order: [(0, 0); NR_ORDERS],
-    };
-    let mut measuring = sh.measured_after.is_none();
-    let trips = sh.opts.latency && src.cpu_counters(cpu).is_some();
-    let mut last_counters = if trips { src.cpu_counters(cpu) } else { None };
-    let mut last = OpResult::OK;
-    let nslots = slots.len();
-    let slot_err = |slot: u32, what: &str| {
-        ExecError::Script(format!("CPU {cpu}: {what} slot {slot} (table of {nslots})"))
-    };
-    out.began_ns = sh.epoch.elapsed().as_nanos() as u64;
-    if measuring {
-        out.start_ns = out.began_ns;
-    }
-    loop {
-        let op = script.next(last, &mut rng);
-        let mut ok = true;
-        let mut order = None;
-        match op {
-            Op::Alloc {
-                slot,
-                order: o,
-                kind,
-            } => {
-                match slots.get(slot as usize) {
-                    Some(None) => {}
-                    Some(Some(_)) => return Err(slot_err(slot, "alloc into full")),
-                    None => return Err(slot_err(slot, "alloc into missing")),
-                }
-                let t0 = sh.opts.latency.then(clock::now);
-                let r = src.allocate(cpu, o, kind);
-                let dt = t0.map(clock::since_ns);
-                match r {
-                    Ok(b) => {
-                        if b.order != o {
-                            return Err(ExecError::BadBlock(format!("asked order {o}, got {b:?}")));
-                        }
-                        sh.live.claim(b).map_err(ExecError::BadBlock)?;
-                        slots[slot as usize] = Some(b);
-                    }
-                    Err(SourceError::OutOfMemory) => ok = false,
-                    Err(e) => return Err(e.into()),
-                }
-                if let Some(dt) = dt {
-                    out.alloc_free_ns += dt;
-                    let l = out.latency.as_mut().expect("latency on");
-                    if ok {
-                        record(&mut l.alloc, dt);
-                        if measuring {
-                            let e = &mut out.alloc_ns_by_order[usize::from(o)];
-                            e.0 += dt;
-                            e.1 += 1;
-                        }
-                    }
-                    if trips && dt >= TRIP_MIN_NS {
-                        if let Some(trip) = zone_trip(src, cpu, &mut last_counters) {
-                            if trip {
-                                record(&mut l.alloc_trip, dt);
-                            }
-                        }
-                    }
-                }
-            }
-            Op::Free { slot } => {
-                let b = slots
-                    .get_mut(slot as usize)
-                    .ok_or_else(|| slot_err(slot, "free of missing"))?
-                    .take()
-                    .ok_or_else(|| slot_err(slot, "free of empty"))?;
-                sh.live.release(b).map_err(ExecError::BadBlock)?;
-                let t0 = sh.opts.latency.then(clock::now);
-                src.free(cpu, b)?;
-                if let Some(t0) = t0 {
-                    let dt = clock::since_ns(t0);
-                    out.alloc_free_ns += dt;
-                    let l = out.latency.as_mut().expect("latency on");
-                    record(&mut l.free, dt);
-                    if trips && dt >= TRIP_MIN_NS {
-                        if let Some(trip) = zone_trip(src, cpu, &mut last_counters) {
-                            if trip {
-                                record(&mut l.free_trip, dt);
-                            }
-                        }
-                    }
-                }
-                order = Some(b.order);
-            }
-            Op::Touch { slot } => {
-                let b = slots
-                    .get(slot as usize)
-                    .copied()
-                    .flatten()
-                    .ok_or_else(|| slot_err(slot, "touch of empty"))?;
-                let t0 = sh.opts.latency.then(clock::now);
-                src.touch(b);
-                if let Some(t0) = t0 {
-                    out.touch_ns += clock::since_ns(t0);
-                }
-                order = Some(b.order);
-            }
-            Op::Compute { ns } => {
-                let t0 = Instant::now();
-                let d = Duration::from_nanos(ns);
-                while t0.elapsed() < d {
-                    std::hint::spin_loop();
-                }
-            }
-            Op::Send { slot, to_cpu } => {
-                let b = slots
-                    .get_mut(slot as usize)
-                    .ok_or_else(|| slot_err(slot, "send of missing"))?
-                    .take()
-                    .ok_or_else(|| slot_err(slot, "send of empty"))?;
-                let q = sh
-                    .inboxes
-                    .get(to_cpu as usize)
-                    .ok_or_else(|| ExecError::Script(format!("CPU {cpu}: send to CPU {to_cpu}")))?
-                    .as_ref()
-                    .ok_or_else(|| {
-                        ExecError::Script(format!("CPU {cpu}: send with inbox capacity 0"))
-                    })?;
-                let mut item = b;
-                let mut w = Waiter::new();
-                while let Err(back) = q.push(item) {
-                    item = back;
-                    w.wait(&sh.abort, &|| {
-                        format!("CPU {cpu} sending to full inbox of CPU {to_cpu}")
-                    })?;
-                }
-                order = Some(b.order);
-            }
-            Op::Recv { slot } => {
-                match slots.get(slot as usize) {
-                    Some(None) => {}
-                    Some(Some(_)) => return Err(slot_err(slot, "recv into full")),
-                    None => return Err(slot_err(slot, "recv into missing")),
-                }
-                let q = sh.inboxes[cpu].as_ref().ok_or_else(|| {
-                    ExecError::Script(format!("CPU {cpu}: recv with inbox capacity 0"))
-                })?;
-                let mut w = Waiter::new();
-                let b = loop {
-                    if let Some(b) = q.pop() {
-                        break b;
-                    }
-                    w.wait(&sh.abort, &|| {
-                        format!("CPU {cpu} waiting on its empty inbox")
-                    })?;
-                };
-                slots[slot as usize] = Some(b);
-                order = Some(b.order);
-            }
-            Op::Barrier { id } => {
-                let snap = sh.measured_after == Some(id);
-                sh.barrier.wait(cpu, id, &sh.abort, || {
-                    if snap {
-                        *sh.barrier.snapshot.lock().expect("snapshot lock") = src.counters();
-                    }
-                })?;
-            }
-            Op::Exit => {}
-            Op::Done => {
-                if let Some(s) = slots.iter().position(Option::is_some) {
-                    return Err(ExecError::Script(format!(
-                        "CPU {cpu}: done with a block in slot {s}"
-                    )));
-                }
-                out.end_ns = sh.epoch.elapsed().as_nanos() as u64;
-                sh.barrier.mark_done();
-                return Ok(out);
-            }
-        }
-        out.counts.record(&op, ok, order);
-        if measuring {
-            out.measured.record(&op, ok, order);
-        }
-        if let (Some(m), Op::Barrier { id }) = (sh.measured_after, op) {
-            if m == id && !measuring {
-                measuring = true;
-                out.start_ns = sh.epoch.elapsed().as_nanos() as u64;
-            }
-        }
-        last = OpResult { ok };
+impl TraceBlock for Block {
+    fn order(&self) -> u8 {
+        self.order
     }
 }
 
-fn record(h: &mut Histogram<u64>, ns: u64) {
-    // Auto-resizing histograms accept any value.
-    let _ = h.record(ns.max(1));
+/// One thread's effects: the source, as CPU `cpu`, timed; inboxes are bounded MPMC
+/// queues (a full or empty one is [`Flow::Blocked`], and the loop in [`drive`] waits);
+/// barriers wait inside.
+struct ThreadBackend<'s, 'a> {
+    sh: &'s Shared<'a>,
+    out: ThreadOut,
+    measuring: bool,
+    /// Whether to look for zone-lock trips (latency on, a source with counters).
+    trips: bool,
+    last_counters: Option<Counters>,
+}
+
+impl ThreadBackend<'_, '_> {
+    /// Records a timed allocation (`Some((succeeded, order))`) or free (`None`) of
+    /// `dt` ns, and, for a slow one, whether it was a zone-lock trip.
+    fn timed(&mut self, cpu: usize, dt: u64, alloc: Option<(bool, u8)>) {
+        self.out.alloc_free_ns += dt;
+        let l = self.out.latency.as_mut().expect("latency on");
+        match alloc {
+            Some((true, o)) => {
+                record_ns(&mut l.alloc, dt);
+                if self.measuring {
+                    let e = &mut self.out.alloc_ns_by_order[usize::from(o)];
+                    e.0 += dt;
+                    e.1 += 1;
+                }
+            }
+            Some((false, _)) => {}
+            None => record_ns(&mut l.free, dt),
+        }
+        if self.trips
+            && dt >= TRIP_MIN_NS
+            && zone_trip(self.sh.source, cpu, &mut self.last_counters) == Some(true)
+        {
+            let h = if alloc.is_some() {
+                &mut l.alloc_trip
+            } else {
+                &mut l.free_trip
+            };
+            record_ns(h, dt);
+        }
+    }
+
+    fn inbox(&self, cpu: usize, of: usize) -> Result<&ArrayQueue<Block>, ExecError> {
+        self.sh
+            .inboxes
+            .get(of)
+            .ok_or_else(|| ExecError::Script(format!("CPU {cpu}: send to CPU {of}")))?
+            .as_ref()
+            .ok_or_else(|| ExecError::Script(format!("CPU {cpu}: inbox capacity 0")))
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.sh.epoch.elapsed().as_nanos() as u64
+    }
+}
+
+impl Backend for ThreadBackend<'_, '_> {
+    type Block = Block;
+    type Error = ExecError;
+
+    fn alloc(&mut self, cpu: usize, o: u8, kind: MigrateKind) -> Result<Option<Block>, ExecError> {
+        let t0 = self.sh.opts.latency.then(clock::now);
+        let r = self.sh.source.allocate(cpu, o, kind);
+        let dt = t0.map(clock::since_ns);
+        let b = match r {
+            Ok(b) => {
+                if b.order != o {
+                    return Err(ExecError::BadBlock(format!("asked order {o}, got {b:?}")));
+                }
+                self.sh.live.claim(b).map_err(ExecError::BadBlock)?;
+                Some(b)
+            }
+            Err(SourceError::OutOfMemory) => None,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(dt) = dt {
+            self.timed(cpu, dt, Some((b.is_some(), o)));
+        }
+        Ok(b)
+    }
+
+    fn free(&mut self, cpu: usize, b: Block) -> Result<(), ExecError> {
+        self.sh.live.release(b).map_err(ExecError::BadBlock)?;
+        let t0 = self.sh.opts.latency.then(clock::now);
+        self.sh.source.free(cpu, b)?;
+        if let Some(t0) = t0 {
+            self.timed(cpu, clock::since_ns(t0), None);
+        }
+        Ok(())
+    }
+
+    fn touch(&mut self, _: usize, b: Block) -> Result<(), ExecError> {
+        let t0 = self.sh.opts.latency.then(clock::now);
+        self.sh.source.touch(b);
+        if let Some(t0) = t0 {
+            self.out.touch_ns += clock::since_ns(t0);
+        }
+        Ok(())
+    }
+
+    fn compute(&mut self, _: usize, ns: u64) {
+        let t0 = Instant::now();
+        let d = Duration::from_nanos(ns);
+        while t0.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    }
+
+    fn send(&mut self, cpu: usize, to: usize, b: Block) -> Result<Flow, ExecError> {
+        Ok(match self.inbox(cpu, to)?.push(b) {
+            Ok(()) => Flow::Done,
+            Err(_) => Flow::Blocked,
+        })
+    }
+
+    fn recv(&mut self, cpu: usize) -> Result<Option<Block>, ExecError> {
+        Ok(self.inbox(cpu, cpu)?.pop())
+    }
+
+    fn barrier(&mut self, cpu: usize, id: u32) -> Result<Flow, ExecError> {
+        let sh = self.sh;
+        let snap = sh.measured_after == Some(id);
+        sh.barrier.wait(cpu, id, &sh.abort, || {
+            if snap {
+                *sh.barrier.snapshot.lock().expect("snapshot lock") = sh.source.counters();
+            }
+        })?;
+        Ok(Flow::Done)
+    }
+
+    fn done(&mut self, _: usize) -> Result<(), ExecError> {
+        self.out.window.end_ns = self.now_ns();
+        self.out.cpu_ns = clock::thread_cpu_ns().saturating_sub(self.out.cpu_ns);
+        self.sh.barrier.mark_done();
+        Ok(())
+    }
+
+    fn window_opened(&mut self, _: usize) {
+        self.measuring = true;
+        self.out.window.start_ns = self.now_ns();
+        self.out.cpu_ns = clock::thread_cpu_ns();
+    }
+}
+
+/// One CPU's loop: the driver steps the script; a blocked op waits (spin, then yield)
+/// and is retried.
+fn drive(cpu: usize, script: Box<dyn CpuScript>, sh: &Shared<'_>) -> Result<ThreadOut, ExecError> {
+    let src = sh.source;
+    let trips = sh.opts.latency && src.cpu_counters(cpu).is_some();
+    let mut k = ThreadBackend {
+        sh,
+        out: ThreadOut {
+            counts: OpCounts::default(),
+            window: CpuWindow::default(),
+            began_ns: 0,
+            cpu_ns: 0,
+            trace_hash: 0,
+            latency: sh.opts.latency.then(Latencies::new),
+            alloc_free_ns: 0,
+            touch_ns: 0,
+            alloc_ns_by_order: [(0, 0); NR_ORDERS],
+        },
+        measuring: false,
+        trips,
+        last_counters: if trips { src.cpu_counters(cpu) } else { None },
+    };
+    let mut d = CpuDriver::new(cpu, script, sh.opts.seed, sh.measured_after);
+    k.out.began_ns = k.now_ns();
+    let mut waiter: Option<Waiter> = None;
+    loop {
+        match d.step(&mut k)? {
+            Step::Completed(_) => waiter = None,
+            Step::Blocked(op) => waiter
+                .get_or_insert_with(Waiter::new)
+                .wait(&sh.abort, &|| format!("CPU {cpu} blocked on {op:?}"))?,
+            Step::Done => break,
+        }
+    }
+    let mut out = k.out;
+    out.counts = d.counts().clone();
+    out.window.counts = d.measured().clone();
+    out.trace_hash = d.trace_hash();
+    Ok(out)
 }
 
 /// Convenience: a source built for `workload` with the suggested frames, then run.

@@ -11,8 +11,10 @@
 //! CPU's clock:
 //! - a fast-path allocation or free: a constant (plus the rest of a page fault for a
 //!   movable allocation);
-//! - each zone-lock trip the op made (learned from the per-(CPU, zone) counter deltas
-//!   of [`pagealloc::Allocator::cpu_zone_counters`]): the lock is a resource in virtual
+//! - each zone-lock trip the op made (learned from the allocator's counters: the CPU's
+//!   `zone_lock` count, [`pagealloc::Allocator::cpu_zone_lock_count`], tells a pcp hit
+//!   from a trip; the per-(CPU, zone) deltas of
+//!   [`pagealloc::Allocator::cpu_zone_counters`] tell what the trip moved): the lock is a resource in virtual
 //!   time (`free_at`); a CPU arriving before `free_at` waits (that wait is the zone-lock
 //!   %); the hold is a fixed trip cost plus a cost per block moved plus a hand-off cost
 //!   when the previous holder was another CPU (same socket or not);
@@ -24,11 +26,16 @@
 //! of virtual time each CPU gets [`pagealloc::Allocator::tick`] (decay), and the total of
 //! pages on per-CPU lists is sampled every `sample_ns`.
 //!
+//! The executor contract (slots, blocked ops, barriers, measured window, counts, trace
+//! hash) is [`crate::workload::driver`]'s: each virtual CPU has a
+//! [`CpuDriver`], and [`Engine`] is its [`Backend`]. Zone-lock wait and busy time are
+//! summed over each CPU's measured window.
+//!
 //! # Determinism
 //! The loop is single-threaded; the only randomness is the scripts' streams
 //! (`cpu_seed(root, cpu)`), the containers are `Vec`, `VecDeque` and `BinaryHeap` with a
 //! total order, so a seed replays exactly. The trace hash mixes every completed op, its
-//! result, the frame it got and the CPU's clock after it.
+//! result, the frame it got and the CPU's clock after it ([`Backend::stamp`]).
 //!
 //! # What it cannot see
 //! An op runs atomically at its start time, so the allocator's state changes at once
@@ -48,9 +55,12 @@ use pagealloc::{Allocator, Config, Counters, Frame, Gfp, MigrateType, Platform};
 
 use super::cache::CacheModel;
 use super::machine::{CostModel, Machine};
+use crate::row::{histogram, record_ns};
+use crate::workload::driver::{BarrierTable, ContractError, TraceBlock};
 use crate::workload::{
-    cpu_seed, CpuScript, MigrateKind, Op, OpCounts, OpResult, SplitMix64, Workload, WorkloadError,
+    Backend, CpuDriver, Flow, MigrateKind, OpCounts, TraceHash, Workload, WorkloadError,
 };
+use hdrhistogram::Histogram;
 
 /// What one simulation needs besides the workload.
 #[derive(Clone, Debug)]
@@ -79,18 +89,19 @@ pub(crate) struct EngineOutput {
     pub(crate) measure_start: Vec<u64>,
     /// Per workload CPU: time of its `Done`, ns.
     pub(crate) end: Vec<u64>,
-    /// Σ zone-lock wait over workload CPUs, ns.
+    /// Σ zone-lock wait over workload CPUs' measured windows, ns.
     pub(crate) lock_wait_ns: u64,
-    /// Σ busy time (everything charged, waits included) over workload CPUs, ns.
+    /// Σ busy time (everything charged, waits included) over workload CPUs' measured
+    /// windows, ns: their CPU time.
     pub(crate) busy_ns: u64,
     /// Page touches (base pages) and how many were cold.
     pub(crate) touched_pages: u64,
     pub(crate) cold_pages: u64,
     /// Zone-lock trip hold times of refills/direct allocations and of drains/direct
-    /// frees, ns.
-    pub(crate) alloc_trips: Vec<u32>,
-    pub(crate) free_trips: Vec<u32>,
-    /// Allocator counters at the end (all CPUs).
+    /// frees in the measured window, ns.
+    pub(crate) alloc_trips: Histogram<u64>,
+    pub(crate) free_trips: Histogram<u64>,
+    /// Allocator counters over the measured window (all CPUs).
     pub(crate) counters: Counters,
     /// Largest and last sampled total of pages on per-CPU lists.
     pub(crate) pcp_peak: u64,
@@ -122,6 +133,12 @@ pub enum EngineError {
     Contract(String),
 }
 
+impl From<ContractError> for EngineError {
+    fn from(e: ContractError) -> Self {
+        EngineError::Contract(e.0)
+    }
+}
+
 impl std::fmt::Display for EngineError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -141,24 +158,36 @@ enum State {
     Done,
 }
 
+/// What a parked CPU waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Park {
+    Recv,
+    Send,
+    Barrier,
+}
+
+/// A virtual CPU's clock and placement; its script side is its [`CpuDriver`].
 #[derive(Debug)]
 struct VCpu {
-    script: Box<dyn CpuScript>,
-    rng: SplitMix64,
-    slots: Vec<Option<Frame>>,
-    pending: Option<Op>,
-    last: OpResult,
     time: u64,
     busy: u64,
     wait: u64,
     state: State,
+    parked_on: Option<Park>,
     measuring: bool,
     measure_start: u64,
     end: u64,
-    counts: OpCounts,
-    measured: OpCounts,
     socket: u32,
     home_zone: usize,
+}
+
+impl TraceBlock for Frame {
+    fn order(&self) -> u8 {
+        self.order
+    }
+    fn trace_word(&self) -> u64 {
+        self.pfn.0
+    }
 }
 
 /// A zone lock in virtual time.
@@ -179,24 +208,17 @@ struct Trips {
 
 const NO_CPU: u32 = u32::MAX;
 
-/// The simulator's platform seam: the virtual CPU and clock, and a count of clock reads.
-/// In the core only the zone lock reads the clock (at acquire and at release, for the
-/// hold and wait counters), so an op during which the count did not move took no zone
-/// lock: the engine skips reading counters for it (the common pcp hit).
+/// The simulator's platform seam: the virtual CPU and its clock.
 #[derive(Debug, Default)]
 struct SimPlatform {
     cpu: AtomicUsize,
     now: AtomicU64,
-    reads: AtomicU64,
 }
 
 impl SimPlatform {
     fn set(&self, cpu: usize, now: u64) {
         self.cpu.store(cpu, Relaxed);
         self.now.store(now, Relaxed);
-    }
-    fn reads(&self) -> u64 {
-        self.reads.load(Relaxed)
     }
 }
 
@@ -205,7 +227,6 @@ impl Platform for SimPlatform {
         self.cpu.load(Relaxed)
     }
     fn now_ns(&self) -> u64 {
-        self.reads.fetch_add(1, Relaxed);
         self.now.load(Relaxed)
     }
 }
@@ -220,8 +241,12 @@ struct Engine<'a> {
     capacity: usize,
     /// Per destination inbox: senders blocked on it, FIFO.
     blocked_senders: Vec<VecDeque<u32>>,
-    barrier_waiting: Vec<u32>,
+    barriers: BarrierTable,
+    /// CPUs released by the barrier that just opened, for the loop to complete.
+    released: Vec<usize>,
     measured_after: Option<u32>,
+    /// Counters and page-cache totals when the measured barrier opened.
+    window_base: Option<(Counters, u64, u64)>,
     locks: Vec<ZoneLock>,
     /// Counter snapshots per (machine CPU, zone): deltas are taken against them.
     snaps: Vec<Counters>,
@@ -231,7 +256,6 @@ struct Engine<'a> {
     next_tick: u64,
     tick_ns: u64,
     next_sample: u64,
-    hash: u64,
     /// Page-cache model: blocks held per zone, and the CPU that allocates them.
     cache_blocks: Vec<Vec<Frame>>,
     cache_cpu: Vec<usize>,
@@ -258,26 +282,18 @@ pub(crate) fn simulate(
     let nzones = a.nr_zones();
     let frames = layout.zones().map(|(_, z)| z.end_pfn()).max().unwrap_or(0);
     let n = scripts.len();
-    let cpus: Vec<VCpu> = scripts
-        .into_iter()
-        .enumerate()
-        .map(|(i, script)| {
+    let cpus: Vec<VCpu> = (0..n)
+        .map(|i| {
             let node = a.cpu_node(i);
             VCpu {
-                slots: vec![None; script.slot_count() as usize],
-                script,
-                rng: SplitMix64::new(cpu_seed(spec.seed, i as u32)),
-                pending: None,
-                last: OpResult::OK,
                 time: 0,
                 busy: 0,
                 wait: 0,
                 state: State::Runnable,
-                measuring: workload.measured_after().is_none(),
+                parked_on: None,
+                measuring: false,
                 measure_start: 0,
                 end: 0,
-                counts: OpCounts::default(),
-                measured: OpCounts::default(),
                 socket: spec.machine.socket_of(i as u32),
                 home_zone: *a.node_zones(node).last().expect("every node has a zone"),
             }
@@ -292,8 +308,10 @@ pub(crate) fn simulate(
         inboxes: vec![VecDeque::new(); n],
         capacity: workload.inbox_capacity(),
         blocked_senders: vec![VecDeque::new(); n],
-        barrier_waiting: Vec::new(),
+        barriers: BarrierTable::new(n),
+        released: Vec::new(),
         measured_after: workload.measured_after(),
+        window_base: None,
         locks: vec![
             ZoneLock {
                 free_at: 0,
@@ -318,8 +336,8 @@ pub(crate) fn simulate(
             busy_ns: 0,
             touched_pages: 0,
             cold_pages: 0,
-            alloc_trips: Vec::new(),
-            free_trips: Vec::new(),
+            alloc_trips: histogram(),
+            free_trips: histogram(),
             counters: Counters::default(),
             pcp_peak: 0,
             pcp_final: 0,
@@ -336,7 +354,6 @@ pub(crate) fn simulate(
         next_tick: tick_ns,
         tick_ns,
         next_sample: 0,
-        hash: 0xCBF2_9CE4_8422_2325,
         cache_blocks: vec![Vec::new(); nzones],
         cache_cpu: Vec::new(),
         base_counters: Counters::default(),
@@ -361,17 +378,18 @@ pub(crate) fn simulate(
             e.page_cache_grow(z);
         }
     }
-    e.run(workload.name())?;
-    Ok(e.finish())
+    let mut drivers = CpuDriver::for_scripts(scripts, spec.seed, workload.measured_after());
+    e.run(&mut drivers, workload.name())?;
+    Ok(e.finish(&drivers))
 }
 
 impl Engine<'_> {
-    fn run(&mut self, name: &str) -> Result<(), EngineError> {
+    fn run(&mut self, drivers: &mut [CpuDriver<Frame>], name: &str) -> Result<(), EngineError> {
         while let Some(Reverse((t, c))) = self.heap.pop() {
             self.housekeeping(t);
             let mut cpu = c as usize;
             loop {
-                self.step(cpu)?;
+                self.step(drivers, cpu)?;
                 let v = &self.cpus[cpu];
                 if v.state != State::Runnable {
                     break;
@@ -396,8 +414,8 @@ impl Engine<'_> {
         if let Some(stuck) = self.cpus.iter().position(|v| v.state != State::Done) {
             return Err(EngineError::Contract(format!(
                 "{name}: deadlock; cpu {stuck} waits on {:?}; pending ops {:?}; inbox lengths {:?}",
-                self.cpus[stuck].pending,
-                self.cpus.iter().map(|v| v.pending).collect::<Vec<_>>(),
+                drivers[stuck].pending(),
+                drivers.iter().map(CpuDriver::pending).collect::<Vec<_>>(),
                 self.inboxes.iter().map(VecDeque::len).collect::<Vec<_>>()
             )));
         }
@@ -515,14 +533,17 @@ impl Engine<'_> {
             l.last_cpu = cpu as u32;
             l.last_socket = socket;
             v.time = start + hold;
+            if !v.measuring {
+                continue;
+            }
             v.busy += wait + hold;
             v.wait += wait;
-            let sample = hold.min(u64::from(u32::MAX)) as u32;
-            if fu > 0 && au == 0 {
-                self.out.free_trips.push(sample);
+            let h = if fu > 0 && au == 0 {
+                &mut self.out.free_trips
             } else {
-                self.out.alloc_trips.push(sample);
-            }
+                &mut self.out.alloc_trips
+            };
+            record_ns(h, hold);
         }
     }
 
@@ -612,266 +633,63 @@ impl Engine<'_> {
         l.last_socket = NO_CPU;
     }
 
+    /// Charges `ns` of work to `cpu`'s clock (and, in its measured window, its CPU time).
     fn charge(&mut self, cpu: usize, ns: f64) {
         let ns = ns.round() as u64;
         let v = &mut self.cpus[cpu];
         v.time += ns;
-        v.busy += ns;
+        if v.measuring {
+            v.busy += ns;
+        }
     }
 
-    /// Executes `cpu`'s pending op (asking the script for one first if needed).
-    fn step(&mut self, cpu: usize) -> Result<(), EngineError> {
-        let op = match self.cpus[cpu].pending {
-            Some(op) => op,
-            None => {
-                let v = &mut self.cpus[cpu];
-                let op = v.script.next(v.last, &mut v.rng);
-                v.pending = Some(op);
-                op
-            }
-        };
-        let cost = self.spec.cost;
-        match op {
-            Op::Alloc { slot, order, kind } => {
-                self.check_slot(cpu, slot, false, "alloc into")?;
-                let t = self.cpus[cpu].time;
-                self.platform.set(cpu, t);
-                let reads = self.platform.reads();
-                let gfp = Gfp::from_migratetype(match kind {
-                    MigrateKind::Unmovable => MigrateType::Unmovable,
-                    MigrateKind::Movable => MigrateType::Movable,
-                    MigrateKind::Reclaimable => MigrateType::Reclaimable,
-                });
-                let r = self.a.alloc_on(cpu, order, gfp, None);
-                let fault = if kind == MigrateKind::Movable && r.is_ok() {
-                    cost.fault_ns
-                } else {
-                    0.0
-                };
-                self.charge(cpu, cost.alloc_fast_ns + fault);
-                self.out.page_ops += 1;
-                // No clock read, no zone lock: a pcp hit (see SimPlatform).
-                let locked = self.platform.reads() != reads;
-                let home = self.cpus[cpu].home_zone;
-                if locked {
-                    let tz = self.trips(cpu, home, order);
-                    self.charge_trips(cpu, home, tz);
+    /// Steps `cpu`'s driver once, then completes the barrier it may have opened.
+    fn step(&mut self, drivers: &mut [CpuDriver<Frame>], cpu: usize) -> Result<(), EngineError> {
+        drivers[cpu].step(self)?;
+        if !self.released.is_empty() {
+            let now = self.cpus[cpu].time;
+            for w in std::mem::take(&mut self.released) {
+                let v = &mut self.cpus[w];
+                v.time = v.time.max(now);
+                v.state = State::Runnable;
+                v.parked_on = None;
+                drivers[w].complete_barrier(self);
+                if w != cpu {
+                    self.heap.push(Reverse((self.cpus[w].time, w as u32)));
                 }
-                let (ok, pfn) = match r {
-                    Ok(f) => {
-                        let z = self
-                            .a
-                            .zone_of_pfn(f.pfn)
-                            .expect("allocated frame has a zone");
-                        if locked && z != home {
-                            let tz = self.trips(cpu, z, order);
-                            self.charge_trips(cpu, z, tz);
-                        }
-                        self.cpus[cpu].slots[slot as usize] = Some(f);
-                        (true, f.pfn.0)
-                    }
-                    Err(_) => {
-                        for z in 0..self.nzones {
-                            if z != home {
-                                let tz = self.trips(cpu, z, order);
-                                self.charge_trips(cpu, z, tz);
-                            }
-                        }
-                        (false, u64::MAX)
-                    }
-                };
-                self.complete(cpu, op, ok, None, pfn);
-            }
-            Op::Free { slot } => {
-                let f = self.take_slot(cpu, slot, "free")?;
-                let t = self.cpus[cpu].time;
-                self.platform.set(cpu, t);
-                let reads = self.platform.reads();
-                self.a.free_on(cpu, f).map_err(|e| {
-                    EngineError::Contract(format!("cpu {cpu}: free of {f:?} refused: {e:?}"))
-                })?;
-                self.charge(cpu, cost.free_fast_ns);
-                self.out.page_ops += 1;
-                if self.platform.reads() != reads {
-                    let z = self.a.zone_of_pfn(f.pfn).expect("freed frame has a zone");
-                    let tz = self.trips(cpu, z, f.order);
-                    self.charge_trips(cpu, z, tz);
-                }
-                self.complete(cpu, op, true, Some(f.order), f.pfn.0);
-            }
-            Op::Touch { slot } => {
-                let f = self.cpus[cpu]
-                    .slots
-                    .get(slot as usize)
-                    .copied()
-                    .flatten()
-                    .ok_or_else(|| {
-                        EngineError::Contract(format!("cpu {cpu}: touch of empty slot {slot}"))
-                    })?;
-                let pages = f.pages();
-                let hot = self.cache.touch(cpu, f.pfn.0, pages);
-                let cold = pages - hot;
-                self.out.touched_pages += pages;
-                self.out.cold_pages += cold;
-                self.charge(
-                    cpu,
-                    hot as f64 * cost.touch_hot_ns + cold as f64 * cost.touch_cold_ns,
-                );
-                self.complete(cpu, op, true, Some(f.order), f.pfn.0);
-            }
-            Op::Compute { ns } => {
-                self.charge(cpu, ns as f64);
-                self.complete(cpu, op, true, None, 0);
-            }
-            Op::Exit => self.complete(cpu, op, true, None, 0),
-            Op::Send { slot, to_cpu } => {
-                let to = to_cpu as usize;
-                if to >= self.cpus.len() {
-                    return Err(EngineError::Contract(format!(
-                        "cpu {cpu}: send to cpu {to} of {}",
-                        self.cpus.len()
-                    )));
-                }
-                if self.inboxes[to].len() >= self.capacity {
-                    self.blocked_senders[to].push_back(cpu as u32);
-                    self.cpus[cpu].state = State::Parked;
-                    return Ok(());
-                }
-                let f = self.take_slot(cpu, slot, "send")?;
-                self.inboxes[to].push_back(f);
-                self.charge(cpu, cost.message_ns);
-                let now = self.cpus[cpu].time;
-                if self.cpus[to].state == State::Parked
-                    && matches!(self.cpus[to].pending, Some(Op::Recv { .. }))
-                {
-                    self.wake(to, now);
-                }
-                self.complete(cpu, op, true, Some(f.order), f.pfn.0);
-            }
-            Op::Recv { slot } => {
-                self.check_slot(cpu, slot, false, "recv into")?;
-                let Some(f) = self.inboxes[cpu].pop_front() else {
-                    self.cpus[cpu].state = State::Parked;
-                    return Ok(());
-                };
-                self.cpus[cpu].slots[slot as usize] = Some(f);
-                self.charge(cpu, cost.message_ns);
-                let now = self.cpus[cpu].time;
-                if let Some(s) = self.blocked_senders[cpu].pop_front() {
-                    self.wake(s as usize, now);
-                }
-                self.complete(cpu, op, true, Some(f.order), f.pfn.0);
-            }
-            Op::Barrier { id } => {
-                if let Some(&first) = self.barrier_waiting.first() {
-                    let other = self.cpus[first as usize].pending;
-                    if other != Some(op) {
-                        return Err(EngineError::Contract(format!(
-                            "cpus wait at different barriers: {other:?} and {op:?}"
-                        )));
-                    }
-                }
-                self.barrier_waiting.push(cpu as u32);
-                self.cpus[cpu].state = State::Parked;
-                if let Some(d) = self.cpus.iter().position(|v| v.state == State::Done) {
-                    return Err(EngineError::Contract(format!(
-                        "cpu {d} finished while others wait at barrier {id}"
-                    )));
-                }
-                if self.barrier_waiting.len() == self.cpus.len() {
-                    let now = self.cpus[cpu].time;
-                    let waiting = std::mem::take(&mut self.barrier_waiting);
-                    for w in waiting {
-                        let w = w as usize;
-                        self.cpus[w].time = self.cpus[w].time.max(now);
-                        self.complete(w, op, true, None, 0);
-                        self.cpus[w].state = State::Runnable;
-                        if w != cpu {
-                            self.heap.push(Reverse((self.cpus[w].time, w as u32)));
-                        }
-                    }
-                }
-            }
-            Op::Done => {
-                let v = &mut self.cpus[cpu];
-                if v.slots.iter().any(Option::is_some) {
-                    return Err(EngineError::Contract(format!(
-                        "cpu {cpu}: done with blocks in its slots"
-                    )));
-                }
-                if !self.barrier_waiting.is_empty() {
-                    return Err(EngineError::Contract(format!(
-                        "cpu {cpu} finished while others wait at a barrier"
-                    )));
-                }
-                v.state = State::Done;
-                v.end = v.time;
-                v.pending = None;
             }
         }
         Ok(())
     }
 
+    fn park(&mut self, cpu: usize, on: Park) {
+        let v = &mut self.cpus[cpu];
+        v.state = State::Parked;
+        v.parked_on = Some(on);
+    }
+
     fn wake(&mut self, cpu: usize, now: u64) {
         let v = &mut self.cpus[cpu];
         v.state = State::Runnable;
+        v.parked_on = None;
         v.time = v.time.max(now);
         self.heap.push(Reverse((v.time, cpu as u32)));
     }
 
-    fn check_slot(&self, cpu: usize, slot: u32, full: bool, what: &str) -> Result<(), EngineError> {
-        match self.cpus[cpu].slots.get(slot as usize) {
-            None => Err(EngineError::Contract(format!(
-                "cpu {cpu}: slot {slot} beyond its table of {}",
-                self.cpus[cpu].slots.len()
-            ))),
-            Some(s) if s.is_some() != full => Err(EngineError::Contract(format!(
-                "cpu {cpu}: {what} {} slot {slot}",
-                if full { "empty" } else { "full" }
-            ))),
-            Some(_) => Ok(()),
-        }
-    }
-
-    fn take_slot(&mut self, cpu: usize, slot: u32, what: &str) -> Result<Frame, EngineError> {
-        self.check_slot(cpu, slot, true, what)?;
-        Ok(self.cpus[cpu].slots[slot as usize]
-            .take()
-            .expect("checked full"))
-    }
-
-    /// Completes `cpu`'s pending op: counts, measured window, trace hash.
-    fn complete(&mut self, cpu: usize, op: Op, ok: bool, order: Option<u8>, pfn: u64) {
-        let v = &mut self.cpus[cpu];
-        v.counts.record(&op, ok, order);
-        if v.measuring {
-            v.measured.record(&op, ok, order);
-        }
-        if let (Some(id), Op::Barrier { id: b }) = (self.measured_after, op) {
-            if id == b && !v.measuring {
-                v.measuring = true;
-                v.measure_start = v.time;
-            }
-        }
-        v.pending = None;
-        v.last = OpResult { ok };
-        let mut h = self.hash;
-        for w in [cpu as u64, op_word(&op), u64::from(ok), pfn, v.time] {
-            h = (h.rotate_left(5) ^ w).wrapping_mul(0x0100_0000_01B3);
-        }
-        self.hash = h;
-        self.out.ops += 1;
-    }
-
-    fn finish(mut self) -> EngineOutput {
+    fn finish(mut self, drivers: &[CpuDriver<Frame>]) -> EngineOutput {
         let pcp = self.a.nr_pcp_pages();
         self.out.pcp_peak = self.out.pcp_peak.max(pcp);
         self.out.pcp_final = pcp;
-        self.out.counters = self.a.counters().since(&self.base_counters);
+        let (base, cache_alloc, cache_free) =
+            self.window_base.unwrap_or((self.base_counters, 0, 0));
+        self.out.counters = self.a.counters().since(&base);
+        self.out.cache_alloc_pages -= cache_alloc;
+        self.out.cache_free_pages -= cache_free;
         self.out.makespan_ns = self.cpus.iter().map(|v| v.end).max().unwrap_or(0);
         self.out.lock_wait_ns = self.cpus.iter().map(|v| v.wait).sum();
         self.out.busy_ns = self.cpus.iter().map(|v| v.busy).sum();
-        self.out.trace_hash = self.hash;
+        self.out.trace_hash = TraceHash::combine(drivers.iter().map(CpuDriver::trace_hash));
+        self.out.ops = drivers.iter().map(CpuDriver::ops).sum();
         self.out.cache_final_pages = self
             .cache_blocks
             .iter()
@@ -880,26 +698,172 @@ impl Engine<'_> {
             * 1024;
         self.out.measure_start = self.cpus.iter().map(|v| v.measure_start).collect();
         self.out.end = self.cpus.iter().map(|v| v.end).collect();
-        self.out.per_cpu = self.cpus.iter().map(|v| v.counts.clone()).collect();
-        self.out.measured_per_cpu = self.cpus.iter().map(|v| v.measured.clone()).collect();
+        self.out.per_cpu = drivers.iter().map(|d| d.counts().clone()).collect();
+        self.out.measured_per_cpu = drivers.iter().map(|d| d.measured().clone()).collect();
         debug_assert!(self.a.validate().is_ok());
         self.out
     }
 }
 
-/// A stable one-word encoding of an op for the trace hash.
-fn op_word(op: &Op) -> u64 {
-    match *op {
-        Op::Alloc { slot, order, kind } => {
-            1 | u64::from(slot) << 8 | u64::from(order) << 40 | (kind as u64) << 48
+/// The effects of ops in virtual time: the real allocator as the virtual CPU, costs
+/// charged to its clock, inboxes and barriers that park and wake CPUs.
+impl Backend for Engine<'_> {
+    type Block = Frame;
+    type Error = EngineError;
+
+    fn alloc(
+        &mut self,
+        cpu: usize,
+        order: u8,
+        kind: MigrateKind,
+    ) -> Result<Option<Frame>, EngineError> {
+        let cost = self.spec.cost;
+        let t = self.cpus[cpu].time;
+        self.platform.set(cpu, t);
+        let trips_before = self.a.cpu_zone_lock_count(cpu);
+        let gfp = Gfp::from_migratetype(match kind {
+            MigrateKind::Unmovable => MigrateType::Unmovable,
+            MigrateKind::Movable => MigrateType::Movable,
+            MigrateKind::Reclaimable => MigrateType::Reclaimable,
+        });
+        let r = self.a.alloc_on(cpu, order, gfp, None);
+        let fault = if kind == MigrateKind::Movable && r.is_ok() {
+            cost.fault_ns
+        } else {
+            0.0
+        };
+        self.charge(cpu, cost.alloc_fast_ns + fault);
+        self.out.page_ops += 1;
+        // The CPU's zone_lock count did not move: a pcp hit, no trip to charge.
+        let locked = self.a.cpu_zone_lock_count(cpu) != trips_before;
+        let home = self.cpus[cpu].home_zone;
+        if locked {
+            let tz = self.trips(cpu, home, order);
+            self.charge_trips(cpu, home, tz);
         }
-        Op::Free { slot } => 2 | u64::from(slot) << 8,
-        Op::Touch { slot } => 3 | u64::from(slot) << 8,
-        Op::Compute { ns } => 4 ^ ns << 8,
-        Op::Send { slot, to_cpu } => 5 | u64::from(slot) << 8 | u64::from(to_cpu) << 40,
-        Op::Recv { slot } => 6 | u64::from(slot) << 8,
-        Op::Barrier { id } => 7 | u64::from(id) << 8,
-        Op::Exit => 8,
-        Op::Done => 9,
+        match r {
+            Ok(f) => {
+                let z = self
+                    .a
+                    .zone_of_pfn(f.pfn)
+                    .expect("allocated frame has a zone");
+                if locked && z != home {
+                    let tz = self.trips(cpu, z, order);
+                    self.charge_trips(cpu, z, tz);
+                }
+                Ok(Some(f))
+            }
+            Err(_) => {
+                for z in 0..self.nzones {
+                    if z != home {
+                        let tz = self.trips(cpu, z, order);
+                        self.charge_trips(cpu, z, tz);
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn free(&mut self, cpu: usize, f: Frame) -> Result<(), EngineError> {
+        let t = self.cpus[cpu].time;
+        self.platform.set(cpu, t);
+        let trips_before = self.a.cpu_zone_lock_count(cpu);
+        self.a.free_on(cpu, f).map_err(|e| {
+            EngineError::Contract(format!("cpu {cpu}: free of {f:?} refused: {e:?}"))
+        })?;
+        self.charge(cpu, self.spec.cost.free_fast_ns);
+        self.out.page_ops += 1;
+        if self.a.cpu_zone_lock_count(cpu) != trips_before {
+            let z = self.a.zone_of_pfn(f.pfn).expect("freed frame has a zone");
+            let tz = self.trips(cpu, z, f.order);
+            self.charge_trips(cpu, z, tz);
+        }
+        Ok(())
+    }
+
+    fn touch(&mut self, cpu: usize, f: Frame) -> Result<(), EngineError> {
+        let cost = self.spec.cost;
+        let pages = f.pages();
+        let hot = self.cache.touch(cpu, f.pfn.0, pages);
+        let cold = pages - hot;
+        if self.cpus[cpu].measuring {
+            self.out.touched_pages += pages;
+            self.out.cold_pages += cold;
+        }
+        self.charge(
+            cpu,
+            hot as f64 * cost.touch_hot_ns + cold as f64 * cost.touch_cold_ns,
+        );
+        Ok(())
+    }
+
+    fn compute(&mut self, cpu: usize, ns: u64) {
+        self.charge(cpu, ns as f64);
+    }
+
+    fn send(&mut self, cpu: usize, to: usize, f: Frame) -> Result<Flow, EngineError> {
+        if to >= self.cpus.len() {
+            return Err(EngineError::Contract(format!(
+                "cpu {cpu}: send to cpu {to} of {}",
+                self.cpus.len()
+            )));
+        }
+        if self.inboxes[to].len() >= self.capacity {
+            self.blocked_senders[to].push_back(cpu as u32);
+            self.park(cpu, Park::Send);
+            return Ok(Flow::Blocked);
+        }
+        self.inboxes[to].push_back(f);
+        self.charge(cpu, self.spec.cost.message_ns);
+        let now = self.cpus[cpu].time;
+        if self.cpus[to].parked_on == Some(Park::Recv) {
+            self.wake(to, now);
+        }
+        Ok(Flow::Done)
+    }
+
+    fn recv(&mut self, cpu: usize) -> Result<Option<Frame>, EngineError> {
+        let Some(f) = self.inboxes[cpu].pop_front() else {
+            self.park(cpu, Park::Recv);
+            return Ok(None);
+        };
+        self.charge(cpu, self.spec.cost.message_ns);
+        let now = self.cpus[cpu].time;
+        if let Some(s) = self.blocked_senders[cpu].pop_front() {
+            self.wake(s as usize, now);
+        }
+        Ok(Some(f))
+    }
+
+    fn barrier(&mut self, cpu: usize, id: u32) -> Result<Flow, EngineError> {
+        self.park(cpu, Park::Barrier);
+        self.released = self.barriers.arrive(cpu, id)?;
+        Ok(Flow::Blocked)
+    }
+
+    fn done(&mut self, cpu: usize) -> Result<(), EngineError> {
+        self.barriers.done(cpu)?;
+        let v = &mut self.cpus[cpu];
+        v.state = State::Done;
+        v.end = v.time;
+        Ok(())
+    }
+
+    fn window_opened(&mut self, cpu: usize) {
+        let v = &mut self.cpus[cpu];
+        v.measuring = true;
+        v.measure_start = v.time;
+        if self.measured_after.is_some() && self.window_base.is_none() {
+            self.window_base = Some((
+                self.a.counters(),
+                self.out.cache_alloc_pages,
+                self.out.cache_free_pages,
+            ));
+        }
+    }
+
+    fn stamp(&self, cpu: usize) -> u64 {
+        self.cpus[cpu].time
     }
 }

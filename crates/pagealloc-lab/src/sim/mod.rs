@@ -41,7 +41,8 @@ use pagealloc::Config;
 pub use engine::EngineError;
 pub use machine::{CostModel, Machine, MachineError, MACHINES};
 
-use crate::workload::{self, OpCounts, Scale, Workload};
+use crate::row::{CpuWindow, Measurement};
+use crate::workload::{self, Scale, Workload};
 use crate::Row;
 
 /// Options of one simulation, besides the workload.
@@ -265,19 +266,6 @@ pub fn default_page_cache(_workload: &str) -> bool {
     false
 }
 
-fn percentile(v: &mut [u32], p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let k = (((v.len() as f64) * p).ceil() as usize).clamp(1, v.len()) - 1;
-    let (_, x, _) = v.select_nth_unstable(k);
-    Some(f64::from(*x))
-}
-
-fn mean(v: &[u32]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64)
-}
-
 fn row_of(
     workload: &dyn Workload,
     opts: &SimOptions,
@@ -285,94 +273,53 @@ fn row_of(
     out: &engine::EngineOutput,
     wall: f64,
 ) -> Row {
-    let mut extra = std::collections::BTreeMap::new();
-    let mut main_score = None;
-    for g in workload.groups(spec.workload_cpus) {
-        let counts = OpCounts::sum(g.cpus.iter().map(|&c| &out.measured_per_cpu[c as usize]));
-        let start = g
-            .cpus
-            .iter()
-            .map(|&c| out.measure_start[c as usize])
-            .min()
-            .unwrap_or(0);
-        let end = g
-            .cpus
-            .iter()
-            .map(|&c| out.end[c as usize])
-            .max()
-            .unwrap_or(0);
-        let secs = (end.saturating_sub(start)).max(1) as f64 * 1e-9;
-        let s = workload.score(&counts, secs);
-        if g.name == "all" {
-            main_score = Some(s);
-        } else {
-            main_score.get_or_insert(s);
-            extra.insert(format!("score_{}", g.name), s);
-        }
-    }
+    // The page-cache model's own allocations are not the workload's.
     let mut c = out.counters;
     c.alloc_zone -= out.cache_alloc_pages;
     c.pgalloc -= out.cache_alloc_pages;
     c.pgfree -= out.cache_free_pages;
-    let c = &c;
-    extra.insert("makespan_s".into(), out.makespan_ns as f64 * 1e-9);
-    extra.insert("ops".into(), out.ops as f64);
-    extra.insert("page_ops".into(), out.page_ops as f64);
-    extra.insert(
-        "page_ops_per_wall_s".into(),
-        out.page_ops as f64 / wall.max(1e-9),
-    );
-    extra.insert("mem_scale".into(), opts.mem_scale as f64);
-    extra.insert("pcp_refill".into(), c.pcp_refill as f64);
-    extra.insert("pcp_drain".into(), c.pcp_drain as f64);
-    extra.insert("zone_lock".into(), c.zone_lock as f64);
-    extra.insert("pgalloc".into(), c.pgalloc as f64);
-    extra.insert("pgfree".into(), c.pgfree as f64);
-    extra.insert("alloc_fail".into(), c.alloc_fail as f64);
-    extra.insert("decay_drain".into(), c.decay_drain as f64);
-    extra.insert("page_cache".into(), f64::from(u8::from(spec.page_cache)));
-    extra.insert("page_cache_reclaims".into(), out.reclaims as f64);
-    extra.insert(
-        "page_cache_final_pages".into(),
-        out.cache_final_pages as f64,
-    );
-    extra.insert(
-        "headroom_mib".into(),
-        opts.headroom
-            .mib(workload.name())
-            .map_or(-1.0, |m| m as f64),
-    );
-    extra.insert("held_pages".into(), out.held_pages as f64);
-    extra.insert("lock_wait_s".into(), out.lock_wait_ns as f64 * 1e-9);
-    extra.insert("cpu_busy_s".into(), out.busy_ns as f64 * 1e-9);
-    let mut at = out.alloc_trips.clone();
-    let mut ft = out.free_trips.clone();
-    let us = |x: Option<f64>| x.map(|v| v / 1000.0);
-    Row {
-        workload: Some(workload.name().to_owned()),
+    let windows = (0..out.measured_per_cpu.len())
+        .map(|i| CpuWindow {
+            counts: out.measured_per_cpu[i].clone(),
+            start_ns: out.measure_start[i],
+            end_ns: out.end[i],
+        })
+        .collect();
+    let mut r = Row::from_measurement(&Measurement {
+        workload,
         alloc: "pagealloc".into(),
         config: Some(opts.config.to_string()),
-        cpus: Some(spec.workload_cpus),
-        machine: Some(opts.machine.name.to_owned()),
-        score: main_score,
-        score_unit: Some(workload.score_unit().to_owned()),
-        zone_lock_pct: Some(100.0 * out.lock_wait_ns as f64 / out.busy_ns.max(1) as f64),
-        free_high: Some(c.free_high as f64),
-        alloc_zone: Some(c.alloc_zone as f64),
-        cache_miss_pct: (out.touched_pages > 0)
-            .then(|| 100.0 * out.cold_pages as f64 / out.touched_pages as f64),
-        pcp_peak_pages: Some(out.pcp_peak as f64),
-        pcp_final_pages: Some(out.pcp_final as f64),
-        alloc_lat_avg_us: us(mean(&at)),
-        alloc_lat_p99_us: us(percentile(&mut at, 0.99)),
-        free_lat_avg_us: us(mean(&ft)),
-        free_lat_p99_us: us(percentile(&mut ft, 0.99)),
-        trace_hash: Some(format!("{:016x}", out.trace_hash)),
-        seed: Some(opts.seed),
-        wall_s: Some(wall),
-        extra,
-        ..Row::default()
+        machine: opts.machine.name.to_owned(),
+        seed: opts.seed,
+        wall_s: wall,
+        windows,
+        counters: Some(c),
+        zone_lock_wait_ns: Some(out.lock_wait_ns),
+        cpu_time_ns: out.busy_ns,
+        trips: Some((&out.alloc_trips, &out.free_trips)),
+        touches: Some((out.touched_pages, out.cold_pages)),
+        pcp_pages: Some((out.pcp_peak, out.pcp_final)),
+        trace_hash: Some(out.trace_hash),
+    });
+    let headroom = opts
+        .headroom
+        .mib(workload.name())
+        .map_or(-1.0, |m| m as f64);
+    for (k, v) in [
+        ("makespan_s", out.makespan_ns as f64 * 1e-9),
+        ("ops", out.ops as f64),
+        ("page_ops", out.page_ops as f64),
+        ("page_ops_per_wall_s", out.page_ops as f64 / wall.max(1e-9)),
+        ("mem_scale", opts.mem_scale as f64),
+        ("page_cache", f64::from(u8::from(spec.page_cache))),
+        ("page_cache_reclaims", out.reclaims as f64),
+        ("page_cache_final_pages", out.cache_final_pages as f64),
+        ("headroom_mib", headroom),
+        ("held_pages", out.held_pages as f64),
+    ] {
+        r.extra.insert(k.into(), v);
     }
+    r
 }
 
 /// Runs `workload` under each config, in parallel on the host's cores (each run is

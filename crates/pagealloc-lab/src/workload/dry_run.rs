@@ -16,7 +16,10 @@
 
 use std::collections::VecDeque;
 
-use super::{cpu_seed, CpuScript, Op, OpCounts, OpResult, SplitMix64, Workload, WorkloadError};
+use super::driver::{
+    Backend, BarrierTable, ContractError, CpuDriver, Flow, Step, TraceBlock, TraceEntry, TraceHash,
+};
+use super::{MigrateKind, OpCounts, Workload, WorkloadError};
 
 /// Options of a dry run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,17 +29,6 @@ pub struct DryRun {
     capacity_pages: Option<u64>,
     max_rounds: Option<u64>,
     trace: bool,
-}
-
-/// One completed op of a CPU, as recorded with [`DryRun::trace`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TraceEntry {
-    /// The op.
-    pub op: Op,
-    /// Its result.
-    pub ok: bool,
-    /// The order of the block it acted on (as passed to [`OpCounts::record`]).
-    pub block_order: Option<u8>,
 }
 
 /// What a dry run did.
@@ -58,7 +50,9 @@ pub struct DryRunStats {
     pub peak_live_pages: u64,
     /// Longest inbox seen.
     pub peak_inbox: usize,
-    /// Hash of every CPU's sequence of completed ops and results: equal runs, equal hash.
+    /// Hash of every CPU's sequence of completed ops and results
+    /// ([`super::driver::TraceHash`]): equal runs, equal hash. The thread executor's
+    /// hash of the same ops and results is the same.
     pub trace_hash: u64,
     /// Per CPU, every completed op, if [`DryRun::trace`] was on.
     pub trace: Option<Vec<Vec<TraceEntry>>>,
@@ -81,26 +75,101 @@ struct Block {
     order: u8,
 }
 
-#[derive(Debug)]
-struct Cpu {
-    script: Box<dyn CpuScript>,
-    rng: SplitMix64,
-    slots: Vec<Option<Block>>,
-    /// The op issued and not yet completed (blocked ops stay here).
-    pending: Option<Op>,
-    last: OpResult,
-    done: bool,
-    measuring: bool,
+impl TraceBlock for Block {
+    fn order(&self) -> u8 {
+        self.order
+    }
 }
 
-/// Outcome of trying a pending op.
-enum Step {
-    Completed { ok: bool, order: Option<u8> },
-    Blocked,
+/// The dry run's effects: fake frames, `VecDeque` inboxes, barriers opened by the
+/// round loop.
+struct World {
+    capacity_pages: Option<u64>,
+    inbox_capacity: usize,
+    inboxes: Vec<VecDeque<Block>>,
+    barriers: BarrierTable,
+    /// CPUs released by the last barrier to open, to be completed by the round loop.
+    released: Vec<usize>,
+    /// Per frame id: freed yet.
+    freed: Vec<bool>,
+    live_pages: u64,
+    peak_live_pages: u64,
+    peak_inbox: usize,
+}
+
+impl Backend for World {
+    type Block = Block;
+    type Error = ContractError;
+
+    fn alloc(&mut self, _: usize, order: u8, _: MigrateKind) -> Result<Option<Block>, Self::Error> {
+        let pages = 1u64 << order;
+        if self
+            .capacity_pages
+            .is_some_and(|cap| self.live_pages + pages > cap)
+        {
+            return Ok(None);
+        }
+        let b = Block {
+            id: self.freed.len() as u64,
+            order,
+        };
+        self.freed.push(false);
+        self.live_pages += pages;
+        self.peak_live_pages = self.peak_live_pages.max(self.live_pages);
+        Ok(Some(b))
+    }
+
+    fn free(&mut self, cpu: usize, b: Block) -> Result<(), Self::Error> {
+        let f = &mut self.freed[b.id as usize];
+        if *f {
+            return Err(ContractError(format!(
+                "cpu {cpu}: block {} freed twice",
+                b.id
+            )));
+        }
+        *f = true;
+        self.live_pages -= 1 << b.order;
+        Ok(())
+    }
+
+    fn touch(&mut self, _: usize, _: Block) -> Result<(), Self::Error> {
+        Ok(())
+    }
+
+    fn compute(&mut self, _: usize, _: u64) {}
+
+    fn send(&mut self, cpu: usize, to: usize, b: Block) -> Result<Flow, Self::Error> {
+        let n = self.inboxes.len();
+        let inbox = self
+            .inboxes
+            .get_mut(to)
+            .ok_or_else(|| ContractError(format!("cpu {cpu}: send to cpu {to} of {n}")))?;
+        if inbox.len() >= self.inbox_capacity {
+            return Ok(Flow::Blocked);
+        }
+        inbox.push_back(b);
+        self.peak_inbox = self.peak_inbox.max(inbox.len());
+        Ok(Flow::Done)
+    }
+
+    fn recv(&mut self, cpu: usize) -> Result<Option<Block>, Self::Error> {
+        Ok(self.inboxes[cpu].pop_front())
+    }
+
+    fn barrier(&mut self, cpu: usize, id: u32) -> Result<Flow, Self::Error> {
+        self.released = self.barriers.arrive(cpu, id)?;
+        Ok(Flow::Blocked)
+    }
+
+    fn done(&mut self, cpu: usize) -> Result<(), Self::Error> {
+        self.barriers.done(cpu)
+    }
+
+    fn window_opened(&mut self, _: usize) {}
 }
 
 impl DryRun {
-    /// A dry run on `cpus` CPUs, CPU `i` seeded with [`cpu_seed`]`(seed, i)`.
+    /// A dry run on `cpus` CPUs, CPU `i` seeded with [`super::cpu_seed`]`(seed, i)`.
     pub fn new(cpus: u32, seed: u64) -> Self {
         DryRun {
             cpus,
@@ -144,295 +213,80 @@ impl DryRun {
         let scripts = workload.scripts(self.cpus)?;
         assert_eq!(scripts.len(), self.cpus as usize, "one script per CPU");
         let n = scripts.len();
-        let capacity = workload.inbox_capacity();
-        let measured_after = workload.measured_after();
-        let mut cpus: Vec<Cpu> = scripts
-            .into_iter()
-            .enumerate()
-            .map(|(i, script)| Cpu {
-                slots: vec![None; script.slot_count() as usize],
-                script,
-                rng: SplitMix64::new(cpu_seed(self.seed, i as u32)),
-                pending: None,
-                last: OpResult::OK,
-                done: false,
-                measuring: measured_after.is_none(),
-            })
-            .collect();
-        let mut inboxes: Vec<VecDeque<Block>> = vec![VecDeque::new(); n];
-        let mut rec = Recorder {
-            per_cpu: vec![OpCounts::default(); n],
-            measured_per_cpu: vec![OpCounts::default(); n],
-            trace: self.trace.then(|| vec![Vec::new(); n]),
-            measured_after,
-            hash: FNV_OFFSET,
-            ops: 0,
+        let name = workload.name();
+        let mut cpus: Vec<CpuDriver<Block>> =
+            CpuDriver::for_scripts(scripts, self.seed, workload.measured_after())
+                .into_iter()
+                .map(|d| d.trace(self.trace))
+                .collect();
+        let mut world = World {
+            capacity_pages: self.capacity_pages,
+            inbox_capacity: workload.inbox_capacity(),
+            inboxes: vec![VecDeque::new(); n],
+            barriers: BarrierTable::new(n),
+            released: Vec::new(),
+            freed: Vec::new(),
+            live_pages: 0,
+            peak_live_pages: 0,
+            peak_inbox: 0,
         };
-        let mut freed: Vec<bool> = Vec::new(); // by frame id
-        let mut live_pages = 0u64;
-        let mut peak_live_pages = 0u64;
-        let mut peak_inbox = 0usize;
         let mut rounds = 0u64;
-
-        loop {
-            if cpus.iter().all(|c| c.done) {
-                break;
-            }
+        while !cpus.iter().all(CpuDriver::is_done) {
             rounds += 1;
             if let Some(max) = self.max_rounds {
-                assert!(rounds <= max, "{}: more than {max} rounds", workload.name());
+                assert!(rounds <= max, "{name}: more than {max} rounds");
             }
             let mut progress = false;
-            for i in 0..n {
-                let c = &mut cpus[i];
-                if c.done {
+            for c in cpus.iter_mut().filter(|c| !c.is_done()) {
+                // A barrier op is issued once; waiting CPUs are not stepped again.
+                if matches!(c.pending(), Some(super::Op::Barrier { .. })) {
                     continue;
                 }
-                let op = match c.pending {
-                    Some(op) => op,
-                    None => {
-                        let op = c.script.next(c.last, &mut c.rng);
-                        c.pending = Some(op);
-                        progress = true;
-                        op
-                    }
-                };
-                let step = match op {
-                    Op::Alloc { slot, order, .. } => {
-                        assert!(order <= super::MAX_ORDER, "cpu {i}: order {order}");
-                        let entry = slot_mut(&mut c.slots, i, slot);
-                        assert!(entry.is_none(), "cpu {i}: alloc into full slot {slot}");
-                        let pages = 1u64 << order;
-                        let fits = match self.capacity_pages {
-                            Some(cap) => live_pages + pages <= cap,
-                            None => true,
-                        };
-                        if fits {
-                            *entry = Some(Block {
-                                id: freed.len() as u64,
-                                order,
-                            });
-                            freed.push(false);
-                            live_pages += pages;
-                            peak_live_pages = peak_live_pages.max(live_pages);
-                        }
-                        Step::Completed {
-                            ok: fits,
-                            order: None,
-                        }
-                    }
-                    Op::Free { slot } => {
-                        let block = take(&mut c.slots, i, slot, "free");
-                        let f = &mut freed[block.id as usize];
-                        assert!(!*f, "cpu {i}: block {} freed twice", block.id);
-                        *f = true;
-                        live_pages -= 1 << block.order;
-                        Step::Completed {
-                            ok: true,
-                            order: Some(block.order),
-                        }
-                    }
-                    Op::Touch { slot } => {
-                        let block = slot_mut(&mut c.slots, i, slot)
-                            .unwrap_or_else(|| panic!("cpu {i}: touch of empty slot {slot}"));
-                        Step::Completed {
-                            ok: true,
-                            order: Some(block.order),
-                        }
-                    }
-                    Op::Compute { .. } | Op::Exit => Step::Completed {
-                        ok: true,
-                        order: None,
-                    },
-                    Op::Send { slot, to_cpu } => {
-                        let to = to_cpu as usize;
-                        assert!(to < n, "cpu {i}: send to cpu {to_cpu} of {n}");
-                        if inboxes[to].len() >= capacity {
-                            Step::Blocked
-                        } else {
-                            let block = take(&mut c.slots, i, slot, "send");
-                            inboxes[to].push_back(block);
-                            peak_inbox = peak_inbox.max(inboxes[to].len());
-                            Step::Completed {
-                                ok: true,
-                                order: Some(block.order),
-                            }
-                        }
-                    }
-                    Op::Recv { slot } => {
-                        let entry = slot_mut(&mut c.slots, i, slot);
-                        assert!(entry.is_none(), "cpu {i}: recv into full slot {slot}");
-                        match inboxes[i].pop_front() {
-                            Some(block) => {
-                                *entry = Some(block);
-                                Step::Completed {
-                                    ok: true,
-                                    order: Some(block.order),
-                                }
-                            }
-                            None => Step::Blocked,
-                        }
-                    }
-                    Op::Barrier { .. } => Step::Blocked, // opened below, once all arrive
-                    Op::Done => {
-                        assert!(
-                            c.slots.iter().all(Option::is_none),
-                            "cpu {i}: done with blocks in its slots"
-                        );
-                        c.done = true;
-                        c.pending = None;
-                        progress = true;
-                        continue;
-                    }
-                };
-                if let Step::Completed { ok, order } = step {
-                    rec.record(i, c, op, ok, order);
-                    progress = true;
-                }
+                let step = c.step(&mut world).unwrap_or_else(|e| panic!("{name}: {e}"));
+                progress |= !matches!(step, Step::Blocked(_));
             }
-
-            // Barriers: open when every CPU waits at one, with the same id.
-            let waiting: Vec<u32> = cpus
-                .iter()
-                .filter_map(|c| match c.pending {
-                    Some(Op::Barrier { id }) => Some(id),
-                    _ => None,
-                })
-                .collect();
-            if !waiting.is_empty() {
-                let finished = cpus.iter().filter(|c| c.done).count();
-                assert!(
-                    finished == 0,
-                    "{}: {finished} CPU(s) finished while others wait at barrier {}",
-                    workload.name(),
-                    waiting[0]
-                );
-                if waiting.len() == n {
-                    assert!(
-                        waiting.iter().all(|&id| id == waiting[0]),
-                        "{}: CPUs wait at different barriers {waiting:?}",
-                        workload.name()
-                    );
-                    for (i, c) in cpus.iter_mut().enumerate() {
-                        let op = c.pending.expect("waiting at a barrier");
-                        rec.record(i, c, op, true, None);
-                    }
-                    progress = true;
-                }
+            // Barriers: open when every CPU waits at one.
+            for w in std::mem::take(&mut world.released) {
+                cpus[w].complete_barrier(&mut world);
+                progress = true;
             }
             assert!(
                 progress,
-                "{}: deadlock; pending ops {:?}, inbox lengths {:?}",
-                workload.name(),
-                cpus.iter().map(|c| c.pending).collect::<Vec<_>>(),
-                inboxes.iter().map(VecDeque::len).collect::<Vec<_>>()
+                "{name}: deadlock; pending ops {:?}, inbox lengths {:?}",
+                cpus.iter().map(CpuDriver::pending).collect::<Vec<_>>(),
+                world.inboxes.iter().map(VecDeque::len).collect::<Vec<_>>()
             );
         }
 
-        for (i, inbox) in inboxes.iter().enumerate() {
+        for (i, inbox) in world.inboxes.iter().enumerate() {
             assert!(
                 inbox.is_empty(),
                 "cpu {i}: {} blocks left in its inbox",
                 inbox.len()
             );
         }
-        if let Some(id) = freed.iter().position(|f| !f) {
-            panic!("{}: block {id} never freed", workload.name());
+        if let Some(id) = world.freed.iter().position(|f| !f) {
+            panic!("{name}: block {id} never freed");
         }
-        assert_eq!(live_pages, 0);
-        let total = OpCounts::sum(&rec.per_cpu);
+        assert_eq!(world.live_pages, 0);
+        let per_cpu: Vec<OpCounts> = cpus.iter().map(|c| c.counts().clone()).collect();
+        let measured_per_cpu: Vec<OpCounts> = cpus.iter().map(|c| c.measured().clone()).collect();
+        let total = OpCounts::sum(&per_cpu);
         assert_eq!(total.allocs, total.frees, "allocs and frees by order");
         assert_eq!(total.sends, total.recvs);
         Ok(DryRunStats {
-            measured: OpCounts::sum(&rec.measured_per_cpu),
-            per_cpu: rec.per_cpu,
-            measured_per_cpu: rec.measured_per_cpu,
+            measured: OpCounts::sum(&measured_per_cpu),
+            per_cpu,
+            measured_per_cpu,
             total,
             rounds,
-            ops: rec.ops,
-            peak_live_pages,
-            peak_inbox,
-            trace_hash: rec.hash,
-            trace: rec.trace,
+            ops: cpus.iter().map(CpuDriver::ops).sum(),
+            peak_live_pages: world.peak_live_pages,
+            peak_inbox: world.peak_inbox,
+            trace_hash: TraceHash::combine(cpus.iter().map(CpuDriver::trace_hash)),
+            trace: self
+                .trace
+                .then(|| cpus.iter_mut().filter_map(CpuDriver::take_trace).collect()),
         })
-    }
-}
-
-/// Accounting of completed ops: counts, measured window, trace and its hash.
-struct Recorder {
-    per_cpu: Vec<OpCounts>,
-    measured_per_cpu: Vec<OpCounts>,
-    trace: Option<Vec<Vec<TraceEntry>>>,
-    measured_after: Option<u32>,
-    hash: u64,
-    ops: u64,
-}
-
-impl Recorder {
-    /// Completes `cpu`'s pending `op`.
-    fn record(&mut self, cpu: usize, c: &mut Cpu, op: Op, ok: bool, order: Option<u8>) {
-        self.per_cpu[cpu].record(&op, ok, order);
-        if c.measuring {
-            self.measured_per_cpu[cpu].record(&op, ok, order);
-        }
-        if let (Some(id), Op::Barrier { id: b }) = (self.measured_after, op) {
-            if id == b {
-                c.measuring = true;
-            }
-        }
-        if let Some(trace) = &mut self.trace {
-            trace[cpu].push(TraceEntry {
-                op,
-                ok,
-                block_order: order,
-            });
-        }
-        self.hash = fnv(self.hash, cpu as u64);
-        for word in op_words(&op) {
-            self.hash = fnv(self.hash, word);
-        }
-        self.hash = fnv(self.hash, u64::from(ok));
-        self.ops += 1;
-        c.pending = None;
-        c.last = OpResult { ok };
-    }
-}
-
-fn slot_mut(slots: &mut [Option<Block>], cpu: usize, slot: u32) -> &mut Option<Block> {
-    let len = slots.len();
-    slots
-        .get_mut(slot as usize)
-        .unwrap_or_else(|| panic!("cpu {cpu}: slot {slot} beyond its table of {len}"))
-}
-
-fn take(slots: &mut [Option<Block>], cpu: usize, slot: u32, what: &str) -> Block {
-    slot_mut(slots, cpu, slot)
-        .take()
-        .unwrap_or_else(|| panic!("cpu {cpu}: {what} of empty slot {slot}"))
-}
-
-const FNV_OFFSET: u64 = 0xCBF2_9CE4_8422_2325;
-
-/// FNV-1a over one 64-bit word, byte by byte.
-fn fnv(mut hash: u64, word: u64) -> u64 {
-    for byte in word.to_le_bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01B3);
-    }
-    hash
-}
-
-/// A stable encoding of an op for the trace hash (independent of `Hash` impls).
-fn op_words(op: &Op) -> [u64; 4] {
-    match *op {
-        Op::Alloc { slot, order, kind } => [1, u64::from(slot), u64::from(order), kind as u64],
-        Op::Free { slot } => [2, u64::from(slot), 0, 0],
-        Op::Touch { slot } => [3, u64::from(slot), 0, 0],
-        Op::Compute { ns } => [4, ns, 0, 0],
-        Op::Send { slot, to_cpu } => [5, u64::from(slot), u64::from(to_cpu), 0],
-        Op::Recv { slot } => [6, u64::from(slot), 0, 0],
-        Op::Barrier { id } => [7, u64::from(id), 0, 0],
-        Op::Exit => [8, 0, 0, 0],
-        Op::Done => [9, 0, 0, 0],
     }
 }

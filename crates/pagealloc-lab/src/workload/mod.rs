@@ -15,7 +15,9 @@
 //! scale) and the program that generates its phases.
 //!
 //! # Executor contract
-//! Both executors implement exactly this; [`dry_run()`] is the reference.
+//! Written once, in [`driver`]: every executor keeps a [`CpuDriver`] per CPU and
+//! supplies only the effects of ops through a [`Backend`]; [`dry_run()`] is the
+//! reference backend.
 //! 1. `next` is called once with [`OpResult::OK`] to start, then once after each op
 //!    *completes*, with that op's result. Only [`Op::Alloc`] can fail (`ok == false`,
 //!    the slot stays empty); every other op reports `ok == true`.
@@ -45,6 +47,7 @@
 //!   queue, which the simulator makes deterministic too.
 
 mod counts;
+pub mod driver;
 mod dry_run;
 mod params;
 mod program;
@@ -65,7 +68,8 @@ mod zonelist_hog;
 use std::fmt;
 
 pub use counts::OpCounts;
-pub use dry_run::{dry_run, DryRun, DryRunStats, TraceEntry};
+pub use driver::{Backend, CpuDriver, Flow, Step, TraceEntry, TraceHash};
+pub use dry_run::{dry_run, DryRun, DryRunStats};
 pub use params::{ParamError, Params};
 pub use registry::{build, by_name, names, Scale};
 pub use rng::{cpu_seed, Rng, SplitMix64};
