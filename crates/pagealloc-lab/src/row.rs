@@ -94,6 +94,63 @@ pub struct Row {
     pub extra: std::collections::BTreeMap<String, f64>,
 }
 
+/// Columns [`normalise`] rewrites as % of the first row.
+pub const NORMALISED: &[&str] = &[
+    "score",
+    "free_high",
+    "alloc_zone",
+    "pcp_peak_pages",
+    "pcp_final_pages",
+];
+
+/// Rewrites the [`NORMALISED`] columns of every row as a percentage of the first row's
+/// value (the first row becomes 100), keeping the raw value in `extra["<col>_raw"]`.
+/// A column whose base value is 0 stays 100 where the row's value is 0 too and empty
+/// otherwise (no ratio exists); a column the base row lacks is left raw.
+pub fn normalise(rows: &mut [Row]) {
+    let Some(base) = rows.first().cloned() else {
+        return;
+    };
+    for r in rows.iter_mut() {
+        for &col in NORMALISED {
+            let (Some(b), Some(v)) = (get_field(&base, col), get_field(r, col)) else {
+                continue;
+            };
+            r.extra.insert(format!("{col}_raw"), v);
+            let pct = if b != 0.0 {
+                Some(100.0 * v / b)
+            } else if v == 0.0 {
+                Some(100.0)
+            } else {
+                None
+            };
+            set_field(r, col, pct);
+        }
+    }
+}
+
+fn slot<'a>(r: &'a mut Row, col: &str) -> Option<&'a mut Option<f64>> {
+    Some(match col {
+        "score" => &mut r.score,
+        "free_high" => &mut r.free_high,
+        "alloc_zone" => &mut r.alloc_zone,
+        "pcp_peak_pages" => &mut r.pcp_peak_pages,
+        "pcp_final_pages" => &mut r.pcp_final_pages,
+        _ => return None,
+    })
+}
+
+fn get_field(r: &Row, col: &str) -> Option<f64> {
+    let mut r = r.clone();
+    slot(&mut r, col).and_then(|v| *v)
+}
+
+fn set_field(r: &mut Row, col: &str, v: Option<f64>) {
+    if let Some(s) = slot(r, col) {
+        *s = v;
+    }
+}
+
 impl Row {
     /// One JSON object on one line.
     pub fn to_json(&self) -> String {

@@ -107,6 +107,29 @@ fn bad_headroom_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
+/// The batch sweep is an explicit flag, not a guess from the default config list.
+#[test]
+fn the_batch_sweep_is_asked_for_by_flag() {
+    refused(
+        &["compare", "page_fault1", "--sim", "--batches"],
+        &["--batches", "batch_sweep"],
+    );
+    for args in [
+        &["compare", "batch_sweep", "--batches"][..],
+        &[
+            "compare",
+            "batch_sweep",
+            "--sim",
+            "--batches",
+            "--configs",
+            "base",
+        ][..],
+    ] {
+        let o = pagealloc(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn too_few_cpus_is_a_usage_error() {
     refused(&["run", "netperf", "--cpus", "1"], &["needs 2 CPUs"]);

@@ -258,7 +258,7 @@ pub fn run(out: &Path, mode: Mode) -> Result<Summary, String> {
     sections.push(timeline(&mut cx, &plan, out)?);
     sections.push(others(&mut cx, &plan)?);
     sections.push(microbench(&mut cx, &plan)?);
-    sections.extend(crate::sim::report::sections(mode, &cx.pb)?);
+    sections.extend(super::sim::sections(mode, &cx.pb)?);
     cx.pb.finish_and_clear();
     let seconds = t0.elapsed().as_secs_f64();
     let files = write_report(out, &sections, mode, seconds)?;

@@ -285,7 +285,7 @@ fn kbuild_columns(r: &Row, p: &KbuildRow) -> [(&'static str, f64, f64); 4] {
 }
 
 /// The kbuild table, ours beside the published one, with the relative error of each
-/// cell. `rows` are normalised ([`crate::report::normalise`]) and in [`PUBLISHED_KBUILD`] order;
+/// cell. `rows` are normalised ([`crate::row::normalise`]) and in [`PUBLISHED_KBUILD`] order;
 /// build time is `100 × makespan / base makespan` (= 10⁴ / normalised score).
 pub fn kbuild_table(rows: &[Row]) -> String {
     let mut s = String::new();
@@ -489,7 +489,7 @@ pub fn kbuild_ablation(
     let w = workload::build("kbuild", Scale::Full, &calibrated("kbuild", overrides))
         .expect("kbuild builds");
     let mut rows = compare(&*w, base, &kbuild_configs(), progress)?;
-    crate::report::normalise(&mut rows);
+    crate::row::normalise(&mut rows);
     Ok(rows)
 }
 

@@ -404,6 +404,19 @@ impl Machine {
             _ => self.cpus,
         }
     }
+
+    /// The machine the seed measurements ran `workload` on (the simulator's default).
+    pub fn seed_for(workload: &str) -> Machine {
+        let name = match workload {
+            "kbuild" | "batch_sweep" => "spr-2s-224",
+            "netperf" | "lmbench" | "bulk" => "icx-2s-128",
+            "page_fault1" | "page_fault1_thp" | "thp_mix" => "skx-2s-112",
+            "parallel_free" => "skx-4s-768",
+            "zonelist_hog" => "sn2-28n-56",
+            _ => "desktop-8",
+        };
+        Machine::by_name(name).expect("the seed machines are described")
+    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,9 @@
 //!   and the side-by-side tables.
 //!
 //! Entry points: [`run`] (one workload, one config, one machine → a [`Row`]),
-//! [`compare`] (several configs; [`crate::report::normalise`] makes them relative to the
-//! first), [`calibrate::refit`]; [`cli`] holds the `sim`, `compare --sim` and
-//! `calibrate` subcommands.
+//! [`compare`] (several configs; [`crate::row::normalise`] makes them relative to the
+//! first), [`calibrate::refit`]. The command line on top of them (`sim`,
+//! `compare --sim`, `calibrate`) is [`crate::cli`]'s; this module prints nothing.
 //! `docs/sim-cost-model.md` documents every parameter and what the simulator cannot see.
 //!
 //! # Determinism
@@ -28,10 +28,8 @@
 
 mod cache;
 pub mod calibrate;
-pub mod cli;
 mod engine;
 pub mod machine;
-pub mod report;
 
 use std::fmt;
 use std::time::Instant;

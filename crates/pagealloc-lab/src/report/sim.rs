@@ -11,10 +11,10 @@ use std::fmt::Write as _;
 use indicatif::ProgressBar;
 use pagealloc::Config;
 
-use super::calibrate::{self, PUBLISHED_KBUILD, PUBLISHED_SWEEP};
-use super::{compare, Machine, SimOptions};
-use crate::report::job::{Mode, Section};
-use crate::report::WORKLOAD_COLUMNS;
+use super::job::{Mode, Section};
+use super::WORKLOAD_COLUMNS;
+use crate::sim::calibrate::{self, PUBLISHED_KBUILD, PUBLISHED_SWEEP};
+use crate::sim::{compare, Machine, SimOptions};
 use crate::workload::{self, Scale};
 
 fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -1,8 +1,13 @@
-//! The `pagealloc` command line: `run`, `compare`, `bench`, `report`, `list`.
+//! The `pagealloc` command line: `run`, `compare`, `bench`, `report`, `list`, `sim`,
+//! `calibrate`, `stress`.
 //!
 //! # Design
-//! One clap-derive [`Command`] enum holds every subcommand, so other tools add theirs
-//! with one variant and one match arm in [`main`]. Values clap cannot check by itself
+//! The command line sits on top of the lab: the executors, the simulator and the
+//! reports are library functions that print nothing and know no flags; this module
+//! (and `sim.rs`, the simulator's subcommands) parses, calls them and prints. One
+//! clap-derive [`Command`] enum holds every subcommand, so other tools add theirs with
+//! one variant and one match arm in [`dispatch`]. Lists (`a,b,c`) go through one parser,
+//! [`parse_list`]; bad input is one error, [`UsageError`]. Values clap cannot check by itself
 //! (workload, config, allocator names, `key=value` parameters) are checked here and
 //! refused with one line naming the valid choices and exit status 2, like clap's own
 //! errors. A run whose checks fail exits with status 1.
@@ -11,6 +16,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+
+pub mod sim;
 
 use crate::bench::{self, BenchKind, BenchParams};
 use crate::exec::{self, ExecOptions};
@@ -36,10 +43,10 @@ pub enum CliError {
 }
 
 impl CliError {
-    fn usage(m: impl Into<String>) -> Self {
+    pub(crate) fn usage(m: impl Into<String>) -> Self {
         CliError::Usage(UsageError(m.into()))
     }
-    fn run(m: impl Into<String>) -> Self {
+    pub(crate) fn run(m: impl Into<String>) -> Self {
         CliError::Run(RunError(m.into()))
     }
 }
@@ -73,11 +80,11 @@ pub enum Command {
     List,
     /// Simulate one workload at the spec's scale on a described machine (virtual CPUs,
     /// the real allocator, a calibrated cost model) and print its row.
-    #[command(after_long_help = crate::sim::cli::machines_help())]
-    Sim(crate::sim::cli::SimArgs),
+    #[command(after_long_help = sim::machines_help())]
+    Sim(sim::SimArgs),
     /// Refit the simulator's free parameters to the published calibration data and print
     /// the fit with its residuals.
-    Calibrate(crate::sim::cli::CalibrateArgs),
+    Calibrate(sim::CalibrateArgs),
     /// Soak test: random allocations and frees of random orders on real threads, remote
     /// frees, thread churn (CPUs drained or offlined/onlined), decay ticks, memory
     /// pressure across the watermarks; validates throughout, exits 1 on any violation.
@@ -153,6 +160,10 @@ pub struct CompareArgs {
     /// Run the configs in the simulator instead of on threads (see `pagealloc sim`).
     #[arg(long)]
     pub sim: bool,
+    /// With --sim, for batch_sweep: run the sweep's fixed batches (63 … 4095, high =
+    /// 2 × batch) instead of --configs and print them beside the published figures.
+    #[arg(long, requires = "sim", conflicts_with = "configs")]
+    pub batches: bool,
     /// Simulated machine (with --sim); default: the workload's seed machine.
     #[arg(long, requires = "sim")]
     pub machine: Option<String>,
@@ -250,8 +261,8 @@ pub fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Compare(a) => cmd_compare(&a),
         Command::Bench(a) => cmd_bench(&a),
         Command::Report(a) => cmd_report(&a),
-        Command::Sim(a) => crate::sim::cli::cmd_sim(&a),
-        Command::Calibrate(a) => crate::sim::cli::cmd_calibrate(&a),
+        Command::Sim(a) => sim::cmd_sim(&a),
+        Command::Calibrate(a) => sim::cmd_calibrate(&a),
         Command::List => {
             print!("{}", list_text());
             Ok(())
@@ -347,40 +358,58 @@ pub fn split_configs(s: &str) -> Result<Vec<String>, CliError> {
     Ok(out)
 }
 
-/// Splits and checks a comma-separated allocator list.
+/// Splits a comma-separated list (`a,b,c`; blanks around items and empty items are
+/// ignored) and parses each item with `parse`.
 ///
 /// # Errors
-/// [`CliError::Usage`] naming the valid allocators.
-pub fn split_allocs(s: &str) -> Result<Vec<&'static str>, CliError> {
-    let v: Vec<&'static str> = s
-        .split(',')
-        .map(str::trim)
-        .filter(|i| !i.is_empty())
-        .map(|a| peers::canonical(a).map_err(|e| CliError::usage(e.to_string())))
-        .collect::<Result<_, _>>()?;
-    if v.is_empty() {
-        return Err(CliError::usage(format!(
-            "no allocator given; valid: {}",
-            peers::NAMES_HELP
-        )));
-    }
-    Ok(v)
-}
-
-fn split_nums<T: std::str::FromStr>(s: &str, what: &str, valid: &str) -> Result<Vec<T>, CliError> {
+/// [`CliError::Usage`] for an empty list or an item that does not parse, naming `what`
+/// and the `valid` choices.
+pub fn parse_list_with<T>(
+    s: &str,
+    what: &str,
+    valid: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, CliError> {
     let v: Vec<T> = s
         .split(',')
         .map(str::trim)
         .filter(|i| !i.is_empty())
         .map(|i| {
-            i.parse::<T>()
-                .map_err(|_| CliError::usage(format!("invalid {what} `{i}`; valid: {valid}")))
+            parse(i)
+                .map_err(|e| CliError::usage(format!("invalid {what} `{i}`: {e}; valid: {valid}")))
         })
         .collect::<Result<_, _>>()?;
     if v.is_empty() {
         return Err(CliError::usage(format!("no {what} given; valid: {valid}")));
     }
     Ok(v)
+}
+
+/// [`parse_list_with`] for any [`FromStr`](std::str::FromStr) type.
+///
+/// # Errors
+/// As [`parse_list_with`].
+pub fn parse_list<T: std::str::FromStr>(
+    s: &str,
+    what: &str,
+    valid: &str,
+) -> Result<Vec<T>, CliError>
+where
+    T::Err: std::fmt::Display,
+{
+    parse_list_with(s, what, valid, |i| {
+        i.parse::<T>().map_err(|e| e.to_string())
+    })
+}
+
+/// Splits and checks a comma-separated allocator list.
+///
+/// # Errors
+/// [`CliError::Usage`] naming the valid allocators.
+pub fn split_allocs(s: &str) -> Result<Vec<&'static str>, CliError> {
+    parse_list_with(s, "allocator", peers::NAMES_HELP, |a| {
+        peers::canonical(a).map_err(|e| e.to_string())
+    })
 }
 
 fn cpus_of(o: &WorkloadOpts) -> Result<u32, CliError> {
@@ -464,7 +493,7 @@ fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
 
 fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
     if a.sim {
-        return crate::sim::cli::cmd_compare(a);
+        return sim::cmd_compare(a);
     }
     let w = workload_of(&a.workload, &a.opts.params)?;
     let allocs = split_allocs(&a.alloc)?;
@@ -495,22 +524,11 @@ fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
 }
 
 fn cmd_bench(a: &BenchArgs) -> Result<(), CliError> {
-    let kinds: Vec<BenchKind> = a
-        .kind
-        .split(',')
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-        .map(|k| k.parse::<BenchKind>().map_err(CliError::usage))
-        .collect::<Result<_, _>>()?;
-    if kinds.is_empty() {
-        return Err(CliError::usage(
-            "no benchmark given; valid: bulk, repeat, rand",
-        ));
-    }
+    let kinds: Vec<BenchKind> = parse_list(&a.kind, "benchmark", "bulk, repeat, rand")?;
     let allocs = split_allocs(&a.alloc)?;
     let config = config_of(&a.config)?;
-    let threads: Vec<u32> = split_nums(&a.threads, "thread count", "1, 2, …")?;
-    let orders: Vec<u8> = split_nums(&a.order, "order", "0..=10")?;
+    let threads: Vec<u32> = parse_list(&a.threads, "thread count", "1, 2, …")?;
+    let orders: Vec<u8> = parse_list(&a.order, "order", "0..=10")?;
     if let Some(o) = orders.iter().find(|&&o| o > 10) {
         return Err(CliError::usage(format!(
             "invalid order `{o}`; valid: 0..=10"

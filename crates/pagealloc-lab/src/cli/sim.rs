@@ -1,13 +1,12 @@
 //! The simulator's subcommands of the `pagealloc` binary: `sim`, `compare --sim` and
-//! `calibrate`. The lab's [`crate::cli`] holds one variant per subcommand and calls in
-//! here; the tables and the normalisation are the lab's ([`crate::report`]).
+//! `calibrate`, on top of the library functions of [`crate::sim`]; the tables and the
+//! normalisation are the lab's ([`crate::report`]).
 
 use clap::Args;
 
-use super::calibrate;
-use super::{compare, run, CostModel, Machine, SimOptions, MACHINES};
-use crate::cli::{config_of, parse_params, split_configs, CliError, UsageError};
+use super::{config_of, parse_list, parse_params, split_configs, CliError};
 use crate::report::{self, WORKLOAD_COLUMNS};
+use crate::sim::{calibrate, compare, run, CostModel, Machine, SimOptions, MACHINES};
 use crate::workload::{self, Scale, Workload};
 use crate::Row;
 
@@ -88,25 +87,19 @@ pub struct CalibrateArgs {
     pub sweep: bool,
 }
 
-/// The machine the seeds measured `workload` on.
-pub fn seed_machine(workload: &str) -> &'static str {
-    match workload {
-        "kbuild" | "batch_sweep" => "spr-2s-224",
-        "netperf" | "lmbench" | "bulk" => "icx-2s-128",
-        "page_fault1" | "page_fault1_thp" | "thp_mix" => "skx-2s-112",
-        "parallel_free" => "skx-4s-768",
-        "zonelist_hog" => "sn2-28n-56",
-        _ => "desktop-8",
-    }
+fn usage(m: impl Into<String>) -> CliError {
+    CliError::usage(m)
 }
 
-fn usage(m: impl Into<String>) -> CliError {
-    CliError::Usage(UsageError(m.into()))
+fn failed(e: impl std::fmt::Display) -> CliError {
+    CliError::run(e.to_string())
 }
 
 fn machine_of(name: Option<&str>, workload: &str) -> Result<Machine, CliError> {
-    Machine::by_name(name.unwrap_or_else(|| seed_machine(workload)))
-        .map_err(|e| usage(e.to_string()))
+    match name {
+        Some(n) => Machine::by_name(n).map_err(|e| usage(e.to_string())),
+        None => Ok(Machine::seed_for(workload)),
+    }
 }
 
 fn workload_full(name: &str, params: &[String]) -> Result<Box<dyn Workload>, CliError> {
@@ -192,7 +185,7 @@ pub fn cmd_sim(a: &SimArgs) -> Result<(), CliError> {
     if !a.sim.json {
         eprintln!("simulating {}", describe(&o, &*w));
     }
-    let row = run(&*w, &o).map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
+    let row = run(&*w, &o).map_err(failed)?;
     if a.sim.json {
         print!("{}", report::json_lines(&[row]));
     } else {
@@ -204,17 +197,13 @@ pub fn cmd_sim(a: &SimArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The default `--configs` of `compare` (the lab's), which `compare batch_sweep --sim`
-/// replaces by the sweep's batches.
-pub const DEFAULT_CONFIGS: &str = "base,patch1,patch3,patch5,patch7,patch9,patch10,linux-6.12";
-
 /// `pagealloc compare WORKLOAD --sim`: every config simulated on one machine, rows
 /// normalised to the first. kbuild on spr-2s-224 also prints the published table beside
-/// ours; batch_sweep with the default configs runs the sweep's batches instead.
+/// ours; `--batches` runs the batch sweep's fixed batches instead of `--configs`.
 ///
 /// # Errors
 /// Bad input or a failed run.
-pub fn cmd_compare(a: &crate::cli::CompareArgs) -> Result<(), CliError> {
+pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
     if a.alloc.trim() != "pagealloc" {
         return Err(usage(format!(
             "--sim simulates pagealloc configs only; got --alloc {}",
@@ -239,7 +228,12 @@ pub fn cmd_compare(a: &crate::cli::CompareArgs) -> Result<(), CliError> {
     let f = &f;
     let w = workload_full(workload_name, &f.params)?;
     let m = machine_of(machine, workload_name)?;
-    let sweep = workload_name == "batch_sweep" && configs == DEFAULT_CONFIGS;
+    let sweep = a.batches;
+    if sweep && workload_name != "batch_sweep" {
+        return Err(usage(format!(
+            "--batches runs the batch sweep: the workload is batch_sweep, not {workload_name}"
+        )));
+    }
     let cfgs: Vec<pagealloc::Config> = if sweep {
         calibrate::PUBLISHED_SWEEP
             .iter()
@@ -264,8 +258,7 @@ pub fn cmd_compare(a: &crate::cli::CompareArgs) -> Result<(), CliError> {
         );
     }
     let pb = indicatif::ProgressBar::new(cfgs.len() as u64);
-    let mut rows = compare(&*w, &o, &cfgs, &|_| pb.inc(1))
-        .map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
+    let mut rows = compare(&*w, &o, &cfgs, &|_| pb.inc(1)).map_err(failed)?;
     pb.finish_and_clear();
     if sweep {
         for (r, c) in rows.iter_mut().zip(&cfgs) {
@@ -316,17 +309,18 @@ pub fn cmd_compare(a: &crate::cli::CompareArgs) -> Result<(), CliError> {
 /// # Errors
 /// Bad input or a failed run.
 pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
-    let computes: Vec<u64> = parse_list(&a.computes, "compute_ns_per_page")?;
-    let colds: Vec<f64> = parse_list(&a.colds, "touch_cold_ns")?;
-    let headrooms: Vec<super::Headroom> = parse_list(&a.headrooms, "headroom")?;
-    let seeds: Vec<u64> = parse_list(&a.seeds, "seed")?;
+    let computes: Vec<u64> = parse_list(&a.computes, "compute_ns_per_page", "ns, e.g. 3000")?;
+    let colds: Vec<f64> = parse_list(&a.colds, "touch_cold_ns", "ns, e.g. 250")?;
+    let headrooms: Vec<crate::sim::Headroom> =
+        parse_list(&a.headrooms, "headroom", "MiB, `all` or `default`")?;
+    let seeds: Vec<u64> = parse_list(&a.seeds, "seed", "integers")?;
     if a.tasks == 0 {
         return Err(usage("--tasks must be at least 1"));
     }
     let r = calibrate::refit(a.tasks, &computes, &colds, &headrooms, &seeds, &|line| {
         eprintln!("{line}")
     })
-    .map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
+    .map_err(failed)?;
     print!("{}", calibrate::refit_report(&r));
     if a.sweep {
         for name in ["spr-2s-224", "icx-2s-128"] {
@@ -335,28 +329,11 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
             o.seed = seeds[0];
             o.cpus = Some(1);
             let loops = [("loops".to_owned(), "2".to_owned())];
-            let rows = calibrate::batch_sweep(&m, &loops, &o, &|_| {})
-                .map_err(|e| CliError::Run(crate::cli::RunError(e.to_string())))?;
+            let rows = calibrate::batch_sweep(&m, &loops, &o, &|_| {}).map_err(failed)?;
             print!("{}", calibrate::sweep_table(&rows));
         }
     }
     Ok(())
-}
-
-fn parse_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, CliError> {
-    let v: Vec<T> = s
-        .split(',')
-        .map(str::trim)
-        .filter(|i| !i.is_empty())
-        .map(|i| {
-            i.parse::<T>()
-                .map_err(|_| usage(format!("invalid {what} `{i}`")))
-        })
-        .collect::<Result<_, _>>()?;
-    if v.is_empty() {
-        return Err(usage(format!("no {what} given")));
-    }
-    Ok(v)
 }
 
 /// The machines, for `pagealloc list` and `--help`.
