@@ -58,13 +58,18 @@ impl fmt::Display for BenchKind {
     }
 }
 
+/// A benchmark name that is not one of [`BenchKind::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown benchmark `{0}`; valid: {names}", names = BenchKind::ALL.map(BenchKind::name).join(", "))]
+pub struct UnknownBench(pub String);
+
 impl FromStr for BenchKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownBench;
+    fn from_str(s: &str) -> Result<Self, UnknownBench> {
         BenchKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown benchmark `{s}`; valid: bulk, repeat, rand"))
+            .ok_or_else(|| UnknownBench(s.to_owned()))
     }
 }
 

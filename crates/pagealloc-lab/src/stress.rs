@@ -97,29 +97,18 @@ impl Default for StressArgs {
 }
 
 /// Why a stress run could not run, or what it found.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum StressError {
     /// Bad arguments.
+    #[error("stress: {0}")]
     Args(String),
     /// The allocator could not be built.
+    #[error("stress: cannot build the allocator: {0}")]
     Build(pagealloc::BuildError),
     /// The run found violations; the report says which.
+    #[error("{0}\nstress FAILED: {n} violation(s)", n = .0.violations())]
     Failed(Box<StressReport>),
 }
-
-impl fmt::Display for StressError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StressError::Args(s) => write!(f, "stress: {s}"),
-            StressError::Build(e) => write!(f, "stress: cannot build the allocator: {e}"),
-            StressError::Failed(r) => {
-                write!(f, "{r}\nstress FAILED: {} violation(s)", r.violations())
-            }
-        }
-    }
-}
-
-impl std::error::Error for StressError {}
 
 /// What a stress run did and found.
 #[derive(Clone, Debug, Default)]

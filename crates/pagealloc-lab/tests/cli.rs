@@ -53,21 +53,20 @@ fn unknown_config_names_the_presets() {
 
 #[test]
 fn unknown_allocator_names_the_allocators() {
-    let all = [
-        "pagealloc",
-        "buddy_system_allocator",
-        "mimalloc",
-        "jemalloc",
-        "system",
-        "pool",
-        "kernel",
-    ];
+    let mut all = vec!["pagealloc", "buddy_system_allocator", "system", "pool", "kernel"];
+    // The C builds are behind the default-on `peers` feature.
+    if cfg!(feature = "peers") {
+        all.extend(["mimalloc", "jemalloc"]);
+    }
     refused(&["run", "page_fault1", "--alloc", "tcmalloc"], &all);
     refused(
         &["compare", "page_fault1", "--alloc", "pagealloc,tcmalloc"],
         &all,
     );
     refused(&["bench", "repeat", "--alloc", "tcmalloc"], &all);
+    if !cfg!(feature = "peers") {
+        refused(&["run", "page_fault1", "--alloc", "mimalloc"], &["pagealloc"]);
+    }
 }
 
 #[test]

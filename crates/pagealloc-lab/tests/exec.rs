@@ -165,7 +165,7 @@ fn refills_and_drains_are_timed_as_zone_lock_trips() {
 #[test]
 fn every_peer_runs_page_fault1() {
     let w = workload("page_fault1");
-    for &name in peers::NAMES {
+    for name in peers::names() {
         let src = source(name, 2, 1 << 14);
         let r = exec::run(&*w, &*src, &opts(2)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(r.total.allocs[0], 2 * 4 * 512, "{name}");
@@ -177,7 +177,7 @@ fn every_peer_runs_page_fault1() {
 #[test]
 fn higher_orders_work_on_the_peers_that_serve_them() {
     let w = workload("netperf"); // order-2 data blocks + order-0 heads, across CPUs
-    for &name in peers::NAMES {
+    for name in peers::names() {
         let src = source(name, 2, 1 << 14);
         let r = exec::run(&*w, &*src, &opts(2));
         if name == "pool" {

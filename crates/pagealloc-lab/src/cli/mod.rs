@@ -7,7 +7,7 @@
 //! (and `sim.rs`, the simulator's subcommands) parses, calls them and prints. One
 //! clap-derive [`Command`] enum holds every subcommand, so other tools add theirs with
 //! one variant and one match arm in [`dispatch`]. Lists (`a,b,c`) go through one parser,
-//! [`parse_list`]; bad input is one error, [`UsageError`]. Values clap cannot check by itself
+//! [`parse_list`]; bad input is one error, [`CliError::Usage`]. Values clap cannot check by itself
 //! (workload, config, allocator names, `key=value` parameters) are checked here and
 //! refused with one line naming the valid choices and exit status 2, like clap's own
 //! errors. A run whose checks fail exits with status 1.
@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use pagealloc::Preset;
 
 pub mod sim;
 
@@ -25,29 +26,32 @@ use crate::report::{self, job, BENCH_COLUMNS, COMPARE_COLUMNS, WORKLOAD_COLUMNS}
 use crate::workload::{self, Workload};
 use crate::{peers, Row};
 
-/// A user error: printed as one line, exit status 2.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-/// A failed run: exit status 1.
-#[derive(Debug)]
-pub struct RunError(pub String);
-
-/// What can end a command.
-#[derive(Debug)]
+/// What can end a command: printed as one line after `error: `.
+#[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    /// Bad input (exit 2).
-    Usage(UsageError),
-    /// A run failed (exit 1).
-    Run(RunError),
+    /// Bad input: the usage error of every subcommand (exit status 2, like clap's own).
+    #[error("{0}")]
+    Usage(String),
+    /// A run failed (exit status 1).
+    #[error("{0}")]
+    Run(String),
 }
 
 impl CliError {
-    pub(crate) fn usage(m: impl Into<String>) -> Self {
-        CliError::Usage(UsageError(m.into()))
+    /// A usage error saying `m`.
+    pub fn usage(m: impl std::fmt::Display) -> Self {
+        CliError::Usage(m.to_string())
     }
-    pub(crate) fn run(m: impl Into<String>) -> Self {
-        CliError::Run(RunError(m.into()))
+    /// A failed run saying `m`.
+    pub fn run(m: impl std::fmt::Display) -> Self {
+        CliError::Run(m.to_string())
+    }
+    /// The process exit status.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Run(_) => 1,
+        }
     }
 }
 
@@ -125,13 +129,12 @@ pub struct WorkloadOpts {
 pub struct RunArgs {
     /// Workload name (see below or `pagealloc list`).
     pub workload: String,
-    /// Allocator: pagealloc, buddy_system_allocator, mimalloc, jemalloc, system, pool,
-    /// kernel.
+    /// Allocator: pagealloc or a peer (see `pagealloc list`).
     #[arg(long, default_value = "pagealloc")]
     pub alloc: String,
-    /// pagealloc config: a preset (base, patch1, patch3, patch5, patch7, patch9,
-    /// patch10, linux-6.12) with optional `,key=value` overrides.
-    #[arg(long, default_value = "linux-6.12")]
+    /// pagealloc config: a preset with optional `,key=value` overrides (see
+    /// `pagealloc list`).
+    #[arg(long, default_value = Preset::Linux612.name())]
     pub config: String,
     /// Shared options.
     #[command(flatten)]
@@ -145,12 +148,9 @@ pub struct CompareArgs {
     pub workload: String,
     /// pagealloc configs, comma-separated; a `key=value` item belongs to the config
     /// before it (`base,patch7,batch_scale_max=3`). One row each when pagealloc is among
-    /// the allocators.
-    #[arg(
-        long,
-        default_value = "base,patch1,patch3,patch5,patch7,patch9,patch10,linux-6.12"
-    )]
-    pub configs: String,
+    /// the allocators. Default: every preset, in series order.
+    #[arg(long)]
+    pub configs: Option<String>,
     /// Allocators, comma-separated; pagealloc gives one row per config, a peer one row.
     #[arg(long, default_value = "pagealloc")]
     pub alloc: String,
@@ -240,13 +240,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match dispatch(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(CliError::Usage(UsageError(m))) => {
-            eprintln!("error: {m}");
-            ExitCode::from(2)
-        }
-        Err(CliError::Run(RunError(m))) => {
-            eprintln!("error: {m}");
-            ExitCode::from(1)
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -289,9 +285,9 @@ fn list_text() -> String {
     format!(
         "{}\nConfigs: {} with ,key=value overrides; keys: {}\n\nAllocators: {}\n\nBenchmarks: bulk, repeat, rand\n",
         workloads_help(),
-        pagealloc::Preset::NAMES,
+        Preset::NAMES,
         pagealloc::Config::KEYS,
-        peers::NAMES_HELP
+        &peers::Peer::names_help()
     )
 }
 
@@ -349,7 +345,7 @@ pub fn split_configs(s: &str) -> Result<Vec<String>, CliError> {
     if out.is_empty() {
         return Err(CliError::usage(format!(
             "no config given; valid: {}",
-            pagealloc::Preset::NAMES
+            Preset::NAMES
         )));
     }
     for c in &out {
@@ -364,19 +360,18 @@ pub fn split_configs(s: &str) -> Result<Vec<String>, CliError> {
 /// # Errors
 /// [`CliError::Usage`] for an empty list or an item that does not parse, naming `what`
 /// and the `valid` choices.
-pub fn parse_list_with<T>(
+pub fn parse_list_with<T, E>(
     s: &str,
     what: &str,
     valid: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, E>,
 ) -> Result<Vec<T>, CliError> {
     let v: Vec<T> = s
         .split(',')
         .map(str::trim)
         .filter(|i| !i.is_empty())
         .map(|i| {
-            parse(i)
-                .map_err(|e| CliError::usage(format!("invalid {what} `{i}`: {e}; valid: {valid}")))
+            parse(i).map_err(|_| CliError::usage(format!("invalid {what} `{i}`; valid: {valid}")))
         })
         .collect::<Result<_, _>>()?;
     if v.is_empty() {
@@ -393,13 +388,19 @@ pub fn parse_list<T: std::str::FromStr>(
     s: &str,
     what: &str,
     valid: &str,
-) -> Result<Vec<T>, CliError>
-where
-    T::Err: std::fmt::Display,
-{
-    parse_list_with(s, what, valid, |i| {
-        i.parse::<T>().map_err(|e| e.to_string())
-    })
+) -> Result<Vec<T>, CliError> {
+    parse_list_with(s, what, valid, str::parse::<T>)
+}
+
+/// `--configs` of `compare`: the list given, or every preset in series order.
+///
+/// # Errors
+/// As [`split_configs`].
+pub fn configs_of(s: Option<&str>) -> Result<Vec<String>, CliError> {
+    match s {
+        Some(s) => split_configs(s),
+        None => Ok(Preset::ALL.iter().map(|p| p.name().to_owned()).collect()),
+    }
 }
 
 /// Splits and checks a comma-separated allocator list.
@@ -407,9 +408,7 @@ where
 /// # Errors
 /// [`CliError::Usage`] naming the valid allocators.
 pub fn split_allocs(s: &str) -> Result<Vec<&'static str>, CliError> {
-    parse_list_with(s, "allocator", peers::NAMES_HELP, |a| {
-        peers::canonical(a).map_err(|e| e.to_string())
-    })
+    parse_list_with(s, "allocator", &peers::Peer::names_help(), peers::canonical)
 }
 
 fn cpus_of(o: &WorkloadOpts) -> Result<u32, CliError> {
@@ -497,7 +496,7 @@ fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
     }
     let w = workload_of(&a.workload, &a.opts.params)?;
     let allocs = split_allocs(&a.alloc)?;
-    let configs = split_configs(&a.configs)?;
+    let configs = configs_of(a.configs.as_deref())?;
     let cpus = cpus_of(&a.opts)?;
     let mut plan: Vec<(&'static str, pagealloc::Config)> = Vec::new();
     for &al in &allocs {
@@ -627,7 +626,7 @@ mod tests {
             ["buddy_system_allocator", "pagealloc", "system"]
         );
         let e = split_allocs("tcmalloc").unwrap_err();
-        let CliError::Usage(UsageError(m)) = e else {
+        let CliError::Usage(m) = e else {
             panic!("usage error expected")
         };
         assert!(m.contains("valid:") && m.contains("kernel"), "{m}");

@@ -4,7 +4,7 @@
 
 use clap::Args;
 
-use super::{config_of, parse_list, parse_params, split_configs, CliError};
+use super::{config_of, configs_of, parse_list, parse_params, CliError};
 use crate::report::{self, WORKLOAD_COLUMNS};
 use crate::sim::{calibrate, compare, run, CostModel, Machine, SimOptions, MACHINES};
 use crate::workload::{self, Scale, Workload};
@@ -20,7 +20,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub machine: Option<String>,
     /// pagealloc config: a preset with optional `,key=value` overrides.
-    #[arg(long, default_value = "linux-6.12")]
+    #[arg(long, default_value = pagealloc::Preset::Linux612.name())]
     pub config: String,
     /// Simulator options.
     #[command(flatten)]
@@ -87,12 +87,12 @@ pub struct CalibrateArgs {
     pub sweep: bool,
 }
 
-fn usage(m: impl Into<String>) -> CliError {
+fn usage(m: impl std::fmt::Display) -> CliError {
     CliError::usage(m)
 }
 
 fn failed(e: impl std::fmt::Display) -> CliError {
-    CliError::run(e.to_string())
+    CliError::run(e)
 }
 
 fn machine_of(name: Option<&str>, workload: &str) -> Result<Machine, CliError> {
@@ -223,7 +223,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
     let (workload_name, machine, configs) = (
         a.workload.as_str(),
         a.machine.as_deref(),
-        a.configs.as_str(),
+        a.configs.as_deref(),
     );
     let f = &f;
     let w = workload_full(workload_name, &f.params)?;
@@ -243,7 +243,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
             .map(calibrate::sweep_config)
             .collect()
     } else {
-        split_configs(configs)?
+        configs_of(configs)?
             .iter()
             .map(|c| config_of(c))
             .collect::<Result<_, _>>()?

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use super::BadBlock;
 use crate::peers::{Block, HandleSpace};
 
 /// Live frames of a frame-range source, one bit per frame; for address sources only
@@ -27,23 +28,19 @@ impl LiveMap {
 
     /// Marks `block` live; an error if it is out of range, misaligned or overlaps a
     /// live block.
-    pub(crate) fn claim(&self, block: Block) -> Result<(), String> {
+    pub(crate) fn claim(&self, block: Block) -> Result<(), BadBlock> {
         let pages = 1u64 << block.order;
         match self.space {
             HandleSpace::Addresses { size_aligned } => {
                 let align = if size_aligned { pages * 4096 } else { 4096 };
                 if block.handle == 0 || block.handle % align != 0 {
-                    return Err(format!(
-                        "returned {block:?}: address not aligned to {align} bytes"
-                    ));
+                    return Err(BadBlock::Misaligned { block, align });
                 }
                 Ok(())
             }
             HandleSpace::Frames { frames } => {
                 if block.handle % pages != 0 || block.handle + pages > frames {
-                    return Err(format!(
-                        "returned {block:?}: not an aligned block inside 0..{frames}"
-                    ));
+                    return Err(BadBlock::OutOfRange { block, frames });
                 }
                 self.update(block, true)
             }
@@ -51,7 +48,7 @@ impl LiveMap {
     }
 
     /// Marks `block` free; an error if it was not live.
-    pub(crate) fn release(&self, block: Block) -> Result<(), String> {
+    pub(crate) fn release(&self, block: Block) -> Result<(), BadBlock> {
         match self.space {
             HandleSpace::Addresses { .. } => Ok(()),
             HandleSpace::Frames { .. } => self.update(block, false),
@@ -66,7 +63,7 @@ impl LiveMap {
             .sum()
     }
 
-    fn update(&self, block: Block, set: bool) -> Result<(), String> {
+    fn update(&self, block: Block, set: bool) -> Result<(), BadBlock> {
         let mut pfn = block.handle;
         let end = pfn + (1u64 << block.order);
         while pfn < end {
@@ -82,14 +79,15 @@ impl LiveMap {
                 let old = w.fetch_or(mask, Relaxed);
                 if old & mask != 0 {
                     let first = pfn + u64::from((old & mask).trailing_zeros()) - bit;
-                    return Err(format!(
-                        "returned {block:?}, but frame {first} is already allocated"
-                    ));
+                    return Err(BadBlock::AlreadyLive {
+                        block,
+                        frame: first,
+                    });
                 }
             } else {
                 let old = w.fetch_and(!mask, Relaxed);
                 if old & mask != mask {
-                    return Err(format!("freed {block:?}, which was not allocated"));
+                    return Err(BadBlock::NotLive { block });
                 }
             }
             pfn += n;

@@ -44,7 +44,6 @@ mod clock;
 mod live;
 mod sync;
 
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -96,46 +95,77 @@ impl ExecOptions {
 }
 
 /// Why a run failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     /// The workload cannot run with these CPUs.
+    #[error(transparent)]
     Workload(WorkloadError),
     /// A source error: unsupported request, refused free, failed validation.
-    Source(SourceError),
-    /// A block returned by the source failed the executor's check.
-    BadBlock(String),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// A block returned or freed failed the executor's check.
+    #[error("bad block: {0}")]
+    BadBlock(#[from] BadBlock),
     /// A script broke the executor contract.
+    #[error("script broke the executor contract: {0}")]
     Script(String),
     /// A blocked op waited longer than two minutes.
+    #[error("stuck for {after:?}: {0}", after = sync::STUCK_AFTER)]
     Stuck(String),
     /// Another thread failed first.
+    #[error("aborted")]
     Aborted,
 }
 
-impl fmt::Display for ExecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExecError::Workload(e) => write!(f, "{e}"),
-            ExecError::Source(e) => write!(f, "{e}"),
-            ExecError::BadBlock(m) => write!(f, "bad block: {m}"),
-            ExecError::Script(m) => write!(f, "script broke the executor contract: {m}"),
-            ExecError::Stuck(m) => write!(f, "stuck for {:?}: {m}", sync::STUCK_AFTER),
-            ExecError::Aborted => f.write_str("aborted"),
-        }
-    }
+/// What was wrong with a block a source handed out or the executor freed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadBlock {
+    /// Not of the order asked for.
+    #[error("asked order {asked}, got {block:?}")]
+    WrongOrder {
+        /// The order asked for.
+        asked: u8,
+        /// The block returned.
+        block: Block,
+    },
+    /// An address not aligned as the source promises.
+    #[error("returned {block:?}: address not aligned to {align} bytes")]
+    Misaligned {
+        /// The block.
+        block: Block,
+        /// The alignment promised, bytes.
+        align: u64,
+    },
+    /// Outside the source's frame range, or not naturally aligned.
+    #[error("returned {block:?}: not an aligned block inside 0..{frames}")]
+    OutOfRange {
+        /// The block.
+        block: Block,
+        /// Frames in the range.
+        frames: u64,
+    },
+    /// Overlaps a block that is live.
+    #[error("returned {block:?}, but frame {frame} is already allocated")]
+    AlreadyLive {
+        /// The block.
+        block: Block,
+        /// The first frame already live.
+        frame: u64,
+    },
+    /// Freed while not live.
+    #[error("freed {block:?}, which was not allocated")]
+    NotLive {
+        /// The block.
+        block: Block,
+    },
+    /// Frames still live when every script is done.
+    #[error("{0} frames still live at the end")]
+    Leaked(u64),
 }
-
-impl std::error::Error for ExecError {}
 
 impl From<ContractError> for ExecError {
     fn from(e: ContractError) -> Self {
         ExecError::Script(e.0)
-    }
-}
-
-impl From<SourceError> for ExecError {
-    fn from(e: SourceError) -> Self {
-        ExecError::Source(e)
     }
 }
 
@@ -486,9 +516,7 @@ pub fn run(
     }
     let live = shared.live.live_frames();
     if live != 0 {
-        return Err(ExecError::BadBlock(format!(
-            "{live} frames still live at the end"
-        )));
+        return Err(BadBlock::Leaked(live).into());
     }
     let pcp_final = source.pcp_pages();
     let after = source.counters();
@@ -686,9 +714,9 @@ impl Backend for ThreadBackend<'_, '_> {
         let b = match r {
             Ok(b) => {
                 if b.order != o {
-                    return Err(ExecError::BadBlock(format!("asked order {o}, got {b:?}")));
+                    return Err(BadBlock::WrongOrder { asked: o, block: b }.into());
                 }
-                self.sh.live.claim(b).map_err(ExecError::BadBlock)?;
+                self.sh.live.claim(b)?;
                 Some(b)
             }
             Err(SourceError::OutOfMemory) => None,
@@ -701,7 +729,7 @@ impl Backend for ThreadBackend<'_, '_> {
     }
 
     fn free(&mut self, cpu: usize, b: Block) -> Result<(), ExecError> {
-        self.sh.live.release(b).map_err(ExecError::BadBlock)?;
+        self.sh.live.release(b)?;
         let t0 = self.sh.opts.latency.then(clock::now);
         self.sh.source.free(cpu, b)?;
         if let Some(t0) = t0 {

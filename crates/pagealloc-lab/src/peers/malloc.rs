@@ -1,10 +1,13 @@
 //! General-purpose allocators serving page blocks: mimalloc, jemalloc (tikv-jemallocator)
 //! and the system allocator (glibc malloc), each asked for 2^order × 4 KiB bytes aligned
 //! to their size through `GlobalAlloc` — without being installed as the global allocator.
+//! mimalloc and jemalloc are C builds behind the lab's `peers` feature (on by default).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
+#[cfg(feature = "peers")]
 use mimalloc::MiMalloc;
+#[cfg(feature = "peers")]
 use tikv_jemallocator::Jemalloc;
 
 use super::{block_bytes, write_block, Block, HandleSpace, PageSource, SourceError};
@@ -14,8 +17,10 @@ use crate::workload::MigrateKind;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MallocKind {
     /// mimalloc.
+    #[cfg(feature = "peers")]
     Mimalloc,
     /// jemalloc.
+    #[cfg(feature = "peers")]
     Jemalloc,
     /// `std::alloc::System` (glibc malloc on Linux).
     System,
@@ -42,7 +47,9 @@ impl MallocSource {
 impl PageSource for MallocSource {
     fn name(&self) -> &'static str {
         match self.kind {
+            #[cfg(feature = "peers")]
             MallocKind::Mimalloc => "mimalloc",
+            #[cfg(feature = "peers")]
             MallocKind::Jemalloc => "jemalloc",
             MallocKind::System => "system",
         }
@@ -61,7 +68,9 @@ impl PageSource for MallocSource {
         // freed only through `free` with the same order, hence the same layout.
         let p = unsafe {
             match self.kind {
+                #[cfg(feature = "peers")]
                 MallocKind::Mimalloc => MiMalloc.alloc(layout),
+                #[cfg(feature = "peers")]
                 MallocKind::Jemalloc => Jemalloc.alloc(layout),
                 MallocKind::System => System.alloc(layout),
             }
@@ -90,7 +99,9 @@ impl PageSource for MallocSource {
         // 2. it is not used after this call.
         unsafe {
             match self.kind {
+                #[cfg(feature = "peers")]
                 MallocKind::Mimalloc => MiMalloc.dealloc(p, layout),
+                #[cfg(feature = "peers")]
                 MallocKind::Jemalloc => Jemalloc.dealloc(p, layout),
                 MallocKind::System => System.dealloc(p, layout),
             }

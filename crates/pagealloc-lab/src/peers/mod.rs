@@ -13,6 +13,7 @@
 //! | `pagealloc` | this workspace's allocator, any config | one mmap, prefaulted | 0..=10 |
 //! | `buddy_system_allocator` | rcore's buddy `LockedFrameAllocator` over the same frame range | one mmap, prefaulted | 0..=10 |
 //! | `mimalloc`, `jemalloc`, `system` | 2^order × 4 KiB blocks aligned to their size | the allocator's own | 0..=10 |
+//! (mimalloc and jemalloc are C builds, behind the lab's default-on `peers` feature)
 //! | `pool` | a lock-free queue of order-0 frames (crossbeam `ArrayQueue`) | one mmap, prefaulted | 0 only |
 //! | `kernel` | anonymous memory faulted in per block, `MADV_DONTNEED` on free | the live kernel's | 0..=10 |
 //!
@@ -43,36 +44,105 @@ pub use self::pool::PoolSource;
 
 pub use ::pagealloc::{Counters, PcpInfo};
 
-/// The canonical names of the sources, in the order tables list them.
-pub const NAMES: &[&str] = &[
-    "pagealloc",
-    "buddy_system_allocator",
-    "mimalloc",
-    "jemalloc",
-    "system",
-    "pool",
-    "kernel",
-];
+/// The page sources: the one registry their names, aliases, help text, parser and
+/// [`build`] come from. With the lab's `peers` feature off (it is on by default),
+/// mimalloc and jemalloc, the two C builds, are left out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Peer {
+    /// This workspace's allocator.
+    #[value(name = "pagealloc")]
+    Pagealloc,
+    /// rcore's `buddy_system_allocator`.
+    #[value(
+        name = "buddy_system_allocator",
+        alias = "buddy",
+        alias = "buddy-system-allocator"
+    )]
+    Buddy,
+    /// mimalloc (C).
+    #[cfg(feature = "peers")]
+    #[value(name = "mimalloc")]
+    Mimalloc,
+    /// jemalloc (C, tikv-jemallocator).
+    #[cfg(feature = "peers")]
+    #[value(name = "jemalloc", alias = "tikv-jemallocator")]
+    Jemalloc,
+    /// The system allocator (glibc malloc).
+    #[value(name = "system", alias = "std")]
+    System,
+    /// A lock-free queue of order-0 frames.
+    #[value(name = "pool")]
+    Pool,
+    /// The live kernel (mmap/munmap).
+    #[value(name = "kernel")]
+    Kernel,
+}
 
-/// Accepted spellings of the source names (`buddy` for `buddy_system_allocator`).
-pub const NAMES_HELP: &str =
-    "pagealloc, buddy_system_allocator (buddy), mimalloc, jemalloc, system, pool, kernel";
+impl Peer {
+    /// Every source, in the order tables list them.
+    pub fn all() -> &'static [Peer] {
+        <Peer as clap::ValueEnum>::value_variants()
+    }
+
+    /// The canonical name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Peer::Pagealloc => "pagealloc",
+            Peer::Buddy => "buddy_system_allocator",
+            #[cfg(feature = "peers")]
+            Peer::Mimalloc => "mimalloc",
+            #[cfg(feature = "peers")]
+            Peer::Jemalloc => "jemalloc",
+            Peer::System => "system",
+            Peer::Pool => "pool",
+            Peer::Kernel => "kernel",
+        }
+    }
+
+    /// The source called `name` (canonical name or alias).
+    ///
+    /// # Errors
+    /// [`SourceError::UnknownSource`], which lists the valid names.
+    pub fn parse(name: &str) -> Result<Peer, SourceError> {
+        let n = name.trim();
+        <Peer as clap::ValueEnum>::from_str(n, false)
+            .map_err(|_| SourceError::UnknownSource(n.to_owned()))
+    }
+
+    /// The names with their aliases: `pagealloc, buddy_system_allocator (buddy), …`.
+    pub fn names_help() -> String {
+        Peer::all()
+            .iter()
+            .map(|p| {
+                let v = clap::ValueEnum::to_possible_value(p).expect("no skipped variants");
+                let alias = v.get_name_and_aliases().nth(1).map(str::to_owned);
+                match alias {
+                    Some(alias) => format!("{} ({alias})", p.name()),
+                    None => p.name().to_owned(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The canonical names of the sources, in the order tables list them.
+pub fn names() -> Vec<&'static str> {
+    Peer::all().iter().map(|p| p.name()).collect()
+}
 
 /// The canonical name of source `name`, or the error listing the valid ones.
 ///
 /// # Errors
 /// [`SourceError::UnknownSource`].
 pub fn canonical(name: &str) -> Result<&'static str, SourceError> {
-    let n = name.trim();
-    let hit = match n {
-        "buddy" | "buddy_system_allocator" | "buddy-system-allocator" => {
-            Some("buddy_system_allocator")
-        }
-        "jemalloc" | "tikv-jemallocator" => Some("jemalloc"),
-        "std" | "system" => Some("system"),
-        _ => NAMES.iter().copied().find(|&v| v == n),
-    };
-    hit.ok_or_else(|| SourceError::UnknownSource(n.to_owned()))
+    Peer::parse(name).map(Peer::name)
 }
 
 /// A block handed out by a source: 2^`order` base pages.
@@ -117,6 +187,8 @@ pub enum SourceError {
     },
 }
 
+// Written out rather than derived: the variants' `source` fields name the allocator
+// (thiserror would take them for the error's cause).
 impl fmt::Display for SourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -124,7 +196,7 @@ impl fmt::Display for SourceError {
             SourceError::Unsupported { source, why } => write!(f, "{source}: {why}"),
             SourceError::Broken { source, what } => write!(f, "{source}: {what}"),
             SourceError::UnknownSource(n) => {
-                write!(f, "unknown allocator `{n}`; valid: {NAMES_HELP}")
+                write!(f, "unknown allocator `{n}`; valid: {}", Peer::names_help())
             }
             SourceError::Build { source, why } => write!(f, "cannot build {source}: {why}"),
         }
@@ -154,7 +226,7 @@ pub enum HandleSpace {
 /// Implementations are shared by all executor threads (`Sync`); `cpu` is the caller's
 /// thread index, `< cpus` given at construction.
 pub trait PageSource: fmt::Debug + Send + Sync {
-    /// Canonical name (one of [`NAMES`]).
+    /// Canonical name (a [`Peer::name`]).
     fn name(&self) -> &'static str;
 
     /// pagealloc's config string, for rows; `None` for peers.
@@ -235,20 +307,21 @@ pub struct SourceSpec {
 /// [`SourceError::Build`] when the allocator refuses the layout or config, or memory
 /// cannot be mapped.
 pub fn build(spec: &SourceSpec) -> Result<Box<dyn PageSource>, SourceError> {
-    Ok(match spec.name {
-        "pagealloc" => Box::new(PageallocSource::new(
+    Ok(match Peer::parse(spec.name)? {
+        Peer::Pagealloc => Box::new(PageallocSource::new(
             spec.config.clone(),
             spec.frames,
             spec.cpus,
             spec.memory,
         )?),
-        "buddy_system_allocator" => Box::new(BuddySource::new(spec.frames, spec.memory)?),
-        "mimalloc" => Box::new(MallocSource::new(MallocKind::Mimalloc)),
-        "jemalloc" => Box::new(MallocSource::new(MallocKind::Jemalloc)),
-        "system" => Box::new(MallocSource::new(MallocKind::System)),
-        "pool" => Box::new(PoolSource::new(spec.frames, spec.memory)?),
-        "kernel" => Box::new(KernelSource::new(spec.cpus)?),
-        other => return Err(SourceError::UnknownSource(other.to_owned())),
+        Peer::Buddy => Box::new(BuddySource::new(spec.frames, spec.memory)?),
+        #[cfg(feature = "peers")]
+        Peer::Mimalloc => Box::new(MallocSource::new(MallocKind::Mimalloc)),
+        #[cfg(feature = "peers")]
+        Peer::Jemalloc => Box::new(MallocSource::new(MallocKind::Jemalloc)),
+        Peer::System => Box::new(MallocSource::new(MallocKind::System)),
+        Peer::Pool => Box::new(PoolSource::new(spec.frames, spec.memory)?),
+        Peer::Kernel => Box::new(KernelSource::new(spec.cpus)?),
     })
 }
 

@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use pagealloc::Preset;
 
 use super::plot::{self, Chart, Series};
-use super::{markdown_table, normalise, BENCH_COLUMNS, COMPARE_COLUMNS};
+use super::{markdown_table, normalise, ReportError, BENCH_COLUMNS, COMPARE_COLUMNS};
 use crate::bench::{self, BenchKind, BenchParams};
 use crate::exec::{self, ExecOptions, ExecResult, PcpSample};
 use crate::workload::by_name;
@@ -81,25 +82,8 @@ impl Plan {
         if host > 8 {
             cpus.push(host);
         }
-        let all_presets = vec![
-            "base",
-            "patch1",
-            "patch3",
-            "patch5",
-            "patch7",
-            "patch9",
-            "patch10",
-            "linux-6.12",
-        ];
-        let peers = vec![
-            "pagealloc",
-            "buddy_system_allocator",
-            "mimalloc",
-            "jemalloc",
-            "system",
-            "pool",
-            "kernel",
-        ];
+        let all_presets: Vec<&'static str> = Preset::ALL.iter().map(|p| p.name()).collect();
+        let peers = crate::peers::names();
         match mode {
             Mode::Full => Plan {
                 pf1: kv(&[("loops", "64")]),
@@ -132,7 +116,15 @@ impl Plan {
                 batches: vec![63, 255, 1023, 4095],
                 peers,
                 cpus,
-                presets: vec!["base", "patch1", "patch5", "patch7", "linux-6.12"],
+                presets: [
+                    Preset::Base,
+                    Preset::Patch1,
+                    Preset::Patch5,
+                    Preset::Patch7,
+                    Preset::Linux612,
+                ]
+                .map(Preset::name)
+                .to_vec(),
                 others: vec![
                     ("bulk", kv(&[("rounds", "50")])),
                     (
@@ -159,7 +151,7 @@ impl Plan {
                 batches: vec![63, 255],
                 peers: vec!["pagealloc", "buddy_system_allocator", "pool", "kernel"],
                 cpus: cpus.into_iter().take(2).collect(),
-                presets: vec!["base", "linux-6.12"],
+                presets: [Preset::Base, Preset::Linux612].map(Preset::name).to_vec(),
                 others: vec![("bulk", kv(&[("pages", "500"), ("rounds", "2")]))],
                 linger_ms: 100,
                 bench_memory: 16 << 20,
@@ -208,20 +200,23 @@ impl Ctx {
         config: &str,
         cpus: u32,
         linger_ms: u64,
-    ) -> Result<ExecResult, String> {
+    ) -> Result<ExecResult, ReportError> {
         let label = match alloc {
             "pagealloc" => format!("{workload} {config} × {cpus}"),
             _ => format!("{workload} {alloc} × {cpus}"),
         };
         self.pb.set_message(label.clone());
-        let w = by_name(workload, overrides).map_err(|e| e.to_string())?;
-        let cfg: pagealloc::Config = config.parse().map_err(|e| format!("{e}"))?;
+        let w = by_name(workload, overrides)?;
+        let cfg: pagealloc::Config = config.parse()?;
         let opts = ExecOptions {
             linger_ms,
             ..ExecOptions::new(cpus)
         };
         let r =
-            exec::run_named(&*w, alloc, &cfg, &opts, None).map_err(|e| format!("{label}: {e}"))?;
+            exec::run_named(&*w, alloc, &cfg, &opts, None).map_err(|error| ReportError::Run {
+                label: label.clone(),
+                error,
+            })?;
         for warn in &r.warnings {
             if !self.warnings.contains(warn) {
                 self.warnings.push(warn.clone());
@@ -236,9 +231,9 @@ impl Ctx {
 ///
 /// # Errors
 /// A failed run (with its check's message) or a file that cannot be written.
-pub fn run(out: &Path, mode: Mode) -> Result<Summary, String> {
+pub fn run(out: &Path, mode: Mode) -> Result<Summary, ReportError> {
     let t0 = Instant::now();
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|e| ReportError::io(out, e))?;
     let plan = Plan::new(mode);
     let pb = ProgressBar::new(plan.steps());
     pb.set_style(
@@ -269,7 +264,7 @@ pub fn run(out: &Path, mode: Mode) -> Result<Summary, String> {
     })
 }
 
-fn throughput(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Vec<Section>, String> {
+fn throughput(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Vec<Section>, ReportError> {
     let maxc = *plan.cpus.last().expect("at least one CPU");
     let mut rows = Vec::new();
     let mut series = Vec::new();
@@ -330,7 +325,7 @@ fn throughput(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Vec<Section>, Str
     ])
 }
 
-fn series(cx: &mut Ctx, plan: &Plan) -> Result<Section, String> {
+fn series(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
     let cpus = *plan.cpus.last().expect("CPUs");
     let mut rows = Vec::new();
     for &p in &plan.presets {
@@ -355,7 +350,7 @@ fn series(cx: &mut Ctx, plan: &Plan) -> Result<Section, String> {
     })
 }
 
-fn streams(cx: &mut Ctx, plan: &Plan) -> Result<Vec<Section>, String> {
+fn streams(cx: &mut Ctx, plan: &Plan) -> Result<Vec<Section>, ReportError> {
     let cpus = (*plan.cpus.last().expect("CPUs")).max(2);
     let mut out = Vec::new();
     for (name, ov) in [("netperf", &plan.netperf), ("lmbench", &plan.lmbench)] {
@@ -380,7 +375,7 @@ fn streams(cx: &mut Ctx, plan: &Plan) -> Result<Vec<Section>, String> {
     Ok(out)
 }
 
-fn batch_sweep(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, String> {
+fn batch_sweep(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportError> {
     let cpus = *plan.cpus.last().expect("CPUs");
     let mut rows = Vec::new();
     let mut lat: [Vec<(f64, f64)>; 4] = Default::default();
@@ -446,7 +441,7 @@ fn batch_sweep(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, String>
     })
 }
 
-fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, String> {
+fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportError> {
     let cpus = *plan.cpus.last().expect("CPUs");
     let mut rows = Vec::new();
     let mut series = Vec::new();
@@ -502,7 +497,7 @@ fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, String> {
     })
 }
 
-fn others(cx: &mut Ctx, plan: &Plan) -> Result<Section, String> {
+fn others(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
     let cpus = *plan.cpus.last().expect("CPUs");
     let mut rows = Vec::new();
     for (name, ov) in &plan.others {
@@ -523,7 +518,7 @@ fn others(cx: &mut Ctx, plan: &Plan) -> Result<Section, String> {
     })
 }
 
-fn microbench(cx: &mut Ctx, plan: &Plan) -> Result<Section, String> {
+fn microbench(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
     let mut rows = Vec::new();
     let threads: Vec<u32> = plan.cpus.iter().copied().take(2).collect();
     for kind in BenchKind::ALL {
@@ -545,7 +540,10 @@ fn microbench(cx: &mut Ctx, plan: &Plan) -> Result<Section, String> {
                         iterations: plan.bench_iterations,
                         seed: 1,
                     })
-                    .map_err(|e| format!("bench {kind} {alloc}: {e}"))?;
+                    .map_err(|error| ReportError::Bench {
+                        label: format!("{kind} {alloc}"),
+                        error,
+                    })?;
                     rows.push(row);
                     cx.pb.inc(1);
                 }
@@ -609,7 +607,7 @@ pub fn write_report(
     sections: &[Section],
     mode: Mode,
     seconds: f64,
-) -> Result<Vec<PathBuf>, String> {
+) -> Result<Vec<PathBuf>, ReportError> {
     let mut files = Vec::new();
     let mut md = String::new();
     let _ = writeln!(md, "# pagealloc lab report\n");
@@ -649,11 +647,11 @@ pub fn write_report(
         let _ = writeln!(md, "Data: [`{}.json`]({}.json)\n", s.id, s.id);
         let json = serde_json::to_string_pretty(&s.rows).expect("rows serialise");
         let path = out.join(format!("{}.json", s.id));
-        std::fs::write(&path, json + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(&path, json + "\n").map_err(|e| ReportError::io(&path, e))?;
         files.push(path);
     }
     let path = out.join("report.md");
-    std::fs::write(&path, md).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, md).map_err(|e| ReportError::io(&path, e))?;
     files.push(path);
     Ok(files)
 }

@@ -65,6 +65,71 @@ pub const BENCH_COLUMNS: &[&str] = &[
 
 pub use crate::row::{normalise, NORMALISED};
 
+/// Why the report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A run on threads failed.
+    #[error("{label}: {error}")]
+    Run {
+        /// Which run.
+        label: String,
+        /// Its error.
+        #[source]
+        error: crate::exec::ExecError,
+    },
+    /// A microbenchmark failed.
+    #[error("bench {label}: {error}")]
+    Bench {
+        /// Which one.
+        label: String,
+        /// Its error.
+        #[source]
+        error: crate::peers::SourceError,
+    },
+    /// A simulation failed (with its seed and replay command).
+    #[error(transparent)]
+    Sim(#[from] crate::sim::SimError),
+    /// A workload of the plan does not build.
+    #[error(transparent)]
+    Workload(#[from] crate::workload::WorkloadError),
+    /// A config of the plan does not parse.
+    #[error(transparent)]
+    Config(#[from] pagealloc::ConfigError),
+    /// A file or directory could not be written.
+    #[error("{}: {error}", path.display())]
+    Io {
+        /// The path.
+        path: std::path::PathBuf,
+        /// The error.
+        #[source]
+        error: std::io::Error,
+    },
+    /// A plot could not be drawn.
+    #[error("{}: {why}", path.display())]
+    Plot {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the plotting library said.
+        why: String,
+    },
+}
+
+impl ReportError {
+    fn io(path: &std::path::Path, error: std::io::Error) -> Self {
+        ReportError::Io {
+            path: path.to_owned(),
+            error,
+        }
+    }
+
+    fn plot(path: &std::path::Path, why: impl std::fmt::Display) -> Self {
+        ReportError::Plot {
+            path: path.to_owned(),
+            why: why.to_string(),
+        }
+    }
+}
+
 /// Column header: the key, with the unit for the known ones.
 pub fn header(col: &str) -> String {
     match col {

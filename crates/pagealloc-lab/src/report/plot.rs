@@ -12,6 +12,8 @@ use std::sync::Once;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
+use super::ReportError;
+
 /// One line of a chart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Series {
@@ -54,18 +56,18 @@ fn register_font() {
 /// Writes `chart` as `<stem>.png` and `<stem>.svg`; returns both paths.
 ///
 /// # Errors
-/// A drawing or file error, as text.
-pub fn write(chart: &Chart, stem: &Path) -> Result<Vec<PathBuf>, String> {
+/// A drawing or file error.
+pub fn write(chart: &Chart, stem: &Path) -> Result<Vec<PathBuf>, ReportError> {
     register_font();
     let png = stem.with_extension("png");
     let svg = stem.with_extension("svg");
     {
         let root = BitMapBackend::new(&png, (960, 600)).into_drawing_area();
-        draw(chart, root).map_err(|e| format!("{}: {e}", png.display()))?;
+        draw(chart, root).map_err(|e| ReportError::plot(&png, e))?;
     }
     {
         let root = SVGBackend::new(&svg, (960, 600)).into_drawing_area();
-        draw(chart, root).map_err(|e| format!("{}: {e}", svg.display()))?;
+        draw(chart, root).map_err(|e| ReportError::plot(&svg, e))?;
     }
     Ok(vec![png, svg])
 }

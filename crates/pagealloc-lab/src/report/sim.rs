@@ -12,7 +12,7 @@ use indicatif::ProgressBar;
 use pagealloc::Config;
 
 use super::job::{Mode, Section};
-use super::WORKLOAD_COLUMNS;
+use super::{ReportError, WORKLOAD_COLUMNS};
 use crate::sim::calibrate::{self, PUBLISHED_KBUILD, PUBLISHED_SWEEP};
 use crate::sim::{compare, Machine, SimOptions};
 use crate::workload::{self, Scale};
@@ -28,11 +28,11 @@ fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 ///
 /// # Errors
 /// A failed simulation (the message has the seed and the replay command).
-pub fn sections(mode: Mode, pb: &ProgressBar) -> Result<Vec<Section>, String> {
+pub fn sections(mode: Mode, pb: &ProgressBar) -> Result<Vec<Section>, ReportError> {
     Ok(vec![kbuild(mode, pb)?, sweep(mode, pb)?])
 }
 
-fn kbuild(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
+fn kbuild(mode: Mode, pb: &ProgressBar) -> Result<Section, ReportError> {
     let spr = Machine::by_name("spr-2s-224").expect("known machine");
     let (overrides, mem_scale, configs) = match mode {
         Mode::Full => (Vec::new(), 1, PUBLISHED_KBUILD.len()),
@@ -54,13 +54,12 @@ fn kbuild(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
         "kbuild",
         Scale::Full,
         &calibrate::calibrated("kbuild", &overrides),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let cfgs: Vec<Config> = calibrate::kbuild_configs()
         .into_iter()
         .take(configs)
         .collect();
-    let mut rows = compare(&*w, &o, &cfgs, &|_| {}).map_err(|e| e.to_string())?;
+    let mut rows = compare(&*w, &o, &cfgs, &|_| {})?;
     crate::report::normalise(&mut rows);
     let mut intro = format!(
         "The simulator (docs/sim-cost-model.md): `make -j112` on socket 0 of spr-2s-224, \
@@ -97,7 +96,7 @@ fn kbuild(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
     })
 }
 
-fn sweep(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
+fn sweep(mode: Mode, pb: &ProgressBar) -> Result<Section, ReportError> {
     let machines: &[&str] = match mode {
         Mode::Tiny => &["spr-2s-224"],
         _ => &["spr-2s-224", "icx-2s-128"],
@@ -118,8 +117,7 @@ fn sweep(mode: Mode, pb: &ProgressBar) -> Result<Section, String> {
         if mode == Mode::Tiny {
             overrides.push(("pages_per_loop".into(), "4096".into()));
         }
-        let mut r =
-            calibrate::batch_sweep(&m, &overrides, &o, &|_| {}).map_err(|e| e.to_string())?;
+        let mut r = calibrate::batch_sweep(&m, &overrides, &o, &|_| {})?;
         if mode == Mode::Tiny {
             r.truncate(2);
         }

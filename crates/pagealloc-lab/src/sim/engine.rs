@@ -123,13 +123,16 @@ pub(crate) struct EngineOutput {
 }
 
 /// Why a simulation stopped.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
     /// The workload cannot run on this many CPUs.
+    #[error(transparent)]
     Workload(WorkloadError),
     /// The allocator refused the machine or config.
+    #[error("cannot build the allocator: {0}")]
     Build(String),
     /// A script broke the executor contract or deadlocked.
+    #[error("script error: {0}")]
     Contract(String),
 }
 
@@ -138,18 +141,6 @@ impl From<ContractError> for EngineError {
         EngineError::Contract(e.0)
     }
 }
-
-impl std::fmt::Display for EngineError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EngineError::Workload(e) => e.fmt(f),
-            EngineError::Build(e) => write!(f, "cannot build the allocator: {e}"),
-            EngineError::Contract(e) => write!(f, "script error: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for EngineError {}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {

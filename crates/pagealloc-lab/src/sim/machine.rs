@@ -16,8 +16,6 @@
 //! managed / 8 / CPUs, pages per CPU ∝ managed / CPUs), but their absolute sizes relative
 //! to `batch` (63 for any zone above 1 GiB) shrink by `s`. Every run prints the factor.
 
-use std::fmt;
-
 use pagealloc::Layout;
 
 /// Bytes per GiB.
@@ -101,13 +99,14 @@ impl CostModel {
     /// # Errors
     /// An unknown key (the message lists the valid ones) or a value that is not a finite
     /// number `>= 0`.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        let v: f64 = value
-            .trim()
-            .parse()
-            .map_err(|_| format!("cost {key}: `{value}` is not a number"))?;
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), MachineError> {
+        let bad = || MachineError::BadCost {
+            key: key.trim().to_owned(),
+            value: value.trim().to_owned(),
+        };
+        let v: f64 = value.trim().parse().map_err(|_| bad())?;
         if !(v.is_finite() && v >= 0.0) {
-            return Err(format!("cost {key}: {v} must be finite and >= 0"));
+            return Err(bad());
         }
         let field = match key.trim() {
             "alloc_fast_ns" => &mut self.alloc_fast_ns,
@@ -122,12 +121,7 @@ impl CostModel {
             "touch_hot_ns" => &mut self.touch_hot_ns,
             "touch_cold_ns" => &mut self.touch_cold_ns,
             "message_ns" => &mut self.message_ns,
-            other => {
-                return Err(format!(
-                    "unknown cost parameter `{other}`; valid: {}",
-                    Self::KEYS.join(", ")
-                ))
-            }
+            other => return Err(MachineError::UnknownCost(other.to_owned())),
         };
         *field = v;
         Ok(())
@@ -137,11 +131,11 @@ impl CostModel {
     ///
     /// # Errors
     /// As [`CostModel::set`], or an item without `=`.
-    pub fn apply(&mut self, spec: &str) -> Result<(), String> {
+    pub fn apply(&mut self, spec: &str) -> Result<(), MachineError> {
         for item in spec.split(',').filter(|s| !s.trim().is_empty()) {
             let (k, v) = item
                 .split_once('=')
-                .ok_or_else(|| format!("cost override `{item}`: expected key=value"))?;
+                .ok_or_else(|| MachineError::CostSyntax(item.to_owned()))?;
             self.set(k, v)?;
         }
         Ok(())
@@ -304,36 +298,38 @@ pub const MACHINES: &[Machine] = &[
     },
 ];
 
-/// Why a machine could not be found or built.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why a machine could not be found or built, or a cost override refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MachineError {
     /// No machine of this name.
+    #[error("unknown machine `{0}`; valid: {names}", names = machine_names())]
     Unknown(String),
     /// A memory scale of 0, or one that leaves a node under 64 MiB.
+    #[error("memory scale {0}: must be at least 1 and leave every node 64 MiB or more")]
     BadScale(u64),
+    /// No cost parameter of this name.
+    #[error("unknown cost parameter `{0}`; valid: {keys}", keys = CostModel::KEYS.join(", "))]
+    UnknownCost(String),
+    /// A cost value that is not a finite number `>= 0`.
+    #[error("cost {key}: `{value}` is not a finite number >= 0")]
+    BadCost {
+        /// The parameter.
+        key: String,
+        /// The value given.
+        value: String,
+    },
+    /// A cost override without `=`.
+    #[error("cost override `{0}`: expected key=value")]
+    CostSyntax(String),
 }
 
-impl fmt::Display for MachineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MachineError::Unknown(name) => write!(
-                f,
-                "unknown machine `{name}`; valid: {}",
-                MACHINES
-                    .iter()
-                    .map(|m| m.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            MachineError::BadScale(s) => write!(
-                f,
-                "memory scale {s}: must be at least 1 and leave every node 64 MiB or more"
-            ),
-        }
-    }
+fn machine_names() -> String {
+    MACHINES
+        .iter()
+        .map(|m| m.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
-
-impl std::error::Error for MachineError {}
 
 impl Machine {
     /// The machine called `name`.
@@ -459,7 +455,11 @@ mod tests {
         c.apply("touch_cold_ns=400, handoff_socket_ns=90").unwrap();
         assert_eq!(c.touch_cold_ns, 400.0);
         assert_eq!(c.handoff_socket_ns, 90.0);
-        assert!(c.apply("nope=1").unwrap_err().contains("alloc_fast_ns"));
+        assert!(c
+            .apply("nope=1")
+            .unwrap_err()
+            .to_string()
+            .contains("alloc_fast_ns"));
         assert!(c.apply("touch_hot_ns=-1").is_err());
         assert!(c.apply("touch_hot_ns").is_err());
     }

@@ -106,16 +106,22 @@ impl Headroom {
     }
 }
 
-impl std::str::FromStr for Headroom {
-    type Err = String;
+/// A headroom that is not MiB, `all` or `default`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad headroom {0:?}: expected MiB (an integer), `all` or `default`")]
+pub struct HeadroomError(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for Headroom {
+    type Err = HeadroomError;
+
+    fn from_str(s: &str) -> Result<Self, HeadroomError> {
         match s {
             "default" => Ok(Headroom::WorkloadDefault),
             "all" => Ok(Headroom::AllFree),
-            _ => s.parse().map(Headroom::Mib).map_err(|_| {
-                format!("bad headroom {s:?}: expected MiB (an integer), `all` or `default`")
-            }),
+            _ => s
+                .parse()
+                .map(Headroom::Mib)
+                .map_err(|_| HeadroomError(s.to_owned())),
         }
     }
 }
@@ -157,27 +163,17 @@ impl SimOptions {
 }
 
 /// A failed simulation, with what is needed to replay it.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{error} (seed {seed}; replay with: {replay})")]
 pub struct SimError {
     /// What went wrong.
+    #[source]
     pub error: EngineError,
     /// `pagealloc sim …` that replays the run.
     pub replay: String,
     /// The root seed.
     pub seed: u64,
 }
-
-impl fmt::Display for SimError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} (seed {}; replay with: {})",
-            self.error, self.seed, self.replay
-        )
-    }
-}
-
-impl std::error::Error for SimError {}
 
 /// The command line that replays a run.
 pub fn replay_command(workload: &dyn Workload, opts: &SimOptions) -> String {

@@ -41,16 +41,9 @@ pub trait TraceBlock: Copy + fmt::Debug {
 }
 
 /// A script broke the executor contract (a script bug).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("script broke the executor contract: {0}")]
 pub struct ContractError(pub String);
-
-impl fmt::Display for ContractError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "script broke the executor contract: {}", self.0)
-    }
-}
-
-impl std::error::Error for ContractError {}
 
 /// Whether an effect completed or must be retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

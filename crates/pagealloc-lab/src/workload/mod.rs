@@ -275,9 +275,10 @@ pub trait Workload: fmt::Debug + Send + Sync {
 }
 
 /// Why a workload could not be built or run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadError {
     /// No workload of this name.
+    #[error("unknown workload `{name}`; valid: {}", valid.join(", "))]
     UnknownWorkload {
         /// The name asked for.
         name: String,
@@ -285,6 +286,7 @@ pub enum WorkloadError {
         valid: &'static [&'static str],
     },
     /// The workload has no parameter of this name.
+    #[error("unknown parameter `{key}` for workload {workload}; valid: {}", valid.join(", "))]
     UnknownParam {
         /// The workload.
         workload: &'static str,
@@ -294,6 +296,7 @@ pub enum WorkloadError {
         valid: &'static [&'static str],
     },
     /// The value does not parse or is out of range.
+    #[error("invalid value `{value}` for {workload}.{key}: {reason}")]
     InvalidParam {
         /// The workload.
         workload: &'static str,
@@ -305,6 +308,7 @@ pub enum WorkloadError {
         reason: String,
     },
     /// The parameters need more CPUs than the executor has.
+    #[error("workload {workload} needs {need} CPUs, the executor has {have}")]
     TooFewCpus {
         /// The workload.
         workload: &'static str,
@@ -314,41 +318,6 @@ pub enum WorkloadError {
         have: u32,
     },
 }
-
-impl fmt::Display for WorkloadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WorkloadError::UnknownWorkload { name, valid } => {
-                write!(f, "unknown workload `{name}`; valid: {}", valid.join(", "))
-            }
-            WorkloadError::UnknownParam {
-                workload,
-                key,
-                valid,
-            } => write!(
-                f,
-                "unknown parameter `{key}` for workload {workload}; valid: {}",
-                valid.join(", ")
-            ),
-            WorkloadError::InvalidParam {
-                workload,
-                key,
-                value,
-                reason,
-            } => write!(f, "invalid value `{value}` for {workload}.{key}: {reason}"),
-            WorkloadError::TooFewCpus {
-                workload,
-                need,
-                have,
-            } => write!(
-                f,
-                "workload {workload} needs {need} CPUs, the executor has {have}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for WorkloadError {}
 
 /// Shorthand for a parameter range check in the workloads' constructors.
 fn invalid(
