@@ -64,6 +64,7 @@ fn two_virtual_cpus_match_two_threads() {
         mem_bytes: frames * 4096,
         llc_per_socket: 2 * pagealloc::topology::DEFAULT_LLC_SLICE,
         cost: Machine::by_name("desktop-8").unwrap().cost,
+        caches: Machine::by_name("desktop-8").unwrap().caches,
     };
     let mut o = SimOptions::new(machine, config);
     o.cpus = Some(2);

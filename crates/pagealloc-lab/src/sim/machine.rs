@@ -210,6 +210,145 @@ const fn scaled(c: CostModel, k: f64) -> CostModel {
     }
 }
 
+/// One machine's cache hierarchy and memory latencies, from published hardware figures
+/// (docs/sim-cost-model.md, "The cache hierarchy", cites each). Latencies are unloaded
+/// load-to-use times of one 64-byte line; the LLC's capacity is
+/// [`Machine::llc_per_socket`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CacheSpec {
+    /// Core clock the cycle counts are converted with, GHz.
+    pub ghz: f64,
+    /// Hardware threads per core: each CPU (thread) gets `1 / threads_per_core` of its
+    /// core's L1 and L2.
+    pub threads_per_core: u32,
+    /// L1 data cache per core, bytes.
+    pub l1_bytes: u64,
+    /// L1 hit latency, cycles.
+    pub l1_cycles: f64,
+    /// L2 per core, bytes.
+    pub l2_bytes: u64,
+    /// L2 hit latency, cycles.
+    pub l2_cycles: f64,
+    /// Bytes per cycle one core streams to or from its L1 and L2 (page zeroing and copies
+    /// of lines found there).
+    pub l1_l2_bytes_per_cycle: f64,
+    /// LLC hit (the line is in this socket's LLC, clean), ns.
+    pub llc_ns: f64,
+    /// The line is modified in another core's private cache of this socket: a snoop
+    /// (HITM) and a core-to-core transfer, ns.
+    pub peer_ns: f64,
+    /// The line is in a cache of another socket: a cross-socket transfer, ns.
+    pub remote_cache_ns: f64,
+    /// DRAM of the CPU's own node, ns.
+    pub dram_local_ns: f64,
+    /// DRAM of another node, ns.
+    pub dram_remote_ns: f64,
+    /// Line transfers one core keeps in flight when it streams from beyond its L2
+    /// (L2 miss queue with the streamer prefetching): streaming bandwidth from a level is
+    /// `mlp × 64 B / latency` (Little's law).
+    pub mlp: f64,
+}
+
+impl CacheSpec {
+    /// L1 hit, ns.
+    pub fn l1_ns(&self) -> f64 {
+        self.l1_cycles / self.ghz
+    }
+
+    /// L2 hit, ns.
+    pub fn l2_ns(&self) -> f64 {
+        self.l2_cycles / self.ghz
+    }
+}
+
+/// Sapphire Rapids, Xeon Platinum 8480+ (56 cores, 112 threads per socket, 105 MiB LLC).
+pub const SPR_CACHES: CacheSpec = CacheSpec {
+    ghz: 2.0,
+    threads_per_core: 2,
+    l1_bytes: 48 << 10,
+    l1_cycles: 5.0,
+    l2_bytes: 2 << 20,
+    l2_cycles: 16.0,
+    l1_l2_bytes_per_cycle: 32.0,
+    llc_ns: 33.0,
+    peer_ns: 60.0,
+    remote_cache_ns: 160.0,
+    dram_local_ns: 110.0,
+    dram_remote_ns: 190.0,
+    mlp: 32.0,
+};
+
+/// Ice Lake-SP, Xeon Platinum 8358 class (32 cores, 64 threads per socket, 48 MiB LLC).
+pub const ICX_CACHES: CacheSpec = CacheSpec {
+    ghz: 2.6,
+    threads_per_core: 2,
+    l1_bytes: 48 << 10,
+    l1_cycles: 5.0,
+    l2_bytes: 1280 << 10,
+    l2_cycles: 14.0,
+    l1_l2_bytes_per_cycle: 32.0,
+    llc_ns: 23.0,
+    peer_ns: 50.0,
+    remote_cache_ns: 120.0,
+    dram_local_ns: 95.0,
+    dram_remote_ns: 145.0,
+    mlp: 16.0,
+};
+
+/// Skylake-SP, Xeon Platinum 8180 class (28 cores, 56 threads per socket, 38.5 MiB LLC).
+pub const SKX_CACHES: CacheSpec = CacheSpec {
+    ghz: 2.5,
+    threads_per_core: 2,
+    l1_bytes: 32 << 10,
+    l1_cycles: 5.0,
+    l2_bytes: 1 << 20,
+    l2_cycles: 14.0,
+    l1_l2_bytes_per_cycle: 32.0,
+    llc_ns: 26.0,
+    peer_ns: 50.0,
+    remote_cache_ns: 120.0,
+    dram_local_ns: 90.0,
+    dram_remote_ns: 140.0,
+    mlp: 16.0,
+};
+
+/// SGI Altix (sn2): Itanium 2 "Madison" 1.5 GHz, 2 CPUs per node on one front-side
+/// bus, NUMAlink between nodes. Each CPU has its own 6 MiB L3; the model treats a
+/// node's two L3s as one 12 MiB LLC (the other CPU's L3 is one bus snoop away).
+pub const SN2_CACHES: CacheSpec = CacheSpec {
+    ghz: 1.5,
+    threads_per_core: 1,
+    l1_bytes: 16 << 10,
+    l1_cycles: 1.0,
+    l2_bytes: 256 << 10,
+    l2_cycles: 5.0,
+    l1_l2_bytes_per_cycle: 16.0,
+    llc_ns: 14.0 / 1.5,
+    peer_ns: 150.0,
+    remote_cache_ns: 350.0,
+    dram_local_ns: 145.0,
+    dram_remote_ns: 350.0,
+    mlp: 14.0,
+};
+
+/// A laptop/desktop part: Tiger Lake (Willow Cove) class, 4 cores, 8 threads, 12 MiB
+/// LLC on a ring, one memory node.
+pub const DESKTOP_CACHES: CacheSpec = CacheSpec {
+    ghz: 3.0,
+    threads_per_core: 2,
+    l1_bytes: 48 << 10,
+    l1_cycles: 5.0,
+    l2_bytes: 1280 << 10,
+    l2_cycles: 14.0,
+    l1_l2_bytes_per_cycle: 32.0,
+    llc_ns: 14.0,
+    peer_ns: 30.0,
+    remote_cache_ns: 30.0,
+    dram_local_ns: 85.0,
+    dram_remote_ns: 85.0,
+    mlp: 16.0,
+};
+
 /// A simulated machine.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Machine {
@@ -229,6 +368,8 @@ pub struct Machine {
     pub llc_per_socket: u64,
     /// Cost parameters.
     pub cost: CostModel,
+    /// Caches and memory latencies (the simulator's cache hierarchy).
+    pub caches: CacheSpec,
 }
 
 /// The machines of the seed measurements (docs/sim-cost-model.md §1).
@@ -242,6 +383,7 @@ pub const MACHINES: &[Machine] = &[
         mem_bytes: 512 * GIB,
         llc_per_socket: 105 * MIB,
         cost: SPR_COST,
+        caches: SPR_CACHES,
     },
     Machine {
         name: "icx-2s-128",
@@ -252,6 +394,7 @@ pub const MACHINES: &[Machine] = &[
         mem_bytes: 256 * GIB,
         llc_per_socket: 48 * MIB,
         cost: ICX_COST,
+        caches: ICX_CACHES,
     },
     Machine {
         name: "skx-2s-112",
@@ -262,6 +405,7 @@ pub const MACHINES: &[Machine] = &[
         mem_bytes: 64 * GIB,
         llc_per_socket: 77 * MIB / 2,
         cost: SKX_COST,
+        caches: SKX_CACHES,
     },
     Machine {
         name: "skx-4s-768",
@@ -275,6 +419,7 @@ pub const MACHINES: &[Machine] = &[
         mem_bytes: 768 * GIB,
         llc_per_socket: 77 * MIB / 2,
         cost: SKX_COST,
+        caches: SKX_CACHES,
     },
     Machine {
         name: "sn2-28n-56",
@@ -285,6 +430,7 @@ pub const MACHINES: &[Machine] = &[
         mem_bytes: 96 * GIB,
         llc_per_socket: 12 * MIB,
         cost: SN2_COST,
+        caches: SN2_CACHES,
     },
     Machine {
         name: "desktop-8",
@@ -295,6 +441,7 @@ pub const MACHINES: &[Machine] = &[
         mem_bytes: 4 * GIB,
         llc_per_socket: 12 * MIB,
         cost: DESKTOP_COST,
+        caches: DESKTOP_CACHES,
     },
 ];
 

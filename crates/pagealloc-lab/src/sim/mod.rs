@@ -11,6 +11,9 @@
 //!   many blocks). Zone locks are resources in virtual time: the wait for them is the
 //!   zone-lock %.
 //! - `cache`: the per-CPU cache model (hot or cold page touches).
+//! - [`hierarchy`]: the machine's cache hierarchy (private L1/L2 per core, an LLC per
+//!   socket, local and remote DRAM) with latencies from published hardware figures;
+//!   it replaces `cache` once the engine charges through it.
 //! - [`calibrate`]: the published calibration data, the fit of the free parameters,
 //!   and the side-by-side tables.
 //!
@@ -29,6 +32,7 @@
 mod cache;
 pub mod calibrate;
 mod engine;
+pub mod hierarchy;
 pub mod machine;
 
 use std::fmt;
@@ -37,7 +41,7 @@ use std::time::Instant;
 use pagealloc::Config;
 
 pub use engine::EngineError;
-pub use machine::{CostModel, Machine, MachineError, MACHINES};
+pub use machine::{CacheSpec, CostModel, Machine, MachineError, MACHINES};
 
 use crate::row::{CpuWindow, Measurement};
 use crate::workload::{self, Scale, Workload};

@@ -1,0 +1,483 @@
+//! The machine's cache hierarchy: is a memory access an L1, L2 or LLC hit, a transfer
+//! from another core or socket, or a DRAM access — and what does it cost?
+//!
+//! # Design
+//! Levels, as on the seed machines: a private L1 and L2 per core (each hardware thread
+//! gets `1 / threads_per_core` of them), one last-level cache per socket shared by its
+//! CPUs, DRAM per NUMA node. The simulator reports two kinds of access:
+//! - [`Hierarchy::access`]: one 64-byte line by an opaque `u64` key the caller chooses
+//!   (per-frame metadata, zone and free-area lines, pcp list heads…), with the NUMA node
+//!   of the memory it lives on and whether it is written;
+//! - [`Hierarchy::touch`] and [`Hierarchy::copy`]: page data (zeroing a page, the
+//!   copies of a network message), tracked **page-granular**: a page is one entry
+//!   weighing its 64 lines, judged as a whole, charged the latency of its level plus a
+//!   bandwidth term. Keys are page numbers: frames (`pfn < frames`, a dense table) or
+//!   any other page the caller names (a workload's user buffer, see [`user_page`]).
+//!
+//! **Residency without lists.** Exact LRU per cache would cost a list per cache and a
+//! splice per access. Instead every entry (line or page) keeps who touched it last and
+//! *when*, in the units of three insertion clocks: per CPU, lines inserted into its L1
+//! and into its L2 (their misses); per socket, lines inserted into its LLC. An entry is
+//! in a cache iff fewer lines than the cache holds were inserted since its last access
+//! (with the entry's own weight): LRU's hit condition with the stack distance counted
+//! in insertions, not in distinct lines touched (hits on lines older than ours, which
+//! LRU also counts, are not). Each access is O(1): one table lookup and a few
+//! subtractions. The error against exact LRU is measured on traces shaped like the
+//! workloads (tests below; docs/sim-cost-model.md states it).
+//!
+//! **Coherence, single owner.** An entry remembers one owner: the last CPU that touched
+//! it (its private caches and its socket's LLC hold it). Another CPU's access moves it:
+//! - same socket: from the owner's private cache when the owner wrote it and still holds
+//!   it (`Peer`: a snoop hit on a modified line), else from the LLC if resident;
+//! - other socket: from that socket's caches if resident there (`RemoteCache`);
+//! - otherwise from DRAM, local or remote by the line's home node.
+//!
+//! A write by another core thus invalidates the former owner's copy, as MESI does. A
+//! *read* by another core also takes the line away from the former owner (which in
+//! MESI would keep a shared copy): lines read alternately by several CPUs cost an LLC
+//! hit (or a cross-socket transfer) per alternation here. The traces measure what this
+//! costs in accuracy.
+//!
+//! # What it cannot see
+//! Set conflicts (caches are fully associative), inclusive/non-inclusive differences
+//! (every access refreshes the line at every level), prefetching beyond the streaming
+//! term of bulk touches, write-backs of dirty lines (free), memory-level parallelism of
+//! independent single-line accesses (each is charged its full latency), and bandwidth
+//! contention between cores (every core streams at its own rate).
+//!
+//! # Invariants
+//! Deterministic: the state is a function of the sequence of calls. Clocks of L1 and L2
+//! are 32-bit and wrap; an entry untouched by its owner for 2^32 insertions may be
+//! judged resident again (never happens at the workloads' scales: 2^32 lines is
+//! 256 GiB through one core).
+
+use rustc_hash::FxHashMap;
+
+use super::machine::{CacheSpec, Machine};
+
+/// Bytes in a cache line.
+pub const LINE_BYTES: u64 = 64;
+/// Lines in a base page.
+pub const PAGE_LINES: u64 = pagealloc::PAGE_SIZE as u64 / LINE_BYTES;
+
+/// Where an access was served from, nearest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// The CPU's L1.
+    L1,
+    /// The CPU's L2.
+    L2,
+    /// The socket's LLC (clean, or held by another core of the socket unmodified).
+    Llc,
+    /// Modified in another core's private cache of the same socket (snoop, HITM).
+    Peer,
+    /// Held by a cache of another socket.
+    RemoteCache,
+    /// DRAM of the CPU's own node.
+    LocalDram,
+    /// DRAM of another node.
+    RemoteDram,
+}
+
+impl Level {
+    /// All levels, nearest first (the index of [`HierarchyCounters`]' arrays).
+    pub const ALL: [Level; 7] = [
+        Level::L1,
+        Level::L2,
+        Level::Llc,
+        Level::Peer,
+        Level::RemoteCache,
+        Level::LocalDram,
+        Level::RemoteDram,
+    ];
+
+    /// Short name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::L1 => "L1",
+            Level::L2 => "L2",
+            Level::Llc => "LLC",
+            Level::Peer => "peer",
+            Level::RemoteCache => "remote cache",
+            Level::LocalDram => "local DRAM",
+            Level::RemoteDram => "remote DRAM",
+        }
+    }
+
+    /// Whether perf would count this access as an LLC miss: served from outside the
+    /// socket (another socket's cache or DRAM). A snoop hit in another core of the
+    /// socket is an LLC hit, as in perf's `XSNP_HITM` events.
+    pub fn missed_llc(self) -> bool {
+        self >= Level::RemoteCache
+    }
+}
+
+/// What an access or a bulk touch cost.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Charge {
+    /// The farthest level any of its lines came from.
+    pub level: Level,
+    /// Virtual time, ns.
+    pub ns: f64,
+}
+
+impl Charge {
+    /// Nothing accessed.
+    pub const NONE: Charge = Charge {
+        level: Level::L1,
+        ns: 0.0,
+    };
+
+    fn join(self, other: Charge) -> Charge {
+        Charge {
+            level: self.level.max(other.level),
+            ns: self.ns + other.ns,
+        }
+    }
+}
+
+/// Accesses by level, since the hierarchy was built.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HierarchyCounters {
+    /// Single-line accesses ([`Hierarchy::access`]) served from each level, indexed as
+    /// [`Level::ALL`].
+    pub lines: [u64; 7],
+    /// Page-data lines ([`Hierarchy::touch`], [`Hierarchy::copy`]) served from each
+    /// level (a page served from one level counts its 64 lines there).
+    pub data_lines: [u64; 7],
+}
+
+impl HierarchyCounters {
+    /// Single-line accesses.
+    pub fn line_accesses(&self) -> u64 {
+        self.lines.iter().sum()
+    }
+
+    /// Page-data lines accessed.
+    pub fn data_accesses(&self) -> u64 {
+        self.data_lines.iter().sum()
+    }
+
+    /// Page-data lines that missed the LLC.
+    pub fn data_llc_misses(&self) -> u64 {
+        Level::ALL
+            .iter()
+            .zip(self.data_lines)
+            .filter(|(l, _)| l.missed_llc())
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Cache miss %: LLC misses ÷ page-data line accesses, as perf reports it (0 when
+    /// no page data was touched).
+    pub fn cache_miss_pct(&self) -> f64 {
+        let all = self.data_accesses();
+        if all == 0 {
+            0.0
+        } else {
+            100.0 * self.data_llc_misses() as f64 / all as f64
+        }
+    }
+
+    /// `self - earlier`, level by level.
+    pub fn since(&self, earlier: &HierarchyCounters) -> HierarchyCounters {
+        let mut d = self.clone();
+        for i in 0..Level::ALL.len() {
+            d.lines[i] -= earlier.lines[i];
+            d.data_lines[i] -= earlier.data_lines[i];
+        }
+        d
+    }
+}
+
+/// A span of page data: `bytes` from the start of page `page` (a frame number, or a
+/// [`user_page`]) on, on NUMA node `node`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// First page.
+    pub page: u64,
+    /// Bytes, from the start of the first page.
+    pub bytes: u64,
+    /// NUMA node of the memory.
+    pub node: u32,
+}
+
+/// Page keys of user buffers start here: far above any frame number (2^52 pages).
+const USER_BASE: u64 = 1 << 52;
+/// Pages reserved per CPU for its user buffers.
+const USER_PAGES_PER_CPU: u64 = 1 << 20;
+
+/// The page key of page `i` of CPU `cpu`'s user buffers (a process's own memory, which
+/// is not a frame of the simulated allocator): distinct from every frame number and
+/// every other CPU's user pages.
+pub fn user_page(cpu: u32, i: u64) -> u64 {
+    debug_assert!(i < USER_PAGES_PER_CPU);
+    USER_BASE + u64::from(cpu) * USER_PAGES_PER_CPU + i
+}
+
+/// One entry's state, two words:
+/// - `w0`: owner CPU + 1 (0: never touched) in the top 16 bits, the owner socket's LLC
+///   clock after the last access in the low 48;
+/// - `w1`: the owner's L1 clock after the last access in the low 32 bits, its L2 clock
+///   (31 bits) above, the dirty bit (written by the owner) on top.
+type Entry = [u64; 2];
+
+const OWNER_SHIFT: u32 = 48;
+const LLC_MASK: u64 = (1 << OWNER_SHIFT) - 1;
+const L2_SHIFT: u32 = 32;
+const L2_MASK: u32 = (1 << 31) - 1;
+const DIRTY: u64 = 1 << 63;
+
+/// The cache hierarchy of one simulated machine. See the module docs.
+#[derive(Debug)]
+pub struct Hierarchy {
+    spec: CacheSpec,
+    /// Capacities in lines.
+    l1_lines: u64,
+    l2_lines: u64,
+    llc_lines: u64,
+    /// Per CPU: socket and node.
+    socket: Vec<u16>,
+    node: Vec<u32>,
+    /// Per CPU: lines inserted into its L1 and its L2 (wrapping).
+    l1_clock: Vec<u32>,
+    l2_clock: Vec<u32>,
+    /// Per socket: lines inserted into its LLC.
+    llc_clock: Vec<u64>,
+    /// Entries of frames, two words per frame (calloc'ed: only touched frames cost
+    /// memory).
+    frames: Vec<u64>,
+    /// Entries of other pages (user buffers).
+    pages: FxHashMap<u64, Entry>,
+    /// Entries of single lines.
+    lines: FxHashMap<u64, Entry>,
+    /// Per level: latency of one line, ns; and ns per further line when streaming.
+    latency: [f64; 7],
+    stream: [f64; 7],
+    counters: HierarchyCounters,
+}
+
+impl Hierarchy {
+    /// The hierarchy of `machine`, with a dense table for frames `0..frames`.
+    ///
+    /// # Panics
+    /// If the machine has more than 65 534 CPUs or more than 65 535 sockets.
+    pub fn new(machine: &Machine, frames: u64) -> Self {
+        let cpus = machine.cpus;
+        assert!(cpus < u32::from(u16::MAX), "at most 65534 CPUs");
+        let per_node = machine.cpus_per_node().max(1);
+        Self::with_spec(
+            machine.caches,
+            machine.llc_per_socket,
+            (0..cpus)
+                .map(|c| (machine.socket_of(c), c / per_node))
+                .collect(),
+            frames,
+        )
+    }
+
+    /// A hierarchy from its parts: `cpus[i]` = (socket, node) of CPU `i`, sockets and
+    /// nodes numbered from 0. For tests and machines not in [`super::MACHINES`].
+    pub fn with_spec(spec: CacheSpec, llc_bytes: u64, cpus: Vec<(u32, u32)>, frames: u64) -> Self {
+        let sockets = cpus.iter().map(|&(s, _)| s as usize + 1).max().unwrap_or(1);
+        assert!(sockets <= usize::from(u16::MAX), "at most 65535 sockets");
+        let threads = u64::from(spec.threads_per_core.max(1));
+        let lines = |bytes: u64| (bytes / threads / LINE_BYTES).max(1);
+        let per_line = |bytes_per_ns: f64| LINE_BYTES as f64 / bytes_per_ns;
+        let core_stream = per_line(spec.l1_l2_bytes_per_cycle * spec.ghz);
+        let far_stream = |ns: f64| ns / spec.mlp.max(1.0);
+        let latency = [
+            spec.l1_ns(),
+            spec.l2_ns(),
+            spec.llc_ns,
+            spec.peer_ns,
+            spec.remote_cache_ns,
+            spec.dram_local_ns,
+            spec.dram_remote_ns,
+        ];
+        let stream = [
+            core_stream,
+            core_stream,
+            far_stream(spec.llc_ns),
+            far_stream(spec.peer_ns),
+            far_stream(spec.remote_cache_ns),
+            far_stream(spec.dram_local_ns),
+            far_stream(spec.dram_remote_ns),
+        ];
+        let n = cpus.len();
+        Hierarchy {
+            spec,
+            l1_lines: lines(spec.l1_bytes),
+            l2_lines: lines(spec.l2_bytes),
+            llc_lines: (llc_bytes / LINE_BYTES).max(1),
+            socket: cpus.iter().map(|&(s, _)| s as u16).collect(),
+            node: cpus.iter().map(|&(_, nd)| nd).collect(),
+            l1_clock: vec![0; n],
+            l2_clock: vec![0; n],
+            llc_clock: vec![0; sockets],
+            frames: vec![0; 2 * frames as usize],
+            pages: FxHashMap::default(),
+            lines: FxHashMap::default(),
+            latency,
+            stream,
+            counters: HierarchyCounters::default(),
+        }
+    }
+
+    /// The machine data in use.
+    pub fn spec(&self) -> &CacheSpec {
+        &self.spec
+    }
+
+    /// Capacities in lines of one CPU's L1 and L2 and of one socket's LLC.
+    pub fn capacities(&self) -> (u64, u64, u64) {
+        (self.l1_lines, self.l2_lines, self.llc_lines)
+    }
+
+    /// Accesses so far, by level.
+    pub fn counters(&self) -> &HierarchyCounters {
+        &self.counters
+    }
+
+    /// CPU `cpu` reads (or, with `write`, writes) the 64-byte line `line`, whose memory
+    /// is on NUMA node `home`. Line keys are the caller's; they are a key space of their
+    /// own, apart from the page keys of [`Hierarchy::touch`].
+    pub fn access(&mut self, cpu: usize, line: u64, home: u32, write: bool) -> Charge {
+        let mut e = self.lines.get(&line).copied().unwrap_or_default();
+        let level = self.visit(cpu, &mut e, 1, home, write);
+        self.lines.insert(line, e);
+        self.counters.lines[level as usize] += 1;
+        Charge {
+            level,
+            ns: self.latency[level as usize],
+        }
+    }
+
+    /// CPU `cpu` reads (or writes) `span`, page by page: each page is served whole from
+    /// one level and charged that level's latency plus the streaming time of its other
+    /// lines. A block of 2^order frames is the span of its `4096 << order` bytes.
+    pub fn touch(&mut self, cpu: usize, span: Span, write: bool) -> Charge {
+        let mut charge = Charge::NONE;
+        let mut left = span.bytes;
+        let mut page = span.page;
+        while left > 0 {
+            let bytes = left.min(pagealloc::PAGE_SIZE as u64);
+            let lines = bytes.div_ceil(LINE_BYTES);
+            charge = charge.join(self.touch_page(cpu, page, lines, span.node, write));
+            left -= bytes;
+            page += 1;
+        }
+        charge
+    }
+
+    /// CPU `cpu` copies `src` to `dst` (`min` of their lengths): reads the source pages
+    /// and writes the destination pages. The loads and stores of a copy share the
+    /// core's miss buffers, so their times add.
+    pub fn copy(&mut self, cpu: usize, src: Span, dst: Span) -> Charge {
+        let bytes = src.bytes.min(dst.bytes);
+        let r = self.touch(cpu, Span { bytes, ..src }, false);
+        let w = self.touch(cpu, Span { bytes, ..dst }, true);
+        r.join(w)
+    }
+
+    fn touch_page(&mut self, cpu: usize, page: u64, lines: u64, home: u32, write: bool) -> Charge {
+        let idx = 2 * page as usize;
+        let level = if idx + 1 < self.frames.len() {
+            let mut e = [self.frames[idx], self.frames[idx + 1]];
+            let level = self.visit(cpu, &mut e, lines, home, write);
+            self.frames[idx] = e[0];
+            self.frames[idx + 1] = e[1];
+            level
+        } else {
+            let mut e = self.pages.get(&page).copied().unwrap_or_default();
+            let level = self.visit(cpu, &mut e, lines, home, write);
+            self.pages.insert(page, e);
+            level
+        };
+        self.counters.data_lines[level as usize] += lines;
+        let l = level as usize;
+        Charge {
+            level,
+            ns: self.latency[l] + (lines - 1) as f64 * self.stream[l],
+        }
+    }
+
+    /// Is an entry last stamped `at` on `socket`'s LLC clock still in that LLC, for an
+    /// access of `n` lines?
+    fn in_llc(&self, socket: u16, at: u64, n: u64) -> bool {
+        let now = self.llc_clock[socket as usize] & LLC_MASK;
+        now.wrapping_sub(at) & LLC_MASK < self.llc_lines.saturating_sub(n - 1)
+    }
+
+    /// Is an entry stamped `w1` in CPU `cpu`'s L2, for an access of `n` lines?
+    fn in_l2(&self, cpu: usize, w1: u64, n: u64) -> bool {
+        let at = (w1 >> L2_SHIFT) as u32 & L2_MASK;
+        let d = self.l2_clock[cpu].wrapping_sub(at) & L2_MASK;
+        u64::from(d) < self.l2_lines.saturating_sub(n - 1)
+    }
+
+    /// Classifies an access of `n` lines of entry `e` by `cpu` and moves the entry to
+    /// `cpu` (its private caches and its socket's LLC, most recently used).
+    fn visit(&mut self, cpu: usize, e: &mut Entry, n: u64, home: u32, write: bool) -> Level {
+        let owner = (e[0] >> OWNER_SHIFT) as usize;
+        let llc_at = e[0] & LLC_MASK;
+        let s = self.socket[cpu];
+        let dram = if self.node[cpu] == home {
+            Level::LocalDram
+        } else {
+            Level::RemoteDram
+        };
+        let level = if owner == cpu + 1 {
+            let d1 = self.l1_clock[cpu].wrapping_sub(e[1] as u32);
+            if u64::from(d1) < self.l1_lines.saturating_sub(n - 1) {
+                Level::L1
+            } else if self.in_l2(cpu, e[1], n) {
+                Level::L2
+            } else if self.in_llc(s, llc_at, n) {
+                Level::Llc
+            } else {
+                dram
+            }
+        } else if owner != 0 {
+            let o = owner - 1;
+            let so = self.socket[o];
+            let private = self.in_l2(o, e[1], n);
+            if so == s {
+                if private && e[1] & DIRTY != 0 {
+                    Level::Peer
+                } else if private || self.in_llc(s, llc_at, n) {
+                    Level::Llc
+                } else {
+                    dram
+                }
+            } else if private || self.in_llc(so, llc_at, n) {
+                Level::RemoteCache
+            } else {
+                dram
+            }
+        } else {
+            dram
+        };
+        // Insert where it missed; a hit only refreshes the stamps.
+        let n32 = n as u32;
+        if level != Level::L1 {
+            self.l1_clock[cpu] = self.l1_clock[cpu].wrapping_add(n32);
+        }
+        if level > Level::L2 {
+            self.l2_clock[cpu] = self.l2_clock[cpu].wrapping_add(n32);
+        }
+        let in_this_llc = owner != 0 && self.socket[owner - 1] == s && self.in_llc(s, llc_at, n);
+        if !in_this_llc {
+            self.llc_clock[s as usize] += n;
+        }
+        let dirty = write || (owner == cpu + 1 && e[1] & DIRTY != 0);
+        e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (self.llc_clock[s as usize] & LLC_MASK);
+        e[1] = u64::from(self.l1_clock[cpu])
+            | u64::from(self.l2_clock[cpu] & L2_MASK) << L2_SHIFT
+            | if dirty { DIRTY } else { 0 };
+        level
+    }
+}
+
+#[cfg(test)]
+mod tests;
