@@ -154,7 +154,8 @@ int pagealloc_free(const struct pagealloc_t *pa, void *addr, uint32_t order);
 // Allocate up to `n` blocks of 2^`order` pages into `addrs[0..]`, taking the per-CPU
 // cache's lock once for the run. Returns the number allocated (fewer than `n` only
 // when memory ran out; 0 when `n` is 0) or a negative error code (`PAGEALLOC_ENOMEM`
-// when not even one block could be allocated).
+// when not even one block could be allocated; `PAGEALLOC_EINVAL` when `n` is more
+// pointers than any array can hold).
 //
 // # Safety
 // `pa` is a live allocator; `addrs` points to `n` writable `void *` (may be NULL when
@@ -168,6 +169,7 @@ ptrdiff_t pagealloc_alloc_bulk(const struct pagealloc_t *pa,
 // Free `n` blocks of 2^`order` pages, in order, stopping at the first refused one.
 // Returns `PAGEALLOC_OK`, or the refusal's code with its index in `*failed_index`
 // (if not NULL): the blocks before it were freed, it and the ones after it were not.
+// `PAGEALLOC_EINVAL` (nothing freed) when `n` is more pointers than any array can hold.
 //
 // # Safety
 // `pa` is a live allocator; `addrs` points to `n` pointers (may be NULL when `n` is 0);

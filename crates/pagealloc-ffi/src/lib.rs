@@ -132,6 +132,12 @@ fn guard<T>(fail: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(fail)
 }
 
+/// More pointers than any array can hold (`n * sizeof(void *)` past `PTRDIFF_MAX`): no
+/// caller can own such an array, so the count is refused before it is used.
+fn too_many_pointers(n: usize) -> bool {
+    n > isize::MAX as usize / std::mem::size_of::<*mut c_void>()
+}
+
 fn alloc_code(e: AllocError) -> c_int {
     match e {
         AllocError::OutOfMemory => PAGEALLOC_ENOMEM,
@@ -366,7 +372,8 @@ pub unsafe extern "C" fn pagealloc_free(
 /// Allocate up to `n` blocks of 2^`order` pages into `addrs[0..]`, taking the per-CPU
 /// cache's lock once for the run. Returns the number allocated (fewer than `n` only
 /// when memory ran out; 0 when `n` is 0) or a negative error code (`PAGEALLOC_ENOMEM`
-/// when not even one block could be allocated).
+/// when not even one block could be allocated; `PAGEALLOC_EINVAL` when `n` is more
+/// pointers than any array can hold).
 ///
 /// # Safety
 /// `pa` is a live allocator; `addrs` points to `n` writable `void *` (may be NULL when
@@ -381,6 +388,9 @@ pub unsafe extern "C" fn pagealloc_alloc_bulk(
 ) -> isize {
     if pa.is_null() || (addrs.is_null() && n > 0) {
         return PAGEALLOC_ENULL as isize;
+    }
+    if too_many_pointers(n) {
+        return PAGEALLOC_EINVAL as isize;
     }
     guard(PAGEALLOC_EINTERNAL as isize, || {
         // SAFETY: `pa` is a live allocator (contract).
@@ -406,6 +416,7 @@ pub unsafe extern "C" fn pagealloc_alloc_bulk(
 /// Free `n` blocks of 2^`order` pages, in order, stopping at the first refused one.
 /// Returns `PAGEALLOC_OK`, or the refusal's code with its index in `*failed_index`
 /// (if not NULL): the blocks before it were freed, it and the ones after it were not.
+/// `PAGEALLOC_EINVAL` (nothing freed) when `n` is more pointers than any array can hold.
 ///
 /// # Safety
 /// `pa` is a live allocator; `addrs` points to `n` pointers (may be NULL when `n` is 0);
@@ -420,6 +431,9 @@ pub unsafe extern "C" fn pagealloc_free_bulk(
 ) -> c_int {
     if pa.is_null() || (addrs.is_null() && n > 0) {
         return PAGEALLOC_ENULL;
+    }
+    if too_many_pointers(n) {
+        return PAGEALLOC_EINVAL;
     }
     guard(PAGEALLOC_EINTERNAL, || {
         // SAFETY: `pa` is a live allocator (contract).
@@ -439,7 +453,7 @@ pub unsafe extern "C" fn pagealloc_free_bulk(
         };
         // Translate up to the first bad entry, free the valid prefix in one bulk call,
         // then report the first refusal (a frame of the prefix, or the bad entry).
-        let mut frames = Vec::with_capacity(n);
+        let mut frames = Vec::with_capacity(n.min(1 << 16));
         let mut bad = None;
         for (i, &p) in addrs.iter().enumerate() {
             let f = if p.is_null() {

@@ -178,3 +178,39 @@ fn threads_share_one_allocator() {
         pagealloc_destroy(pa.0);
     }
 }
+
+#[test]
+fn impossible_counts_are_refused_before_use() {
+    // Issue 10: n = SIZE_MAX used to reach a capacity overflow panic (EINTERNAL and a
+    // panic message on stderr). Now it is refused up front: EINVAL, nothing touched.
+    let pa = create(c"linux-6.12");
+    let mut one = [ptr::null_mut::<c_void>(); 1];
+    let mut bad = 7usize;
+    // SAFETY: `pa` is live; the arrays are valid for the one entry the calls may read
+    // (none: the counts are refused before the arrays are read).
+    unsafe {
+        assert_eq!(
+            pagealloc_alloc_bulk(pa, 0, PAGEALLOC_MOVABLE, 1, one.as_mut_ptr()),
+            1
+        );
+        for n in [usize::MAX, usize::MAX / 2, isize::MAX as usize] {
+            assert_eq!(
+                pagealloc_free_bulk(pa, one.as_ptr(), n, 0, &mut bad),
+                PAGEALLOC_EINVAL
+            );
+            assert_eq!(
+                pagealloc_alloc_bulk(pa, 0, PAGEALLOC_MOVABLE, n, one.as_mut_ptr()),
+                PAGEALLOC_EINVAL as isize
+            );
+        }
+        assert_eq!(bad, 7, "failed_index untouched");
+        assert_eq!(
+            pagealloc_free_bulk(pa, one.as_ptr(), 1, 0, &mut bad),
+            PAGEALLOC_OK
+        );
+        let mut c = pagealloc_counters_t::default();
+        assert_eq!(pagealloc_counters(pa, &mut c), PAGEALLOC_OK);
+        assert_eq!(c.pgalloc, c.pgfree);
+        pagealloc_destroy(pa);
+    }
+}

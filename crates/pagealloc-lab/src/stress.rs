@@ -6,9 +6,10 @@
 //! hand some of their blocks to other threads to free (remote frees), and try refused
 //! frees that are always detectable even under concurrency (a frame inside a block the
 //! thread owns, a foreign frame). Each block carries a tag written into its first bytes
-//! when handed out and checked when freed, so a block handed to two owners at once, or
-//! written after its free (the allocator poisons freed frames and `validate()` checks
-//! the poison), is caught.
+//! when handed out and checked when freed, so a block handed to two owners at once is
+//! caught, and with `--poison` (or `poison=on` in the config) a write after free too (the
+//! allocator poisons freed frames and checks the poison at allocation and in
+//! `validate()`). Otherwise the configuration runs exactly as given.
 //!
 //! The main thread is the controller: it drives memory pressure back and forth across the
 //! watermarks (workers fill until the zone's free pages fall below the low mark, then
@@ -70,9 +71,10 @@ pub struct StressArgs {
     /// Root seed of the workers' random streams.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Do not poison freed frames (faster; write-after-free then goes unseen).
+    /// Poison freed frames and check the poison at allocation and in `validate()` (the
+    /// same as `,poison=on` in --config). Without it the configuration runs as given.
     #[arg(long)]
-    pub no_poison: bool,
+    pub poison: bool,
     /// Print a progress line every this many seconds on stderr (0: none).
     #[arg(long, default_value_t = 5)]
     pub progress_s: u64,
@@ -90,7 +92,7 @@ impl Default for StressArgs {
             cpus: None,
             validate_ms: 250,
             seed: 1,
-            no_poison: false,
+            poison: false,
             progress_s: 5,
         }
     }
@@ -461,12 +463,12 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
         .config
         .parse()
         .map_err(|e| StressError::Args(format!("--config {}: {e}", args.config)))?;
-    cfg.poison = !args.no_poison;
+    cfg.poison |= args.poison;
     let layout = Layout::single(args.mib * 256, cpus);
     let a = Allocator::with_memory(&layout, cfg.clone(), HugePages::None)
         .map_err(StressError::Build)?;
     let managed = a.managed_pages();
-    let w = a.zone_info(0).wmark;
+    let w = a.zone_info(0).expect("zone_info: index in range").wmark;
     let sh = Arc::new(Shared {
         a,
         stop: AtomicBool::new(false),
@@ -528,7 +530,7 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
             break;
         }
         // Pressure: fill until below the low mark, release until above the high mark.
-        let z = sh.a.zone_info(zi);
+        let z = sh.a.zone_info(zi).expect("zone_info: index in range");
         if !below && z.free < z.wmark[1] {
             below = true;
             rep.below_low += 1;

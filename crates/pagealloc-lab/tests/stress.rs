@@ -35,8 +35,7 @@ fn check(a: &StressArgs) -> StressReport {
 
 #[test]
 fn churn_with_hotplug_and_pressure_linux_6_12() {
-    let mut a = args(4, 3.0, true, "linux-6.12");
-    a.no_poison = true;
+    let a = args(4, 3.0, true, "linux-6.12");
     let rep = check(&a);
     assert!(rep.replaced_threads >= 2, "too few threads replaced: {rep}");
     assert!(rep.cpu_drains >= 1 && rep.cpu_hotplugs >= 1, "{rep}");
@@ -48,7 +47,9 @@ fn churn_with_hotplug_and_pressure_linux_6_12() {
 fn poisoned_frames_patch10() {
     // Freed frames are poisoned and validate() checks the poison: a write after free
     // or a block handed out twice would show (slower: every free writes its frames).
-    check(&args(2, 2.5, false, "patch10"));
+    let mut a = args(2, 2.5, false, "patch10");
+    a.poison = true;
+    check(&a);
 }
 
 #[test]
@@ -56,7 +57,6 @@ fn shared_pagesets_base_preset() {
     // Six threads on three CPUs: pagesets are contended, trylocks fail over to the zone.
     let mut a = args(6, 2.0, false, "base");
     a.cpus = Some(3);
-    a.no_poison = true;
     check(&a);
 }
 
@@ -88,7 +88,7 @@ fn cli_exit_statuses() {
     let bin = env!("CARGO_BIN_EXE_pagealloc");
     let out = std::process::Command::new(bin)
         .args(["stress", "--threads", "2", "--seconds", "1", "--mib", "16"])
-        .args(["--churn", "--no-poison", "--progress-s", "0"])
+        .args(["--churn", "--progress-s", "0"])
         .output()
         .expect("run pagealloc stress");
     let stdout = String::from_utf8_lossy(&out.stdout);

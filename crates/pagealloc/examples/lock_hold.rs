@@ -130,7 +130,7 @@ fn measure(cfg: &Config, a: &Args) -> Run {
     let out = Mutex::new(Run {
         refill: Phase::default(),
         drain: Phase::default(),
-        batch: alloc.pcp_info(0, 0).batch,
+        batch: alloc.pcp_info(0, 0).unwrap().batch,
     });
     std::thread::scope(|s| {
         for t in 0..a.threads {

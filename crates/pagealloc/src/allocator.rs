@@ -64,9 +64,33 @@ pub enum BuildError {
     Layout(LayoutError),
     /// A caller-supplied metadata buffer is too small (needed entries).
     Metadata(usize),
+    /// Allocating the allocator's own structures failed (`try_reserve`).
+    OutOfMemory {
+        /// What was being allocated.
+        what: &'static str,
+        /// Bytes asked for.
+        bytes: usize,
+    },
     /// Mapping memory failed.
     #[cfg(feature = "std")]
     Mmap(std::io::Error),
+}
+
+/// `n` values made by `f(i)` in a boxed slice, or [`BuildError::OutOfMemory`] when the
+/// memory for them cannot be had (instead of aborting the process).
+fn try_boxed<T>(
+    what: &'static str,
+    n: usize,
+    f: impl FnMut(usize) -> T,
+) -> Result<Box<[T]>, BuildError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| BuildError::OutOfMemory {
+            what,
+            bytes: n.saturating_mul(core::mem::size_of::<T>()),
+        })?;
+    v.extend((0..n).map(f));
+    Ok(v.into_boxed_slice())
 }
 
 impl fmt::Display for BuildError {
@@ -75,6 +99,9 @@ impl fmt::Display for BuildError {
             BuildError::Config(e) => e.fmt(f),
             BuildError::Layout(e) => e.fmt(f),
             BuildError::Metadata(n) => write!(f, "metadata buffer too small: {n} entries needed"),
+            BuildError::OutOfMemory { what, bytes } => {
+                write!(f, "cannot allocate {bytes} bytes for the {what}")
+            }
             #[cfg(feature = "std")]
             BuildError::Mmap(e) => write!(f, "mmap failed: {e}"),
         }
@@ -221,7 +248,7 @@ impl Allocator {
     /// clock.set_cpu(1);
     /// assert_eq!(a.current_cpu(), 1);
     /// let f = a.alloc_pages(0, Gfp::KERNEL)?; // from CPU 1's pageset
-    /// assert_eq!(a.cpu_counters(1).pgalloc, 1);
+    /// assert_eq!(a.cpu_counters(1).unwrap().pgalloc, 1);
     /// a.free_pages(f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -232,7 +259,7 @@ impl Allocator {
     ) -> Result<Allocator, BuildError> {
         layout.validate()?;
         let n = layout.spanned_pages() as usize;
-        let meta: Box<[PageMeta]> = (0..n).map(|_| PageMeta::new()).collect();
+        let meta = try_boxed("frame metadata", n, |_| PageMeta::new())?;
         Self::build(layout, config, platform, MetaStore::Owned(meta))
     }
 
@@ -323,6 +350,16 @@ impl Allocator {
         meta: MetaStore,
     ) -> Result<Allocator, BuildError> {
         cfg.validate()?;
+        if let Some(b) = cfg.fixed_batch {
+            // A pageset's high is at least 4 batches (`zone_highsize`): a batch larger
+            // than a quarter of a zone would move most of the zone on every refill.
+            if layout.zones().any(|(_, z)| 4 * b as u64 > z.managed()) {
+                return Err(BuildError::Config(ConfigError::Invalid {
+                    key: "fixed_batch",
+                    why: "must be at most a quarter of every zone's managed pages",
+                }));
+            }
+        }
         let ncpus = layout.cpus.len();
         let mut zones = Vec::new();
         let mut base = 0u32;
@@ -375,13 +412,10 @@ impl Allocator {
                 stats: Stats::default(),
             })
             .collect();
-        let pcps = (0..ncpus)
-            .flat_map(|_| {
-                zones
-                    .iter()
-                    .map(|z| PcpSlot::new(crate::pcp::Hot::new(&cfg, z)))
-            })
-            .collect();
+        let nz = zones.len();
+        let pcps = try_boxed("pagesets", ncpus * nz, |i| {
+            PcpSlot::new(crate::pcp::Hot::new(&cfg, &zones[i % nz]))
+        })?;
         let a = Allocator {
             tune: Tune::from_config(&cfg),
             high_fraction: AtomicU32::new(cfg.high_fraction),
@@ -1229,14 +1263,14 @@ impl Allocator {
     /// let mut frames = Vec::new();
     /// a.alloc_bulk_on(0, 0, Gfp::USER, None, 4000, &mut frames)?;
     /// a.free_bulk_on(0, &frames)?; // a burst of frees: high grew, pages stay cached
-    /// let busy = a.pcp_info(0, 0);
+    /// let busy = a.pcp_info(0, 0).unwrap();
     /// assert!(busy.high > busy.high_min && busy.count > busy.high_min);
     /// // Idle from now on: each tick takes an eighth off high and returns the excess.
     /// let mut ticks = 0;
     /// while a.tick(0) {
     ///     ticks += 1;
     /// }
-    /// let idle = a.pcp_info(0, 0);
+    /// let idle = a.pcp_info(0, 0).unwrap();
     /// assert!(ticks > 5);
     /// assert_eq!((idle.high, idle.count), (idle.high_min, idle.high_min));
     /// assert!(a.counters().decay_drain >= 5);
@@ -1310,14 +1344,14 @@ impl Allocator {
     ///
     /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?;
     /// let f = a.alloc_on(1, 0, Gfp::USER, None)?; // CPU 1 now caches a batch
-    /// let shared = a.pcp_info(0, 0).high_min;
+    /// let shared = a.pcp_info(0, 0).unwrap().high_min;
     /// a.cpu_offline(1)?;
-    /// let off = a.pcp_info(1, 0);
+    /// let off = a.pcp_info(1, 0).unwrap();
     /// assert_eq!((off.count, off.high_max, off.batch), (0, 0, 1)); // the boot pageset
-    /// assert!(a.pcp_info(0, 0).high_min > shared); // one CPU left to share the node
+    /// assert!(a.pcp_info(0, 0).unwrap().high_min > shared); // one CPU left to share the node
     /// a.free_on(0, f)?;
     /// a.cpu_online(1)?;
-    /// assert_eq!(a.pcp_info(1, 0).high_min, shared);
+    /// assert_eq!(a.pcp_info(1, 0).unwrap().high_min, shared);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn cpu_offline(&self, cpu: usize) -> Result<(), AllocError> {
@@ -1349,21 +1383,19 @@ impl Allocator {
     ///
     /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?;
     /// a.set_high_fraction(64)?;
-    /// let p = a.pcp_info(0, 0);
+    /// let p = a.pcp_info(0, 0).unwrap();
     /// assert_eq!((p.high_min, p.high_max), (262_144 / 64 / 2, 262_144 / 64 / 2));
     /// assert!(a.set_high_fraction(4).is_err()); // must be 0 or >= 8
     /// assert_eq!(a.high_fraction(), 64);
     /// a.set_high_fraction(0)?; // auto-tuning again
-    /// assert!(a.pcp_info(0, 0).high_min < a.pcp_info(0, 0).high_max);
+    /// assert!(a.pcp_info(0, 0).unwrap().high_min < a.pcp_info(0, 0).unwrap().high_max);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_high_fraction(&self, fraction: u32) -> Result<(), ConfigError> {
-        if fraction != 0 && fraction < 8 {
-            return Err(ConfigError::Invalid {
-                key: "high_fraction",
-                why: "must be 0 or >= 8",
-            });
-        }
+        crate::config::high_fraction_rule(&fraction).map_err(|why| ConfigError::Invalid {
+            key: "high_fraction",
+            why,
+        })?;
         self.high_fraction.store(fraction, Relaxed);
         self.update_all_pcp_sizes(false);
         Ok(())
@@ -1396,13 +1428,14 @@ impl Allocator {
     pub fn nr_nodes(&self) -> usize {
         self.zonelists.len()
     }
-    /// Zone indices of a node.
+    /// Zone indices of a node (empty for a node that does not exist, as
+    /// [`Allocator::zonelist`]).
     pub fn node_zones(&self, node: usize) -> &[usize] {
-        &self.node_zones[node]
+        self.node_zones.get(node).map_or(&[], |z| &z[..])
     }
-    /// Node of a CPU.
-    pub fn cpu_node(&self, cpu: usize) -> usize {
-        self.cpus[cpu].node
+    /// Node of a CPU; `None` for a CPU that does not exist.
+    pub fn cpu_node(&self, cpu: usize) -> Option<usize> {
+        self.cpus.get(cpu).map(|c| c.node)
     }
     /// Zone index holding `pfn`.
     pub fn zone_of_pfn(&self, pfn: Pfn) -> Option<usize> {
@@ -1456,25 +1489,37 @@ impl Allocator {
         c
     }
 
-    /// Counters of one CPU (its pagesets, its zone-lock trips, its lock-free events).
-    pub fn cpu_counters(&self, cpu: usize) -> Counters {
+    /// Counters of one CPU (its pagesets, its zone-lock trips, its lock-free events);
+    /// `None` for a CPU that does not exist.
+    pub fn cpu_counters(&self, cpu: usize) -> Option<Counters> {
+        let info = self.cpus.get(cpu)?;
         let mut c = Counters::default();
         for z in 0..self.zones.len() {
             self.slot(cpu, z).stats.accumulate(&mut c);
             self.zones[z].cpu_stats[cpu].accumulate(&mut c);
         }
-        self.cpus[cpu].stats.accumulate(&mut c);
-        c
+        info.stats.accumulate(&mut c);
+        Some(c)
     }
 
     /// Counters of one CPU in one zone only: its pageset there and its zone-lock trips
     /// there. Two cells per counter, cheap enough to read around every operation (the
     /// simulator takes per-operation deltas with it); see [`Allocator::cpu_counters`].
-    pub fn cpu_zone_counters(&self, cpu: usize, zone: usize) -> Counters {
+    /// `None` for a CPU or zone that does not exist.
+    #[inline]
+    pub fn cpu_zone_counters(&self, cpu: usize, zone: usize) -> Option<Counters> {
+        let slot = self.checked_slot(cpu, zone)?;
         let mut c = Counters::default();
-        self.slot(cpu, zone).stats.accumulate(&mut c);
+        slot.stats.accumulate(&mut c);
         self.zones[zone].cpu_stats[cpu].accumulate(&mut c);
-        c
+        Some(c)
+    }
+
+    /// The pageset of (`cpu`, `zone`), if both exist (a bad zone index must not reach
+    /// another CPU's pageset).
+    #[inline]
+    fn checked_slot(&self, cpu: usize, zone: usize) -> Option<&PcpSlot> {
+        (cpu < self.cpus.len() && zone < self.zones.len()).then(|| self.slot(cpu, zone))
     }
 
     /// Zone-lock acquisitions by `cpu` in all zones: the `zone_lock` counter of
@@ -1504,21 +1549,21 @@ impl Allocator {
     /// use pagealloc::{Allocator, Config, Gfp, Layout};
     ///
     /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?; // 1 GiB
-    /// let p = a.pcp_info(0, 0);
+    /// let p = a.pcp_info(0, 0).unwrap();
     /// assert_eq!((p.count, p.batch), (0, 63)); // zone_batchsize of a 1 GiB zone
     /// assert!(p.high_min < p.high_max); // auto-tuning on
     ///
     /// let f = a.alloc_on(0, 0, Gfp::USER, None)?;
-    /// let p = a.pcp_info(0, 0);
+    /// let p = a.pcp_info(0, 0).unwrap();
     /// assert_eq!(p.count, 62); // one batch refilled, one page handed out
     /// assert_eq!(p.high, p.high_min + 63); // nr_pcp_alloc raised high by the refill
     /// assert_eq!(p.alloc_factor, 1); // and the next order-0 refill doubles
     /// a.free_on(0, f)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn pcp_info(&self, cpu: usize, zone: usize) -> PcpInfo {
-        let p = self.slot(cpu, zone).pcp.lock();
-        PcpInfo {
+    pub fn pcp_info(&self, cpu: usize, zone: usize) -> Option<PcpInfo> {
+        let p = self.checked_slot(cpu, zone)?.pcp.lock();
+        Some(PcpInfo {
             cpu,
             zone,
             count: p.st.count,
@@ -1530,7 +1575,7 @@ impl Allocator {
             alloc_factor: p.st.alloc_factor,
             free_factor: p.st.free_factor,
             free_count: p.st.free_count,
-        }
+        })
     }
 
     /// One zone's state: free pages, watermarks, free blocks per order, flags.
@@ -1539,7 +1584,7 @@ impl Allocator {
     /// use pagealloc::{Allocator, Config, Layout, MAX_ORDER};
     ///
     /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?;
-    /// let z = a.zone_info(0);
+    /// let z = a.zone_info(0).unwrap();
     /// assert_eq!((z.name, z.managed, z.free), ("Normal", 262_144, 262_144));
     /// let [min, low, high, promo] = z.wmark;
     /// assert!(min < low && low < high && high < promo);
@@ -1548,13 +1593,13 @@ impl Allocator {
     /// assert!(!z.below_high && !z.reclaim_active);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn zone_info(&self, zone: usize) -> ZoneInfo {
-        let z = &self.zones[zone];
+    pub fn zone_info(&self, zone: usize) -> Option<ZoneInfo> {
+        let z = self.zones.get(zone)?;
         let nr_free = {
             let g = z.lock.lock();
             g.free.nr_free
         };
-        ZoneInfo {
+        Some(ZoneInfo {
             zone,
             node: z.node,
             name: z.kind.name(),
@@ -1572,7 +1617,7 @@ impl Allocator {
             below_high: z.has_flag(ZONE_BELOW_HIGH),
             reclaim_active: z.has_flag(ZONE_RECLAIM_ACTIVE),
             reserved_highatomic: z.nr_reserved_highatomic.get(),
-        }
+        })
     }
 
     /// The pageblock type of the pageblock holding `pfn`.

@@ -19,90 +19,105 @@
 //! A config string is a preset name optionally followed by `,key=value` overrides, e.g.
 //! `patch7,batch_scale_max=3,fixed_batch=127`; [`Config`]'s `Display` prints the same form.
 
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 use core::fmt;
 use core::str::FromStr;
 
-/// The named ablation steps. See the module docs.
-///
-/// ```
-/// use pagealloc::Preset;
-///
-/// let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
-/// assert_eq!(names.first(), Some(&"base"));
-/// assert_eq!(names.last(), Some(&"linux-6.12"));
-/// // Kernel versions are accepted as aliases.
-/// assert_eq!("linux-6.8".parse::<Preset>()?, Preset::Patch10);
-/// assert!(!Preset::Base.config().auto_tune && Preset::Patch7.config().auto_tune);
-/// # Ok::<(), pagealloc::ConfigError>(())
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
-pub enum Preset {
+/// `concat!` of the groups with `", "` between them.
+macro_rules! join {
+    ([$($first:tt)*] $([$($rest:tt)*])*) => {
+        concat!($($first)* $(, ", ", $($rest)*)*)
+    };
+}
+
+/// The presets, declared once: variant, name, aliases, the step of the series whose
+/// switches it has (`level`), and `key=value` overrides applied on top (a preset that is
+/// not a step of the series, such as a tuned variant of `linux-6.12`, is one row here).
+macro_rules! presets {
+    ($( $(#[doc = $doc:expr])* $v:ident = $name:literal [$($alias:literal),*] level $level:ident overrides $over:literal; )*) => {
+        /// The named ablation steps. See the module docs.
+        ///
+        /// ```
+        /// use pagealloc::Preset;
+        ///
+        /// let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
+        /// assert_eq!(names.first(), Some(&"base"));
+        /// assert_eq!(names.last(), Some(&"linux-6.12"));
+        /// // Kernel versions are accepted as aliases.
+        /// assert_eq!("linux-6.8".parse::<Preset>()?, Preset::Patch10);
+        /// assert!(!Preset::Base.config().auto_tune && Preset::Patch7.config().auto_tune);
+        /// # Ok::<(), pagealloc::ConfigError>(())
+        /// ```
+        #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+        pub enum Preset {
+            $( $(#[doc = $doc])* $v, )*
+        }
+
+        impl Preset {
+            /// All presets in series order.
+            pub const ALL: [Preset; [$(stringify!($v)),*].len()] = [$(Preset::$v),*];
+            /// The preset's name.
+            pub const fn name(self) -> &'static str {
+                match self { $( Preset::$v => $name, )* }
+            }
+            /// Names accepted by [`Preset::from_str`], including the aliases.
+            pub const NAMES: &'static str = join!($([$name $(, " = ", $alias)*])*);
+            /// The step of the series whose switches this preset has.
+            const fn level(self) -> Preset {
+                match self { $( Preset::$v => Preset::$level, )* }
+            }
+            /// `key=value` overrides on top of the series step.
+            const fn overrides(self) -> &'static str {
+                match self { $( Preset::$v => $over, )* }
+            }
+        }
+
+        impl FromStr for Preset {
+            type Err = ConfigError;
+            fn from_str(s: &str) -> Result<Self, ConfigError> {
+                match s.trim() {
+                    $( $name $(| $alias)* => Ok(Preset::$v), )*
+                    other => Err(ConfigError::UnknownPreset(other.into())),
+                }
+            }
+        }
+    };
+}
+
+presets! {
     /// v6.6, before the series.
-    Base,
+    Base = "base" ["linux-6.6", "6.6"] level Base overrides "";
     /// + no drain at process exit.
-    Patch1,
+    Patch1 = "patch1" [] level Patch1 overrides "";
     /// + bounded free_high drain, FREE_HIGH_BATCH.
-    Patch3,
+    Patch3 = "patch3" [] level Patch3 overrides "";
     /// + scaled order-0 refill.
-    Patch5,
+    Patch5 = "patch5" [] level Patch5 overrides "";
     /// + auto-tuned high and decay.
-    Patch7,
+    Patch7 = "patch7" [] level Patch7 overrides "";
     /// + BELOW_HIGH.
-    Patch9,
+    Patch9 = "patch9" [] level Patch9 overrides "";
     /// + free_count (= v6.7/v6.8).
-    Patch10,
+    Patch10 = "patch10" ["linux-6.7", "linux-6.8", "6.7", "6.8"] level Patch10 overrides "";
     /// v6.12, the reference behaviour and the default.
-    Linux612,
+    Linux612 = "linux-6.12" ["6.12", "default"] level Linux612 overrides "";
 }
 
 impl Preset {
-    /// All presets in series order.
-    pub const ALL: [Preset; 8] = [
-        Preset::Base,
-        Preset::Patch1,
-        Preset::Patch3,
-        Preset::Patch5,
-        Preset::Patch7,
-        Preset::Patch9,
-        Preset::Patch10,
-        Preset::Linux612,
-    ];
-    /// The preset's name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Preset::Base => "base",
-            Preset::Patch1 => "patch1",
-            Preset::Patch3 => "patch3",
-            Preset::Patch5 => "patch5",
-            Preset::Patch7 => "patch7",
-            Preset::Patch9 => "patch9",
-            Preset::Patch10 => "patch10",
-            Preset::Linux612 => "linux-6.12",
-        }
-    }
-    /// Names accepted by [`Preset::from_str`], including the aliases.
-    pub const NAMES: &'static str =
-        "base (linux-6.6), patch1, patch3, patch5, patch7, patch9, patch10 (linux-6.7, linux-6.8), linux-6.12";
-
-    /// The configuration of this preset.
+    /// The configuration of this preset: [`Config::LINUX_6_12`] with every key that came
+    /// later in the series than the preset's step set to its earlier value, then the
+    /// preset's overrides.
     pub fn config(self) -> Config {
-        let lvl = self as u8;
         let mut c = Config {
             preset: self,
-            free_high_prev_order: lvl >= Preset::Patch1 as u8,
-            free_high_bounded: lvl >= Preset::Patch3 as u8,
-            refill_scaling: lvl >= Preset::Patch5 as u8,
-            auto_tune: lvl >= Preset::Patch7 as u8,
-            below_high: lvl >= Preset::Patch9 as u8,
-            free_count: lvl >= Preset::Patch10 as u8,
             ..Config::LINUX_6_12
         };
-        if self != Preset::Linux612 {
-            c.thp_pcp_lists = 1;
-            c.pcp_migratetype_cache = true;
-            c.chunked_drain = false;
-            c.steal_claim_half = false;
-            c.highatomic_free_accounting = false;
+        c.rewind_to(self.level());
+        for kv in self.overrides().split(',').filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once('=').expect("preset overrides are key=value");
+            c.set(k, v)
+                .expect("preset overrides are valid keys and values");
         }
         c
     }
@@ -114,169 +129,317 @@ impl fmt::Display for Preset {
     }
 }
 
-impl FromStr for Preset {
-    type Err = ConfigError;
-    fn from_str(s: &str) -> Result<Self, ConfigError> {
-        Ok(match s.trim() {
-            "base" | "linux-6.6" | "6.6" => Preset::Base,
-            "patch1" => Preset::Patch1,
-            "patch3" => Preset::Patch3,
-            "patch5" => Preset::Patch5,
-            "patch7" => Preset::Patch7,
-            "patch9" => Preset::Patch9,
-            "patch10" | "linux-6.7" | "linux-6.8" | "6.7" | "6.8" => Preset::Patch10,
-            "linux-6.12" | "6.12" | "default" => Preset::Linux612,
-            other => return Err(ConfigError::UnknownPreset(other.into())),
-        })
+/// How THP blocks are kept on a pageset (`NR_PCP_THP`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+#[repr(u8)]
+pub enum ThpPcpLists {
+    /// ≤ 6.8: one THP list for every migratetype (13 lists). Config value `1`.
+    One = 1,
+    /// 6.10+: movable THP blocks on a list of their own (14 lists). Config value `2`.
+    Two = 2,
+}
+
+/// A config value: how it parses from and prints to a config string.
+trait Value: Sized + PartialEq {
+    fn parse(s: &str) -> Result<Self, &'static str>;
+    fn show(&self) -> String;
+}
+
+impl Value for bool {
+    fn parse(s: &str) -> Result<Self, &'static str> {
+        match s {
+            "1" | "on" | "true" | "yes" => Ok(true),
+            "0" | "off" | "false" | "no" => Ok(false),
+            _ => Err("expected on/off"),
+        }
+    }
+    fn show(&self) -> String {
+        if *self { "on" } else { "off" }.into()
     }
 }
 
-/// Every switch and tunable of the allocator. Start from a preset
-/// ([`Config::preset`], [`Config::default`] = `linux-6.12`) and change fields.
-///
-/// A config string is a preset name followed by `,key=value` overrides; `Display`
-/// prints the same form, with only the keys that differ from the preset:
-///
-/// ```
-/// use pagealloc::{Config, ConfigError, Preset};
-///
-/// let c: Config = "patch7,batch_scale_max=3,fixed_batch=127,merge_skip=on".parse()?;
-/// assert_eq!(c.preset, Preset::Patch7);
-/// assert!(c.auto_tune && !c.free_count); // patch7 has V3 7/9 but not yet 9/9
-/// assert_eq!((c.batch_scale_max, c.fixed_batch), (3, Some(127)));
-/// assert_eq!(c.to_string(), "patch7,batch_scale_max=3,fixed_batch=127,merge_skip=on");
-/// assert_eq!(c.to_string().parse::<Config>()?, c);
-///
-/// // Mistakes are errors that say what would have been accepted.
-/// let e = "patch7,batch_scale=3".parse::<Config>().unwrap_err();
-/// assert!(matches!(e, ConfigError::UnknownKey(_)));
-/// assert!(e.to_string().contains("batch_scale_max"));
-/// assert!("patch7,batch_scale_max=9".parse::<Config>().is_err()); // 0..=6
-///
-/// // Or build it as a value.
-/// let c = Config { merge_skip: true, clustered_refill: true, ..Config::default() };
-/// assert_eq!(c.to_string(), "linux-6.12,merge_skip=on,clustered_refill=on");
-/// # Ok::<(), ConfigError>(())
-/// ```
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct Config {
-    /// The preset this config started from (used for printing).
-    pub preset: Preset,
+macro_rules! number_value {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            fn parse(s: &str) -> Result<Self, &'static str> {
+                let n: u64 = s.parse().map_err(|_| "expected a number")?;
+                n.try_into().map_err(|_| "out of range")
+            }
+            fn show(&self) -> String {
+                self.to_string()
+            }
+        }
+        impl Value for Option<$t> {
+            fn parse(s: &str) -> Result<Self, &'static str> {
+                if matches!(s, "none" | "auto" | "off") {
+                    return Ok(None);
+                }
+                <$t as Value>::parse(s)
+                    .map(Some)
+                    .map_err(|_| "expected a number or 'auto'")
+            }
+            fn show(&self) -> String {
+                self.map_or("auto".into(), |x| x.to_string())
+            }
+        }
+    )*};
+}
+number_value!(u8, u32, u64);
 
+impl Value for ThpPcpLists {
+    fn parse(s: &str) -> Result<Self, &'static str> {
+        match s {
+            "1" => Ok(ThpPcpLists::One),
+            "2" => Ok(ThpPcpLists::Two),
+            _ => Err("expected 1 or 2"),
+        }
+    }
+    fn show(&self) -> String {
+        (*self as u8).to_string()
+    }
+}
+
+/// Bound rules of the table: each returns the rule's text when the value breaks it.
+type Rule<T> = fn(&T) -> Result<(), &'static str>;
+
+fn any<T>(_: &T) -> Result<(), &'static str> {
+    Ok(())
+}
+
+/// `vm.percpu_pagelist_high_fraction`'s bound (`MIN_PERCPU_PAGELIST_HIGH_FRACTION` = 8,
+/// an `int`): the one rule for the config key and [`Allocator::set_high_fraction`].
+///
+/// [`Allocator::set_high_fraction`]: crate::Allocator::set_high_fraction
+pub(crate) fn high_fraction_rule(v: &u32) -> Result<(), &'static str> {
+    if *v == 0 || (8..=i32::MAX as u32).contains(v) {
+        Ok(())
+    } else {
+        Err("must be 0 or 8..=2147483647")
+    }
+}
+
+/// `fixed_batch`: 1..=65535. The kernel's `zone_batchsize` never exceeds 63; the bound
+/// keeps `batch << CONFIG_PCP_BATCH_SCALE_MAX` and the drain sizes far inside `i32`, and
+/// allocator construction also refuses a batch above a quarter of a zone.
+pub(crate) const MAX_FIXED_BATCH: u32 = 65535;
+/// `fixed_high`: at most 2^28 pages (1 TiB) per pageset; `high` is an `int` that is
+/// raised by batches, and no kernel sizing comes near (managed/8 per CPU at most).
+pub(crate) const MAX_FIXED_HIGH: u32 = 1 << 28;
+
+/// The configuration keys, declared once. Each row: documentation, field, type, value in
+/// `linux-6.12` (the default); optionally the value of the presets before the step that
+/// introduced the current one (`before STEP = value`); extra names accepted by
+/// [`Config::set`]; and the bound [`Config::validate`] checks.
+macro_rules! config_table {
+    ($(
+        $(#[doc = $doc:expr])*
+        $field:ident : $ty:ty = $default:expr
+            $(, before $step:ident = $older:expr)?
+            $(, alias $($alias:literal)|+)?
+            , bound $rule:expr;
+    )*) => {
+        /// Every switch and tunable of the allocator. Start from a preset
+        /// ([`Config::preset`], [`Config::default`] = `linux-6.12`) and change fields.
+        ///
+        /// A config string is a preset name followed by `,key=value` overrides; `Display`
+        /// prints the same form, with only the keys that differ from the preset:
+        ///
+        /// ```
+        /// use pagealloc::{Config, ConfigError, Preset};
+        ///
+        /// let c: Config = "patch7,batch_scale_max=3,fixed_batch=127,merge_skip=on".parse()?;
+        /// assert_eq!(c.preset, Preset::Patch7);
+        /// assert!(c.auto_tune && !c.free_count); // patch7 has V3 7/9 but not yet 9/9
+        /// assert_eq!((c.batch_scale_max, c.fixed_batch), (3, Some(127)));
+        /// assert_eq!(c.to_string(), "patch7,batch_scale_max=3,fixed_batch=127,merge_skip=on");
+        /// assert_eq!(c.to_string().parse::<Config>()?, c);
+        ///
+        /// // Mistakes are errors that say what would have been accepted.
+        /// let e = "patch7,batch_scale=3".parse::<Config>().unwrap_err();
+        /// assert!(matches!(e, ConfigError::UnknownKey(_)));
+        /// assert!(e.to_string().contains("batch_scale_max"));
+        /// assert!("patch7,batch_scale_max=9".parse::<Config>().is_err()); // 0..=6
+        ///
+        /// // Or build it as a value.
+        /// let c = Config { merge_skip: true, clustered_refill: true, ..Config::default() };
+        /// assert_eq!(c.to_string(), "linux-6.12,merge_skip=on,clustered_refill=on");
+        /// # Ok::<(), ConfigError>(())
+        /// ```
+        #[derive(Clone, PartialEq, Eq, Debug)]
+        pub struct Config {
+            /// The preset this config started from (used for printing).
+            pub preset: Preset,
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+        }
+
+        impl Config {
+            /// v6.12, the reference behaviour.
+            pub const LINUX_6_12: Config = Config {
+                preset: Preset::Linux612,
+                $( $field: $default, )*
+            };
+
+            /// The overridable keys, for error messages and help text.
+            pub const KEYS: &'static str = join!($([stringify!($field)])*);
+
+            /// Set every key introduced after `step` of the series to its earlier value.
+            fn rewind_to(&mut self, step: Preset) {
+                $( $(
+                    if (step as u8) < (Preset::$step as u8) {
+                        self.$field = $older;
+                    }
+                )? )*
+            }
+
+            /// Check every key against its bound; every constructor path calls this.
+            pub fn validate(&self) -> Result<(), ConfigError> {
+                $(
+                    let rule: Rule<$ty> = $rule;
+                    rule(&self.$field).map_err(|why| ConfigError::Invalid {
+                        key: stringify!($field),
+                        why,
+                    })?;
+                )*
+                Ok(())
+            }
+
+            /// Parse and store one key's value (no bound check).
+            fn set_key(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+                let bad = |why: &'static str| ConfigError::BadValue {
+                    key: key.into(),
+                    value: value.into(),
+                    why,
+                };
+                match key {
+                    $( stringify!($field) $($(| $alias)+)? => {
+                        self.$field = <$ty as Value>::parse(value).map_err(bad)?;
+                    } )*
+                    _ => return Err(ConfigError::UnknownKey(key.into())),
+                }
+                Ok(())
+            }
+
+            /// The `key=value` pairs in which this config differs from its preset.
+            fn diff(&self) -> Vec<(&'static str, String)> {
+                let p = self.preset.config();
+                let mut v = Vec::new();
+                $(
+                    if self.$field != p.$field {
+                        v.push((stringify!($field), Value::show(&self.$field)));
+                    }
+                )*
+                v
+            }
+        }
+    };
+}
+
+config_table! {
     // ---- the Linux PCP series ----
     /// V3 1/9: free_high needs the previous free on the pcp to be order 1–3 too, so the
     /// single order-1 page-directory free at process exit no longer drains the pcp.
-    pub free_high_prev_order: bool,
+    free_high_prev_order: bool = true, before Patch1 = false, bound any;
     /// V3 3/9: a free_high drain frees at most `batch << SCALE` pages and lowers `high`
     /// by as much; with a large per-CPU cache slice (FREE_HIGH_BATCH) one batch is kept.
-    pub free_high_bounded: bool,
+    free_high_bounded: bool = true, before Patch3 = false, bound any;
     /// V3 4/9 + 5/9: order-0 refills grow as `batch << alloc_factor` (alloc_factor ≤
     /// SCALE) and free_factor is capped at SCALE.
-    pub refill_scaling: bool,
+    refill_scaling: bool = true, before Patch5 = false, bound any;
     /// V3 7/9: `high` auto-tuned between high_min and high_max, with a decay of 1/8 per
     /// tick. Off: `high_min == high_max` (the fixed high of v6.6).
-    pub auto_tune: bool,
+    auto_tune: bool = true, before Patch7 = false, bound any;
     /// V3 8/9: ZONE_BELOW_HIGH, detected on the allocation path; while set, refills stop
     /// raising `high` and frees cut it. Off: only RECLAIM_ACTIVE cuts `high`.
-    pub below_high: bool,
+    below_high: bool = true, before Patch9 = false, bound any;
     /// V3 9/9: `free_count` (pages freed recently) replaces `free_factor` in the free_high
     /// test and drain sizing.
-    pub free_count: bool,
+    free_count: bool = true, before Patch10 = false, bound any;
     /// `CONFIG_PCP_BATCH_SCALE_MAX`: cap on the batch scale factor, 0..=6 (default 5).
-    pub batch_scale_max: u8,
+    batch_scale_max: u8 = 5, alias "scale", bound |v| {
+        if *v <= 6 { Ok(()) } else { Err("must be 0..=6") }
+    };
     /// `vm.percpu_pagelist_high_fraction`: 0 (auto-tuning between the low-watermark share
-    /// and managed/8), or ≥ 8 (high = managed/fraction per CPU, tuning off).
-    pub high_fraction: u32,
+    /// and managed/8), or 8..=2^31-1 (high = managed/fraction per CPU, tuning off).
+    high_fraction: u32 = 0, bound high_fraction_rule;
     /// Fixed `high` in pages for every pcp (high_min = high_max), overriding the sizing;
-    /// for the batch sweep. `None`: computed.
-    pub fixed_high: Option<u32>,
-    /// Fixed `batch` in pages for every pcp, overriding `zone_batchsize`. `None`: computed.
-    pub fixed_batch: Option<u32>,
+    /// for the batch sweep. `None`: computed. At most 2^28.
+    fixed_high: Option<u32> = None, bound |v| match v {
+        Some(h) if *h > MAX_FIXED_HIGH => Err("must be at most 268435456 (2^28) or auto"),
+        _ => Ok(()),
+    };
+    /// Fixed `batch` in pages for every pcp, overriding `zone_batchsize`. `None`:
+    /// computed. 1..=65535, and at most a quarter of every zone's managed pages.
+    fixed_batch: Option<u32> = None, bound |v| match v {
+        Some(b) if !(1..=MAX_FIXED_BATCH).contains(b) => Err("must be 1..=65535 or auto"),
+        _ => Ok(()),
+    };
     /// Per-CPU pagesets at all. Off: every order goes to the zone (the boot pageset).
-    pub pcp: bool,
+    pcp: bool = true, bound any;
 
     // ---- v6.7/6.8 -> v6.10/6.12 ----
-    /// THP pcp lists: 1 (≤ 6.8, 13 lists) or 2 (6.10+, movable apart, 14 lists).
-    pub thp_pcp_lists: u8,
+    /// THP pcp lists: `1` (≤ 6.8, 13 lists) or `2` (6.10+, movable apart, 14 lists).
+    thp_pcp_lists: ThpPcpLists = ThpPcpLists::Two, before Linux612 = ThpPcpLists::One, bound any;
     /// ≤ 6.9: the pageblock type is cached in the frame at free time and used at drain
     /// (re-read only when the zone has isolated pageblocks). Off (6.10+): looked up at drain.
-    pub pcp_migratetype_cache: bool,
+    pcp_migratetype_cache: bool = false, before Linux612 = true, alias "mt_cache", bound any;
     /// 6.10+: `drain_pages_zone` frees in chunks of `batch << SCALE`, re-taking the pcp
     /// lock each time. Off: one bulk free of the whole count.
-    pub chunked_drain: bool,
+    chunked_drain: bool = true, before Linux612 = false, bound any;
     /// 6.10+ fallback: claim a pageblock only when at least half of it is free or alike,
     /// else split the fallback block in place. Off (≤ 6.9): move the free pages anyway.
-    pub steal_claim_half: bool,
+    steal_claim_half: bool = true, before Linux612 = false, bound any;
     /// 6.12: watermark checks subtract free highatomic pages, not the whole reserve.
-    pub highatomic_free_accounting: bool,
+    highatomic_free_accounting: bool = true, before Linux612 = false, bound any;
 
     // ---- beyond mainline ----
     /// Zonelist full-zone cache (2.6.19–4.3): skip zones found full in the last second.
-    pub zonelist_cache: bool,
+    zonelist_cache: bool = false, alias "zlc", bound any;
     /// Aaron Lu's RFC: order-0 frees under the zone lock skip buddy merging; merged later
     /// on demand.
-    pub merge_skip: bool,
+    merge_skip: bool = false, bound any;
     /// Aaron Lu's RFC: order-0 free lists kept in clusters cut whole by refills.
-    pub clustered_refill: bool,
+    clustered_refill: bool = false, bound any;
     /// V2 09/10 (never merged): decay only pages that stayed idle (`count_min`).
-    pub count_min: bool,
+    count_min: bool = false, bound any;
 
     // ---- memory policy ----
     /// Transparent huge pages: order 9 is cached on the pcp and min_free_kbytes is raised
     /// as khugepaged recommends.
-    pub thp: bool,
-    /// `vm.min_free_kbytes`; `None`: computed (`isqrt(lowmem_kb * 16)`, clamped).
-    pub min_free_kbytes: Option<u64>,
+    thp: bool = true, bound any;
+    /// `vm.min_free_kbytes` (an `int` ≥ 0 in the kernel); `None`: computed
+    /// (`isqrt(lowmem_kb * 16)`, clamped).
+    min_free_kbytes: Option<u64> = None, bound |v| match v {
+        Some(k) if *k > i32::MAX as u64 => Err("must be 0..=2147483647 or auto"),
+        _ => Ok(()),
+    };
     /// `vm.watermark_scale_factor` in 1/10000 of managed memory (default 10, 1..=3000).
-    pub watermark_scale_factor: u32,
-    /// `vm.watermark_boost_factor` in 1/10000 of the high watermark (default 15000; 0 off).
-    pub watermark_boost_factor: u32,
-    /// Interval of the decay tick (`vmstat_update`) for the background ticker, in ms.
-    pub tick_interval_ms: u64,
+    watermark_scale_factor: u32 = 10, bound |v| {
+        if (1..=3000).contains(v) { Ok(()) } else { Err("must be 1..=3000") }
+    };
+    /// `vm.watermark_boost_factor` in 1/10000 of the high watermark (default 15000; 0 off;
+    /// an `int` ≥ 0 in the kernel).
+    watermark_boost_factor: u32 = 15000, bound |v| {
+        if *v <= i32::MAX as u32 { Ok(()) } else { Err("must be 0..=2147483647") }
+    };
+    /// Interval of the decay tick (`vmstat_update`) for the background ticker, in ms
+    /// (1 ms to one day).
+    tick_interval_ms: u64 = 1000, bound |v| {
+        if (1..=86_400_000).contains(v) { Ok(()) } else { Err("must be 1..=86400000 (one day)") }
+    };
 
     // ---- safety ----
     // Frees are always checked (one compare-and-swap on the frame's state); the opt-out
     // is `Allocator::free_on_unchecked`, an `unsafe fn`, not a config key.
-    /// With a memory-backed allocator, fill freed frames with [`POISON_BYTE`];
-    /// `validate()` then checks that free frames were not written.
-    pub poison: bool,
+    /// With a memory-backed allocator, fill freed frames with [`POISON_BYTE`] and check
+    /// the poison when a block is handed out again (as `debug_pagealloc` does; damage is
+    /// counted in `poison_damaged` and reported by `validate()`), and in `validate()`.
+    poison: bool = false, bound any;
 }
 
 /// Byte written over freed frames when [`Config::poison`] is on (the kernel's PAGE_POISON).
 pub const POISON_BYTE: u8 = 0xaa;
 
 impl Config {
-    /// v6.12, the reference behaviour.
-    pub const LINUX_6_12: Config = Config {
-        preset: Preset::Linux612,
-        free_high_prev_order: true,
-        free_high_bounded: true,
-        refill_scaling: true,
-        auto_tune: true,
-        below_high: true,
-        free_count: true,
-        batch_scale_max: 5,
-        high_fraction: 0,
-        fixed_high: None,
-        fixed_batch: None,
-        pcp: true,
-        thp_pcp_lists: 2,
-        pcp_migratetype_cache: false,
-        chunked_drain: true,
-        steal_claim_half: true,
-        highatomic_free_accounting: true,
-        zonelist_cache: false,
-        merge_skip: false,
-        clustered_refill: false,
-        count_min: false,
-        thp: true,
-        min_free_kbytes: None,
-        watermark_scale_factor: 10,
-        watermark_boost_factor: 15000,
-        tick_interval_ms: 1000,
-        poison: false,
-    };
-
     /// The config of a named preset.
     pub fn preset(name: &str) -> Result<Config, ConfigError> {
         Ok(name.parse::<Preset>()?.config())
@@ -289,47 +452,6 @@ impl Config {
     /// v6.7/v6.8 (`patch10`).
     pub fn linux_6_7() -> Config {
         Preset::Patch10.config()
-    }
-
-    /// Check ranges; every constructor path calls this.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.batch_scale_max > 6 {
-            return Err(ConfigError::Invalid {
-                key: "batch_scale_max",
-                why: "must be 0..=6",
-            });
-        }
-        if self.high_fraction != 0 && self.high_fraction < 8 {
-            return Err(ConfigError::Invalid {
-                key: "high_fraction",
-                why: "must be 0 or >= 8",
-            });
-        }
-        if !(1..=2).contains(&self.thp_pcp_lists) {
-            return Err(ConfigError::Invalid {
-                key: "thp_pcp_lists",
-                why: "must be 1 or 2",
-            });
-        }
-        if !(1..=3000).contains(&self.watermark_scale_factor) {
-            return Err(ConfigError::Invalid {
-                key: "watermark_scale_factor",
-                why: "must be 1..=3000",
-            });
-        }
-        if self.fixed_batch == Some(0) {
-            return Err(ConfigError::Invalid {
-                key: "fixed_batch",
-                why: "must be >= 1",
-            });
-        }
-        if self.tick_interval_ms == 0 {
-            return Err(ConfigError::Invalid {
-                key: "tick_interval_ms",
-                why: "must be >= 1",
-            });
-        }
-        Ok(())
     }
 
     /// Apply one `key=value` override (the keys are [`Config::KEYS`]; switches take
@@ -348,125 +470,19 @@ impl Config {
     /// # Ok::<(), pagealloc::ConfigError>(())
     /// ```
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
-        let key = key.trim();
-        let value = value.trim();
-        let bad = |why: &'static str| ConfigError::BadValue {
-            key: key.into(),
-            value: value.into(),
-            why,
-        };
-        let b = || parse_bool(value).ok_or_else(|| bad("expected on/off"));
-        let n = || value.parse::<u64>().map_err(|_| bad("expected a number"));
-        let opt = || -> Result<Option<u32>, ConfigError> {
-            if matches!(value, "none" | "auto" | "off") {
-                Ok(None)
-            } else {
-                value
-                    .parse::<u32>()
-                    .map(Some)
-                    .map_err(|_| bad("expected a number or 'auto'"))
-            }
-        };
-        macro_rules! fits {
-            ($v:expr) => {
-                $v.try_into().map_err(|_| bad("out of range"))?
+        let (key, value) = (key.trim(), value.trim());
+        // Kept so that old config strings still parse: frees are always checked.
+        if key == "checked" {
+            return match <bool as Value>::parse(value) {
+                Ok(true) => Ok(()),
+                _ => Err(ConfigError::BadValue {
+                    key: key.into(),
+                    value: value.into(),
+                    why: "frees are always checked (the opt-out is the unsafe Allocator::free_on_unchecked)",
+                }),
             };
         }
-        match key {
-            "free_high_prev_order" => self.free_high_prev_order = b()?,
-            "free_high_bounded" => self.free_high_bounded = b()?,
-            "refill_scaling" => self.refill_scaling = b()?,
-            "auto_tune" => self.auto_tune = b()?,
-            "below_high" => self.below_high = b()?,
-            "free_count" => self.free_count = b()?,
-            "batch_scale_max" | "scale" => self.batch_scale_max = fits!(n()?),
-            "high_fraction" => self.high_fraction = fits!(n()?),
-            "fixed_high" => self.fixed_high = opt()?,
-            "fixed_batch" => self.fixed_batch = opt()?,
-            "pcp" => self.pcp = b()?,
-            "thp_pcp_lists" => self.thp_pcp_lists = fits!(n()?),
-            "pcp_migratetype_cache" | "mt_cache" => self.pcp_migratetype_cache = b()?,
-            "chunked_drain" => self.chunked_drain = b()?,
-            "steal_claim_half" => self.steal_claim_half = b()?,
-            "highatomic_free_accounting" => self.highatomic_free_accounting = b()?,
-            "zonelist_cache" | "zlc" => self.zonelist_cache = b()?,
-            "merge_skip" => self.merge_skip = b()?,
-            "clustered_refill" => self.clustered_refill = b()?,
-            "count_min" => self.count_min = b()?,
-            "thp" => self.thp = b()?,
-            "min_free_kbytes" => {
-                self.min_free_kbytes = opt()?.map(u64::from);
-            }
-            "watermark_scale_factor" => self.watermark_scale_factor = fits!(n()?),
-            "watermark_boost_factor" => self.watermark_boost_factor = fits!(n()?),
-            "tick_interval_ms" => self.tick_interval_ms = n()?,
-            // Kept so that old config strings still parse: frees are always checked.
-            "checked" => {
-                if !b()? {
-                    return Err(bad(
-                        "frees are always checked (the opt-out is the unsafe Allocator::free_on_unchecked)",
-                    ));
-                }
-            }
-            "poison" => self.poison = b()?,
-            _ => return Err(ConfigError::UnknownKey(key.into())),
-        }
-        Ok(())
-    }
-
-    /// The overridable keys, for error messages and help text.
-    pub const KEYS: &'static str = "free_high_prev_order, free_high_bounded, refill_scaling, auto_tune, below_high, free_count, batch_scale_max, high_fraction, fixed_high, fixed_batch, pcp, thp_pcp_lists, pcp_migratetype_cache, chunked_drain, steal_claim_half, highatomic_free_accounting, zonelist_cache, merge_skip, clustered_refill, count_min, thp, min_free_kbytes, watermark_scale_factor, watermark_boost_factor, tick_interval_ms, poison";
-
-    /// The `key=value` pairs in which this config differs from its preset.
-    fn diff(&self) -> alloc::vec::Vec<(&'static str, alloc::string::String)> {
-        use alloc::string::ToString;
-        let p = self.preset.config();
-        let mut v = alloc::vec::Vec::new();
-        let onoff = |b: bool| if b { "on" } else { "off" }.to_string();
-        let optn = |o: Option<u32>| o.map_or("auto".to_string(), |x| x.to_string());
-        macro_rules! cmp {
-            ($f:ident, $fmt:expr) => {
-                if self.$f != p.$f {
-                    v.push((stringify!($f), $fmt(self.$f)));
-                }
-            };
-        }
-        cmp!(free_high_prev_order, onoff);
-        cmp!(free_high_bounded, onoff);
-        cmp!(refill_scaling, onoff);
-        cmp!(auto_tune, onoff);
-        cmp!(below_high, onoff);
-        cmp!(free_count, onoff);
-        cmp!(batch_scale_max, |x: u8| x.to_string());
-        cmp!(high_fraction, |x: u32| x.to_string());
-        cmp!(fixed_high, optn);
-        cmp!(fixed_batch, optn);
-        cmp!(pcp, onoff);
-        cmp!(thp_pcp_lists, |x: u8| x.to_string());
-        cmp!(pcp_migratetype_cache, onoff);
-        cmp!(chunked_drain, onoff);
-        cmp!(steal_claim_half, onoff);
-        cmp!(highatomic_free_accounting, onoff);
-        cmp!(zonelist_cache, onoff);
-        cmp!(merge_skip, onoff);
-        cmp!(clustered_refill, onoff);
-        cmp!(count_min, onoff);
-        cmp!(thp, onoff);
-        cmp!(min_free_kbytes, |o: Option<u64>| o
-            .map_or("auto".to_string(), |x| x.to_string()));
-        cmp!(watermark_scale_factor, |x: u32| x.to_string());
-        cmp!(watermark_boost_factor, |x: u32| x.to_string());
-        cmp!(tick_interval_ms, |x: u64| x.to_string());
-        cmp!(poison, onoff);
-        v
-    }
-}
-
-fn parse_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "on" | "true" | "yes" => Some(true),
-        "0" | "off" | "false" | "no" => Some(false),
-        _ => None,
+        self.set_key(key, value)
     }
 }
 

@@ -209,7 +209,7 @@ impl fmt::Debug for PageMeta {
 
 /// Bytes of metadata needed for `frames` frames (spanned, holes included).
 pub const fn metadata_size(frames: u64) -> usize {
-    frames as usize * core::mem::size_of::<PageMeta>()
+    (frames as usize).saturating_mul(core::mem::size_of::<PageMeta>())
 }
 
 /// A doubly linked list of frames threaded through their metadata.

@@ -104,7 +104,7 @@ impl Hot {
         }
         Hot {
             orders,
-            thp_lists: cfg.thp_pcp_lists,
+            thp_lists: cfg.thp_pcp_lists as u8,
             mt_cache: cfg.pcp_migratetype_cache,
             below_high: cfg.below_high,
             free_accounting: cfg.highatomic_free_accounting,
@@ -563,17 +563,18 @@ impl Allocator {
         loop {
             let mut pcp = slot.pcp.lock();
             let c = pcp.st.count;
-            if c == 0 {
+            if c <= 0 {
                 break;
             }
             let n = if self.cfg.chunked_drain {
-                c.min(pcp.st.batch.max(1) << self.tune.scale)
+                c.min(tune::shl_sat(pcp.st.batch.max(1), self.tune.scale))
             } else {
                 c
             };
             slot.stats.drain_cpu.add(1);
             self.free_pcppages_bulk(cpu, zone, slot, n, &mut pcp, 0);
-            if !self.cfg.chunked_drain {
+            // A chunk that freed nothing would repeat forever: stop (never expected).
+            if !self.cfg.chunked_drain || pcp.st.count >= c {
                 break;
             }
         }

@@ -57,7 +57,7 @@ impl fmt::Display for ZoneinfoDisplay<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let a = self.0;
         for zi in 0..a.nr_zones() {
-            let z = a.zone_info(zi);
+            let z = a.zone_info(zi).expect("zone_info: index in range");
             writeln!(f, "Node {}, zone {:>8}", z.node, z.name)?;
             writeln!(f, "  pages free     {}", z.free)?;
             writeln!(f, "        boost    {}", z.boost)?;
@@ -79,7 +79,7 @@ impl fmt::Display for ZoneinfoDisplay<'_> {
             )?;
             writeln!(f, "  pagesets")?;
             for cpu in 0..a.nr_cpus() {
-                let p = a.pcp_info(cpu, zi);
+                let p = a.pcp_info(cpu, zi).expect("pcp_info: index in range");
                 writeln!(f, "    cpu: {cpu}")?;
                 writeln!(f, "              count:    {}", p.count)?;
                 writeln!(f, "              high:     {}", p.high)?;

@@ -57,18 +57,21 @@ impl ZoneLayout {
             holes: Vec::new(),
         }
     }
-    /// Frames that are memory (spanned minus holes).
+    /// Frames that are memory (spanned minus holes). Exact for a layout that passes
+    /// [`Layout::validate`] (holes inside the zone, not overlapping); never panics.
     pub fn managed(&self) -> u64 {
-        self.pages
-            - self
-                .holes
-                .iter()
-                .map(|&(s, e)| e.min(self.end_pfn()) - s.max(self.start_pfn))
-                .sum::<u64>()
+        let end = self.end_pfn();
+        let holes = self
+            .holes
+            .iter()
+            .map(|&(s, e)| e.min(end).saturating_sub(s.max(self.start_pfn)))
+            .fold(0u64, u64::saturating_add);
+        self.pages.saturating_sub(holes)
     }
-    /// One past the last frame.
+    /// One past the last frame (saturating: [`Layout::validate`] refuses a zone that
+    /// ends past [`MAX_PFN`]).
     pub fn end_pfn(&self) -> u64 {
-        self.start_pfn + self.pages
+        self.start_pfn.saturating_add(self.pages)
     }
 }
 
@@ -173,9 +176,10 @@ impl Layout {
         };
         for n in 0..nodes {
             l.nodes.push(NodeLayout {
+                // Saturating: a layout too large for the PFN space fails `validate`.
                 zones: alloc::vec![ZoneLayout::new(
                     ZoneKind::Normal,
-                    n as u64 * pages_per_node,
+                    (n as u64).saturating_mul(pages_per_node),
                     pages_per_node
                 )],
                 distance: (0..nodes).map(|m| if m == n { 10 } else { 20 }).collect(),
@@ -250,12 +254,16 @@ impl Layout {
 
     /// Total frames managed.
     pub fn managed_pages(&self) -> u64 {
-        self.zones().map(|(_, z)| z.managed()).sum()
+        self.zones()
+            .map(|(_, z)| z.managed())
+            .fold(0, u64::saturating_add)
     }
 
     /// Total frames spanned (metadata entries needed).
     pub fn spanned_pages(&self) -> u64 {
-        self.zones().map(|(_, z)| z.pages).sum()
+        self.zones()
+            .map(|(_, z)| z.pages)
+            .fold(0, u64::saturating_add)
     }
 
     /// Bytes of per-frame metadata for this layout.
@@ -271,47 +279,71 @@ impl Layout {
             .flat_map(|(n, nl)| nl.zones.iter().map(move |z| (n, z)))
     }
 
-    /// Distance between two nodes.
+    /// Distance between two nodes (10 to itself, 20 to another when not given, also for
+    /// a node that does not exist).
     pub fn distance(&self, a: usize, b: usize) -> u32 {
-        self.nodes[a]
-            .distance
-            .get(b)
+        self.nodes
+            .get(a)
+            .and_then(|n| n.distance.get(b))
             .copied()
             .unwrap_or(if a == b { 10 } else { 20 })
     }
 
-    /// Check the description: at least one node, zone and CPU; zones non-empty, not
-    /// overlapping, holes inside their zone; CPUs on existing nodes; at most 2^32-2 frames.
+    /// Check the description: at least one node, zone and CPU; at most [`MAX_CPUS`] CPUs
+    /// and [`MAX_NODES`] nodes; zones non-empty, ending at or below [`MAX_PFN`], not
+    /// overlapping; holes non-empty, inside their zone and not overlapping each other;
+    /// CPUs on existing nodes; fewer than 2^32-2 frames spanned in all.
     pub fn validate(&self) -> Result<(), LayoutError> {
         if self.nodes.is_empty() {
             return Err(LayoutError("no nodes"));
         }
+        if self.nodes.len() > MAX_NODES {
+            return Err(LayoutError(
+                "more than 1024 nodes (the kernel's MAX_NUMNODES)",
+            ));
+        }
         if self.cpus.is_empty() {
             return Err(LayoutError("no CPUs"));
+        }
+        if self.cpus.len() > MAX_CPUS {
+            return Err(LayoutError(
+                "more than 8192 CPUs (the kernel's NR_CPUS with CONFIG_MAXSMP)",
+            ));
         }
         if self.cpus.iter().any(|c| c.node >= self.nodes.len()) {
             return Err(LayoutError("a CPU names a node that does not exist"));
         }
         let mut spans: Vec<(u64, u64)> = Vec::new();
+        let mut spanned = 0u64;
         for (_, z) in self.zones() {
             if z.pages == 0 {
                 return Err(LayoutError("an empty zone"));
             }
-            if z.managed() == 0 {
-                return Err(LayoutError("a zone that is all holes"));
+            match z.start_pfn.checked_add(z.pages) {
+                Some(end) if end <= MAX_PFN => {}
+                _ => return Err(LayoutError("a zone ends past the 52-bit PFN space")),
             }
-            for &(s, e) in &z.holes {
+            let mut holes = z.holes.clone();
+            holes.sort_unstable();
+            for &(s, e) in &holes {
                 if s >= e || s < z.start_pfn || e > z.end_pfn() {
                     return Err(LayoutError("a hole outside its zone or empty"));
                 }
             }
+            if holes.windows(2).any(|w| w[0].1 > w[1].0) {
+                return Err(LayoutError("holes overlap (or one is listed twice)"));
+            }
+            if z.managed() == 0 {
+                return Err(LayoutError("a zone that is all holes"));
+            }
+            spanned = spanned.saturating_add(z.pages);
             spans.push((z.start_pfn, z.end_pfn()));
         }
         spans.sort_unstable();
         if spans.windows(2).any(|w| w[0].1 > w[1].0) {
             return Err(LayoutError("zones overlap"));
         }
-        if self.spanned_pages() >= u32::MAX as u64 - 1 {
+        if spanned >= u32::MAX as u64 - 1 {
             return Err(LayoutError("more than 2^32-2 frames"));
         }
         if self.nodes.iter().all(|n| n.zones.is_empty()) {
@@ -320,6 +352,14 @@ impl Layout {
         Ok(())
     }
 }
+
+/// Most CPUs a [`Layout`] may have: the kernel's `NR_CPUS` with `CONFIG_MAXSMP` (x86-64).
+pub const MAX_CPUS: usize = 8192;
+/// Most nodes a [`Layout`] may have: `MAX_NUMNODES` with `NODES_SHIFT` = 10.
+pub const MAX_NODES: usize = 1024;
+/// One past the highest PFN a zone may reach: 52-bit physical addresses (the x86-64 and
+/// arm64 limit) with 4 KiB pages.
+pub const MAX_PFN: u64 = 1 << (52 - 12);
 
 /// A [`Layout`] that cannot be built.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -254,7 +254,7 @@ pub fn on_free(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDec
             st.alloc_factor >>= 1;
         }
         st.flags &= !PCPF_PREV_FREE_HIGH_ORDER;
-        if t.free_count && st.free_count < (st.batch << t.scale) {
+        if t.free_count && st.free_count < shl_sat(st.batch, t.scale) {
             st.free_count += 1 << order;
         }
         return FreeDecision {
@@ -288,7 +288,7 @@ fn on_free_full(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDe
     } else {
         st.flags &= !PCPF_PREV_FREE_HIGH_ORDER;
     }
-    if t.free_count && st.free_count < (batch << t.scale) {
+    if t.free_count && st.free_count < shl_sat(batch, t.scale) {
         // Updated after the free_high test, saturating near batch << SCALE.
         st.free_count += 1 << order;
     }
@@ -312,13 +312,21 @@ pub fn on_alloc(st: &mut PcpState, t: &Tune) {
     }
 }
 
+/// `x << s` saturated at `i32::MAX`: the batch and high arithmetic (`batch << SCALE`,
+/// `batch << free_factor`, `base << alloc_factor`) never wraps to a negative count, even
+/// for a batch far beyond anything `zone_batchsize` gives.
+#[inline]
+pub(crate) fn shl_sat(x: i32, s: u8) -> i32 {
+    ((x as i64) << s.min(32)).min(i32::MAX as i64) as i32
+}
+
 /// The amount by which a free under pressure cuts `high` (`max(free_count, batch)`;
 /// before V3 9/9, `batch << free_factor`).
 fn pressure_step(st: &PcpState, t: &Tune) -> i32 {
     if t.free_count {
         st.free_count.max(st.batch)
     } else {
-        st.batch << st.free_factor.min(20)
+        shl_sat(st.batch, st.free_factor.min(20))
     }
 }
 
@@ -332,7 +340,7 @@ pub fn nr_pcp_high(st: &mut PcpState, zf: ZoneFlags, free_high: bool, t: &Tune) 
     }
     if free_high {
         if t.bounded {
-            st.high = (h - (batch << t.scale)).max(high_min);
+            st.high = (h - shl_sat(batch, t.scale)).max(high_min);
         }
         return 0;
     }
@@ -354,7 +362,7 @@ pub fn nr_pcp_high(st: &mut PcpState, zf: ZoneFlags, free_high: bool, t: &Tune) 
         let need = if t.free_count {
             st.free_count + batch
         } else {
-            (batch << st.free_factor.min(20)) + batch
+            shl_sat(batch, st.free_factor.min(20)).saturating_add(batch)
         };
         if st.high < need {
             st.high = clamp(need, high_min, high_max);
@@ -368,7 +376,7 @@ pub fn nr_pcp_free(st: &mut PcpState, limit: i32, free_high: bool, t: &Tune) -> 
     let batch = st.batch;
     if free_high {
         return if t.bounded {
-            st.count.min(batch << t.scale)
+            st.count.min(shl_sat(batch, t.scale))
         } else {
             st.count
         };
@@ -432,7 +440,7 @@ pub fn nr_pcp_alloc(st: &mut PcpState, zf: ZoneFlags, order: u8, t: &Tune) -> i3
         };
     }
     let mut n = if order == 0 {
-        base << st.alloc_factor
+        shl_sat(base, st.alloc_factor)
     } else {
         base
     };
@@ -501,7 +509,7 @@ pub fn decay(st: &mut PcpState, t: &Tune) -> Decay {
         } else {
             st.high >> 3
         };
-        st.high = (st.count - (st.batch << t.scale))
+        st.high = (st.count - shl_sat(st.batch, t.scale))
             .max(st.high - step)
             .max(st.high_min);
         if st.high > st.high_min {

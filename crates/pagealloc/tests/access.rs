@@ -162,7 +162,7 @@ fn merge_skipping_cuts_metadata_lines_per_page_moved() {
             a.free_on(1, f).unwrap();
         }
         a.drain_cpu(1);
-        let c = a.cpu_counters(1);
+        let c = a.cpu_counters(1).unwrap();
         assert!(c.zone_lock_pages >= 8000);
         a.validate().unwrap();
         c.zone_lock_meta as f64 / c.zone_lock_pages as f64

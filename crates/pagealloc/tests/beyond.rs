@@ -99,7 +99,7 @@ fn zlc_run(on: bool) -> ZlcRun {
     let mut filling = None;
     loop {
         // cpu_counters: summing all 56 CPUs x 28 zones per step would dominate the test.
-        let before = a.cpu_counters(0);
+        let before = a.cpu_counters(0).unwrap();
         match a.alloc_on(0, 0, Gfp::USER, None) {
             Ok(f) => frames.push(f),
             Err(AllocError::OutOfMemory) => break,
@@ -107,8 +107,8 @@ fn zlc_run(on: bool) -> ZlcRun {
         }
         // 1 µs per allocation: the whole run stays within the cache's one-second life.
         p.advance(1_000);
-        if filling.is_none() && a.cpu_counters(0).alloc_slowpath > before.alloc_slowpath {
-            let c = a.cpu_counters(0);
+        if filling.is_none() && a.cpu_counters(0).unwrap().alloc_slowpath > before.alloc_slowpath {
+            let c = a.cpu_counters(0).unwrap();
             filling = Some(((c.zonelist_scanned, c.zonelist_skipped), frames.len()));
         }
     }
@@ -210,7 +210,7 @@ fn merge_skipping_defers_merges_until_a_high_order_allocation_needs_them() {
         a.drain_cpu(0);
         let t = a.validate().unwrap();
         assert_eq!(t.buddy, t.managed);
-        let z = a.zone_info(0);
+        let z = a.zone_info(0).unwrap();
         let c = a.counters();
         if skip {
             assert!(c.merge_skipped > 4000, "{}", c.merge_skipped);
@@ -233,7 +233,7 @@ fn merge_skipping_defers_merges_until_a_high_order_allocation_needs_them() {
         }
         a.free_on(0, big).unwrap();
         a.validate().unwrap();
-        assert_eq!(a.zone_info(0).nr_free[10], 8);
+        assert_eq!(a.zone_info(0).unwrap().nr_free[10], 8);
     }
 }
 
@@ -263,7 +263,7 @@ fn merge_skip_disable_depth_and_compact() {
         skipped,
         "no skipping while disabled"
     );
-    assert_eq!(a.zone_info(0).nr_free[10], 8);
+    assert_eq!(a.zone_info(0).unwrap().nr_free[10], 8);
     a.validate().unwrap();
     a.merge_skip_disable(false);
     let again = alloc_all(&a, 0, 0, Gfp::USER);
@@ -276,7 +276,7 @@ fn merge_skip_disable_depth_and_compact() {
     let n = a.compact();
     assert!(n > 0);
     assert_eq!(a.compact(), 0, "nothing left to merge");
-    assert_eq!(a.zone_info(0).nr_free[10], 8);
+    assert_eq!(a.zone_info(0).unwrap().nr_free[10], 8);
     a.validate().unwrap();
 }
 
@@ -299,7 +299,7 @@ fn merge_skipped_frames_survive_pageblock_moves() {
     }
     assert!(a.compact() > 0);
     a.validate().unwrap();
-    assert_eq!(a.zone_info(0).nr_free[10], 4);
+    assert_eq!(a.zone_info(0).unwrap().nr_free[10], 4);
 }
 
 // ---------------------------------------------------------------- 4. clustered refill
@@ -319,7 +319,7 @@ fn one_batch(clustered: bool) -> ClusterRun {
         ),
     );
     let (a, _p) = manual(&Layout::single(1 << 16, 1), c);
-    let batch = a.pcp_info(0, 0).batch;
+    let batch = a.pcp_info(0, 0).unwrap().batch;
     assert!(batch > 2);
     let frames: Vec<Frame> = (0..batch)
         .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
@@ -329,7 +329,7 @@ fn one_batch(clustered: bool) -> ClusterRun {
     for f in &frames {
         a.free_on(0, *f).unwrap();
     }
-    assert_eq!(a.pcp_info(0, 0).count, batch);
+    assert_eq!(a.pcp_info(0, 0).unwrap().count, batch);
     a.drain_cpu(0); // exactly one batch of one migratetype
     a.validate().unwrap();
     a.reset_counters();
@@ -392,7 +392,7 @@ fn clustered_refill_touches_one_frame_per_cluster_in_steady_state() {
         );
         if clustered {
             assert!(last.cluster_cut > 0);
-            let batch = a.pcp_info(0, 0).batch as f64;
+            let batch = a.pcp_info(0, 0).unwrap().batch as f64;
             assert!(
                 touched <= pages / batch + 2.0,
                 "{touched} vs {pages}/{batch}"
@@ -552,12 +552,12 @@ fn count_min_decays_only_idle_pages_through_the_allocator() {
         for f in burst {
             a.free_on(0, f).unwrap();
         }
-        let start = a.pcp_info(0, 0);
+        let start = a.pcp_info(0, 0).unwrap();
         assert!(start.high > start.high_min);
         a.tick(0);
         // Busy: every tick, all cached pages are used and come back.
         for _ in 0..4 {
-            let n = a.pcp_info(0, 0).count;
+            let n = a.pcp_info(0, 0).unwrap().count;
             let v: Vec<Frame> = (0..n)
                 .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
                 .collect();
@@ -566,12 +566,12 @@ fn count_min_decays_only_idle_pages_through_the_allocator() {
             }
             a.tick(0);
         }
-        let busy = a.pcp_info(0, 0).high;
+        let busy = a.pcp_info(0, 0).unwrap().high;
         // Idle: ticks only.
         for _ in 0..3 {
             a.tick(0);
         }
-        let idle = a.pcp_info(0, 0).high;
+        let idle = a.pcp_info(0, 0).unwrap().high;
         a.validate().unwrap();
         highs.push((start.high, busy, idle));
     }

@@ -11,7 +11,7 @@ const PAGES: u64 = 1 << 14; // 64 MiB
 const CONFIGS: [&str; 3] = ["base", "patch7", "linux-6.12"];
 
 fn zone_shape(a: &Allocator) -> (u64, [u64; 11]) {
-    let z = a.zone_info(0);
+    let z = a.zone_info(0).unwrap();
     (z.free, z.nr_free)
 }
 
@@ -42,7 +42,7 @@ fn every_order_exhausts_cleanly_and_frees_back_to_the_initial_state() {
             let (a, _) = manual(&Layout::single(PAGES, 2), cfg(config));
             let initial = zone_shape(&a);
             let managed = a.managed_pages();
-            let min = a.zone_info(0).wmark[0];
+            let min = a.zone_info(0).unwrap().wmark[0];
             let mut frames = Vec::new();
             let n = exhaust(&a, order, Gfp::USER, &mut frames);
             assert!(n > 0, "{config} o{order}: nothing allocated");
@@ -69,7 +69,7 @@ fn every_order_exhausts_cleanly_and_frees_back_to_the_initial_state() {
             assert!(none.is_empty());
             assert!(a.counters().alloc_fail >= 2);
             // The modelled kswapd is woken once free pages fall below the low mark.
-            let z = a.zone_info(0);
+            let z = a.zone_info(0).unwrap();
             assert!(
                 z.reclaim_active || z.free >= z.wmark[1],
                 "{config} o{order}: kswapd not woken: {z:?}, {} pcp",
@@ -93,7 +93,10 @@ fn every_order_exhausts_cleanly_and_frees_back_to_the_initial_state() {
                 initial,
                 "{config} o{order}: free areas differ"
             );
-            assert!(!a.zone_info(0).reclaim_active, "kswapd done above high");
+            assert!(
+                !a.zone_info(0).unwrap().reclaim_active,
+                "kswapd done above high"
+            );
             let c = a.counters();
             assert_eq!(c.pgalloc, c.pgfree, "{config} o{order}");
             assert_eq!(c.pgalloc, (n as u64) << order);
@@ -107,7 +110,7 @@ fn atomic_requests_use_the_reserve_and_stop_short_of_it() {
         for order in [0u8, 1, 2, 3] {
             let (a, _) = manual(&Layout::single(PAGES, 2), cfg(config));
             let initial = zone_shape(&a);
-            let min = a.zone_info(0).wmark[0];
+            let min = a.zone_info(0).unwrap().wmark[0];
             let mut frames = Vec::new();
             exhaust(&a, order, Gfp::USER, &mut frames);
             let before = a.nr_free_pages() + a.nr_pcp_pages();
@@ -156,7 +159,7 @@ fn atomic_requests_use_the_reserve_and_stop_short_of_it() {
 fn exhausting_one_node_with_thisnode_leaves_the_other_alone() {
     let (a, _) = manual(&Layout::numa(2, PAGES / 2, 1), cfg("linux-6.12"));
     let node1 = a.node_zones(1)[0];
-    let before = a.zone_info(node1).free;
+    let before = a.zone_info(node1).unwrap().free;
     let mut frames = Vec::new();
     loop {
         match a.alloc_on(0, 0, Gfp::USER | Gfp::THISNODE, None) {
@@ -170,7 +173,11 @@ fn exhausting_one_node_with_thisnode_leaves_the_other_alone() {
             }
         }
     }
-    assert_eq!(a.zone_info(node1).free, before, "THISNODE fell back");
+    assert_eq!(
+        a.zone_info(node1).unwrap().free,
+        before,
+        "THISNODE fell back"
+    );
     // Without THISNODE the request falls back to node 1.
     let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
     assert_eq!(a.zone_of_pfn(f.pfn), Some(node1));

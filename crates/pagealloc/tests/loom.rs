@@ -96,7 +96,7 @@ fn decay_vs_free() {
         for x in &f[..21] {
             a.free_on(0, *x).expect("free");
         }
-        let p = a.pcp_info(0, 0);
+        let p = a.pcp_info(0, 0).unwrap();
         assert!(p.high > p.high_min + 24 && p.count > 24, "setup: {p:?}");
         let a2 = a.clone();
         let t = thread::spawn(move || {
@@ -110,7 +110,7 @@ fn decay_vs_free() {
             a.free_on(0, *x).expect("free");
         }
         t.join().unwrap();
-        let p = a.pcp_info(0, 0);
+        let p = a.pcp_info(0, 0).unwrap();
         assert!(p.high < 30, "decay ran: {p:?}");
         assert!(p.count <= p.high, "decay left an excess: {p:?}");
         check_conserved(&a);
@@ -132,7 +132,11 @@ fn offline_drain_vs_free() {
             a.free_on(1, *x).expect("free");
         }
         t.join().unwrap();
-        assert_eq!(a.pcp_info(1, 0).count, 0, "pages cached on an offline CPU");
+        assert_eq!(
+            a.pcp_info(1, 0).unwrap().count,
+            0,
+            "pages cached on an offline CPU"
+        );
         a.cpu_online(1).expect("online");
         check_conserved(&a);
     });

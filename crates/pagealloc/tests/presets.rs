@@ -23,14 +23,14 @@ fn exit_sequence(c: Config) -> (u64, i32, i32) {
     let a = one_cpu(c);
     let pgd = a.alloc_on(0, 1, Gfp::KERNEL, None).unwrap();
     // enough frees to pass `high` at least once (the exit of a big process)
-    let n = a.pcp_info(0, 0).high as usize + 3000;
+    let n = a.pcp_info(0, 0).unwrap().high as usize + 3000;
     let pages = alloc_n(&a, 0, n);
     for f in pages {
         a.free_on(0, f).unwrap();
     }
-    let before = a.pcp_info(0, 0).count;
+    let before = a.pcp_info(0, 0).unwrap().count;
     a.free_on(0, pgd).unwrap();
-    let after = a.pcp_info(0, 0).count;
+    let after = a.pcp_info(0, 0).unwrap().count;
     a.validate().unwrap();
     (a.counters().free_high, before, after)
 }
@@ -49,11 +49,11 @@ fn patch1_process_exit_does_not_drain() {
 /// before and after that free.
 fn first_free_high(a: &Allocator, frames: &[Frame]) -> Option<(PcpInfo, PcpInfo)> {
     for f in frames {
-        let before = a.pcp_info(0, 0);
+        let before = a.pcp_info(0, 0).unwrap();
         let fh = a.counters().free_high;
         a.free_on(0, *f).unwrap();
         if a.counters().free_high > fh {
-            return Some((before, a.pcp_info(0, 0)));
+            return Some((before, a.pcp_info(0, 0).unwrap()));
         }
     }
     None
@@ -136,11 +136,11 @@ fn patch5_refills_grow_up_to_the_scale_cap() {
 #[test]
 fn patch7_high_grows_with_refills_and_decays_when_idle() {
     let a = one_cpu(cfg("patch7"));
-    let p0 = a.pcp_info(0, 0);
+    let p0 = a.pcp_info(0, 0).unwrap();
     assert!(p0.high_min < p0.high_max);
     assert_eq!(p0.high, p0.high_min);
     let v = alloc_n(&a, 0, 30000);
-    let grown = a.pcp_info(0, 0).high;
+    let grown = a.pcp_info(0, 0).unwrap().high;
     assert!(
         grown > p0.high_min * 4,
         "a CPU that keeps refilling grows high: {grown}"
@@ -150,23 +150,23 @@ fn patch7_high_grows_with_refills_and_decays_when_idle() {
         a.free_on(0, f).unwrap();
     }
     assert!(
-        a.pcp_info(0, 0).count > p0.high_min,
+        a.pcp_info(0, 0).unwrap().count > p0.high_min,
         "pages cached above high_min"
     );
     let mut ticks = 0;
-    while a.pcp_info(0, 0).high > p0.high_min {
+    while a.pcp_info(0, 0).unwrap().high > p0.high_min {
         a.tick(0);
         ticks += 1;
         assert!(ticks < 60);
     }
-    let p = a.pcp_info(0, 0);
+    let p = a.pcp_info(0, 0).unwrap();
     assert_eq!(p.high, p.high_min, "decayed to high_min in {ticks} ticks");
     assert!(p.count <= p.high);
     assert!(a.counters().decay_drain > 0);
     // base: fixed high, ticks change nothing
     let b = one_cpu(cfg("base"));
     let v = alloc_n(&b, 0, 30000);
-    let p = b.pcp_info(0, 0);
+    let p = b.pcp_info(0, 0).unwrap();
     assert_eq!(
         (p.high, p.high_min),
         (p.high_max, p.high_max),
@@ -183,7 +183,7 @@ fn patch7_high_grows_with_refills_and_decays_when_idle() {
 /// one by one and report how `high` moved.
 fn below_high_frees(c: Config) -> (PcpInfo, PcpInfo, bool) {
     let a = one_cpu(c);
-    let z = a.zone_info(0);
+    let z = a.zone_info(0).unwrap();
     let (low, high) = (z.wmark[1], z.wmark[2]);
     let mut v = Vec::new();
     // grow high first while healthy
@@ -191,12 +191,12 @@ fn below_high_frees(c: Config) -> (PcpInfo, PcpInfo, bool) {
     while a.nr_free_pages() > (low + high) / 2 {
         v.push(a.alloc_on(0, 0, Gfp::USER, None).unwrap());
     }
-    let below_flag = a.zone_info(0).below_high;
-    let before = a.pcp_info(0, 0);
+    let below_flag = a.zone_info(0).unwrap().below_high;
+    let before = a.pcp_info(0, 0).unwrap();
     for f in v.drain(..300) {
         a.free_on(0, f).unwrap();
     }
-    let after = a.pcp_info(0, 0);
+    let after = a.pcp_info(0, 0).unwrap();
     for f in v {
         a.free_on(0, f).unwrap();
     }
@@ -218,12 +218,12 @@ fn patch9_high_cut_only_below_the_high_watermark() {
     // above the high watermark patch9 does not cut either: frees only raise high
     let a = one_cpu(cfg("patch9"));
     let v = alloc_n(&a, 0, 5000);
-    assert!(!a.zone_info(0).below_high);
-    let h0 = a.pcp_info(0, 0).high;
+    assert!(!a.zone_info(0).unwrap().below_high);
+    let h0 = a.pcp_info(0, 0).unwrap().high;
     for f in v {
         a.free_on(0, f).unwrap();
     }
-    assert!(a.pcp_info(0, 0).high >= h0);
+    assert!(a.pcp_info(0, 0).unwrap().high >= h0);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use pagealloc::topology::MAX_CPUS;
 use pagealloc::*;
 use std::sync::{Arc, Barrier};
 
@@ -148,4 +149,187 @@ fn checked_config_key_cannot_turn_checks_off() {
     assert!("linux-6.12,checked=on".parse::<Config>().is_ok());
     let e = "linux-6.12,checked=off".parse::<Config>().unwrap_err();
     assert!(e.to_string().contains("free_on_unchecked"), "{e}");
+}
+
+#[test]
+fn config_keys_are_bounded_as_the_kernel_bounds_them() {
+    for bad in [
+        "linux-6.12,batch_scale_max=7",
+        "linux-6.12,high_fraction=7",
+        "linux-6.12,high_fraction=2147483648",
+        "linux-6.12,fixed_batch=0",
+        "linux-6.12,fixed_batch=65536",
+        "linux-6.12,fixed_batch=67108864",
+        "linux-6.12,fixed_batch=2147483648",
+        "linux-6.12,fixed_high=268435457",
+        "linux-6.12,thp_pcp_lists=3",
+        "linux-6.12,thp_pcp_lists=0",
+        "linux-6.12,watermark_scale_factor=0",
+        "linux-6.12,watermark_scale_factor=3001",
+        "linux-6.12,watermark_boost_factor=2147483648",
+        "linux-6.12,min_free_kbytes=2147483648",
+        "linux-6.12,tick_interval_ms=0",
+        "linux-6.12,tick_interval_ms=86400001",
+        "linux-6.12,batch_scale_max=300",
+        "linux-6.12,fixed_batch=-1",
+    ] {
+        assert!(bad.parse::<Config>().is_err(), "{bad} accepted");
+    }
+    for good in [
+        "linux-6.12,fixed_batch=65535,fixed_high=268435456",
+        "linux-6.12,high_fraction=2147483647,min_free_kbytes=0",
+        "base,thp_pcp_lists=2",
+        "linux-6.12,thp_pcp_lists=1",
+        "linux-6.12,watermark_boost_factor=0,tick_interval_ms=1",
+    ] {
+        let c: Config = good.parse().unwrap_or_else(|e| panic!("{good}: {e}"));
+        assert_eq!(c.to_string().parse::<Config>().unwrap(), c, "{good}");
+    }
+    // a value built in code is checked at construction too
+    let c = Config {
+        fixed_batch: Some(1 << 26),
+        ..Config::default()
+    };
+    assert!(matches!(
+        Allocator::new(&Layout::single(1 << 14, 2), c),
+        Err(BuildError::Config(ConfigError::Invalid {
+            key: "fixed_batch",
+            ..
+        }))
+    ));
+    // the set_high_fraction sysctl applies the same rule as the config key
+    let a = default_alloc(1 << 14, 2);
+    assert!(a.set_high_fraction(7).is_err());
+    assert!(a.set_high_fraction(1 << 31).is_err());
+    a.set_high_fraction(8).unwrap();
+}
+
+#[test]
+fn a_batch_larger_than_a_quarter_zone_is_refused_and_large_batches_work() {
+    // fixed_batch=65536 on 512 MiB with 2 CPUs livelocked (7.5 ms per allocation).
+    let l = Layout::single(131_072, 2);
+    let c: Config = "linux-6.12,fixed_batch=65535".parse().unwrap();
+    assert!(Allocator::new(&l, c).is_err(), "65535 * 4 > 131072 pages");
+    // The largest batch a zone accepts drains and refills in bounded time (no hang,
+    // no overflow in `batch << SCALE` or `batch << free_factor`).
+    for preset in ["base", "linux-6.12"] {
+        let c: Config = format!("{preset},fixed_batch=32768").parse().unwrap();
+        let (a, _) = manual(&l, c);
+        let mut v = Vec::new();
+        for i in 0..20_000u32 {
+            v.push(a.alloc_on((i % 2) as usize, 0, Gfp::USER, None).unwrap());
+        }
+        for (i, f) in v.into_iter().enumerate() {
+            a.free_on(i % 2, f).unwrap();
+        }
+        a.drain_all_pages();
+        a.cpu_offline(1).unwrap();
+        a.cpu_online(1).unwrap();
+        let t = a.validate().unwrap();
+        assert_eq!((t.allocated, t.pcp), (0, 0), "{preset}");
+    }
+}
+
+#[test]
+fn bad_layouts_are_errors() {
+    let zone = |start, pages, holes: Vec<(u64, u64)>| {
+        let mut l = Layout::single(16, 1);
+        l.nodes[0].zones[0] = ZoneLayout {
+            kind: ZoneKind::Normal,
+            start_pfn: start,
+            pages,
+            holes,
+        };
+        l
+    };
+    let cases = [
+        (
+            "duplicate holes",
+            zone(0, 4096, vec![(100, 200), (100, 200)]),
+        ),
+        (
+            "overlapping holes",
+            zone(0, 4096, vec![(100, 300), (200, 400)]),
+        ),
+        ("nested holes", zone(0, 4096, vec![(100, 400), (200, 300)])),
+        ("start near u64::MAX", zone(u64::MAX - 10, 4096, vec![])),
+        ("end past the PFN space", zone(1 << 40, 4096, vec![])),
+        ("span past u64", zone(u64::MAX, u64::MAX, vec![])),
+        ("numa overflow", Layout::numa(3, 1 << 63, 1)),
+        ("2^32-2 frames", Layout::single((1 << 32) - 2, 1)),
+        ("too many CPUs", Layout::single(4096, MAX_CPUS + 1)),
+    ];
+    for (what, l) in cases {
+        assert!(l.validate().is_err(), "{what}: validates");
+        assert!(
+            matches!(
+                Allocator::new(&l, Config::default()),
+                Err(BuildError::Layout(_))
+            ),
+            "{what}: builds"
+        );
+        // never a panic computing sizes of a bad layout
+        let _ = (l.managed_pages(), l.spanned_pages(), l.metadata_size());
+    }
+    // Adjacent holes are fine and managed counts them once.
+    let l = zone(0, 4096, vec![(200, 300), (100, 200)]);
+    let a = Allocator::new(&l, Config::default()).unwrap();
+    assert_eq!(a.managed_pages(), 4096 - 200);
+    a.validate().unwrap();
+}
+
+/// RAM plus swap of the host in bytes (0 if unknown).
+fn host_memory() -> u64 {
+    let m = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let kb = |key: &str| {
+        m.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (kb("MemTotal:") + kb("SwapTotal:")) * 1024
+}
+
+#[test]
+fn metadata_that_cannot_be_allocated_is_a_build_error() {
+    // 2^32 - 3 frames need 64 GiB of metadata; where the host cannot reserve it the
+    // build returns BuildError::OutOfMemory instead of aborting the process. On a host
+    // with that much memory the reservation would succeed (and be filled): skipped.
+    let frames = (1u64 << 32) - 3;
+    if host_memory() == 0 || host_memory() >= frames * 16 {
+        eprintln!("skipped: the host could hold the metadata");
+        return;
+    }
+    let l = Layout::single(frames, 1);
+    match Allocator::new(&l, Config::default()) {
+        Err(BuildError::OutOfMemory { what, bytes }) => {
+            assert_eq!(what, "frame metadata");
+            assert_eq!(bytes as u64, frames * 16);
+        }
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("64 GiB of metadata reserved on a smaller host"),
+    }
+}
+
+#[test]
+fn getters_return_none_for_bad_indices() {
+    let a = default_alloc(1 << 14, 2);
+    assert!(a.zone_info(0).is_some() && a.zone_info(1).is_none());
+    assert!(a.cpu_counters(1).is_some() && a.cpu_counters(2).is_none());
+    assert!(a.cpu_zone_counters(1, 0).is_some());
+    assert!(a.cpu_zone_counters(2, 0).is_none() && a.cpu_zone_counters(0, 1).is_none());
+    assert_eq!(a.cpu_node(1), Some(0));
+    assert_eq!(a.cpu_node(2), None);
+    assert!(a.node_zones(1).is_empty() && a.node_zones(usize::MAX).is_empty());
+    // pcp_info(0, 1) on a one-zone allocator used to return CPU 1's pageset
+    assert_eq!(a.pcp_info(0, 1), None);
+    assert_eq!(a.pcp_info(2, 0), None);
+    let p = a.pcp_info(1, 0).unwrap();
+    assert_eq!((p.cpu, p.zone), (1, 0));
+    assert!(!a.tick(usize::MAX));
+    a.drain_cpu(usize::MAX);
+    assert!(a.cpu_offline(9).is_err() && a.cpu_online(9).is_err());
+    let l = Layout::single(16, 1);
+    assert_eq!(l.distance(5, 5), 10);
+    assert_eq!(l.distance(5, 6), 20);
 }

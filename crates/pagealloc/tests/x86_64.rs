@@ -34,7 +34,7 @@ fn every_4k_frame_once_then_none_then_all_back() {
         frames.push(f);
     }
     // Everything above the min watermark was handed out, each frame once.
-    let z = a.zone_info(0);
+    let z = a.zone_info(0).unwrap();
     assert!(frames.len() as u64 >= 4096 - z.wmark[2], "{}", frames.len());
     assert_eq!(a.counters().pgalloc, frames.len() as u64);
     for f in &frames {

@@ -150,7 +150,7 @@ impl PageSource for PageallocSource {
     }
 
     fn cpu_counters(&self, cpu: usize) -> Option<Counters> {
-        Some(self.alloc.cpu_counters(cpu))
+        self.alloc.cpu_counters(cpu)
     }
 
     fn pcp_pages(&self) -> Option<u64> {
@@ -158,7 +158,7 @@ impl PageSource for PageallocSource {
     }
 
     fn pcp_info(&self, cpu: usize) -> Option<PcpInfo> {
-        (cpu < self.alloc.nr_cpus()).then(|| self.alloc.pcp_info(cpu, 0))
+        self.alloc.pcp_info(cpu, 0)
     }
 
     fn validate(&self) -> Result<(), SourceError> {

@@ -275,7 +275,7 @@ pub(crate) fn simulate(
     let n = scripts.len();
     let cpus: Vec<VCpu> = (0..n)
         .map(|i| {
-            let node = a.cpu_node(i);
+            let node = a.cpu_node(i).expect("cpu_node: index in range");
             VCpu {
                 time: 0,
                 busy: 0,
@@ -312,7 +312,10 @@ pub(crate) fn simulate(
             nzones
         ],
         snaps: (0..mcpus * nzones)
-            .map(|i| a.cpu_zone_counters(i / nzones, i % nzones))
+            .map(|i| {
+                a.cpu_zone_counters(i / nzones, i % nzones)
+                    .expect("cpu_zone_counters: index in range")
+            })
             .collect(),
         nzones,
         cache: CacheModel::new(mcpus, spec.machine.llc_slice_bytes(), frames),
@@ -351,8 +354,10 @@ pub(crate) fn simulate(
     };
     e.cache_cpu = (0..nzones)
         .map(|z| {
-            let node = e.a.zone_info(z).node;
-            (0..mcpus).find(|&c| e.a.cpu_node(c) == node).unwrap_or(0)
+            let node = e.a.zone_info(z).expect("zone_info: index in range").node;
+            (0..mcpus)
+                .find(|&c| e.a.cpu_node(c).expect("cpu_node: index in range") == node)
+                .unwrap_or(0)
         })
         .collect();
     if let Some(h) = spec.headroom_pages {
@@ -361,7 +366,9 @@ pub(crate) fn simulate(
         }
         e.base_counters = e.a.counters();
         for (i, s) in e.snaps.iter_mut().enumerate() {
-            *s = e.a.cpu_zone_counters(i / nzones, i % nzones);
+            *s =
+                e.a.cpu_zone_counters(i / nzones, i % nzones)
+                    .expect("cpu_zone_counters: index in range");
         }
     }
     if spec.page_cache {
@@ -463,7 +470,10 @@ impl Engine<'_> {
     /// Counter deltas of `cpu` in `zone` since the last look. `order` is the order of the
     /// op's block (a refill of order `k` moves `pages >> k` blocks).
     fn trips(&mut self, cpu: usize, zone: usize, order: u8) -> Trips {
-        let now = self.a.cpu_zone_counters(cpu, zone);
+        let now = self
+            .a
+            .cpu_zone_counters(cpu, zone)
+            .expect("cpu_zone_counters: index in range");
         let snap = &mut self.snaps[cpu * self.nzones + zone];
         if now.zone_lock == snap.zone_lock {
             *snap = now;
@@ -542,7 +552,7 @@ impl Engine<'_> {
     /// `target + 1024`, and returns them with the count of blocks that came from another
     /// zone (a fallback: given back at once, and the taking stops).
     fn take_blocks(&mut self, z: usize, target: u64) -> (Vec<Frame>, u64) {
-        let info = self.a.zone_info(z);
+        let info = self.a.zone_info(z).expect("zone_info: index in range");
         let cpu = self.cache_cpu[z];
         let mut free = info.free;
         let mut blocks = Vec::new();
@@ -572,7 +582,12 @@ impl Engine<'_> {
     /// the whole run (memory kswapd cannot give back while the workload runs). Not charged
     /// to any CPU; the row's counters start after it.
     fn hold_all_but(&mut self, z: usize, headroom: u64) {
-        let target = self.a.zone_info(z).wmark[2].saturating_add(headroom);
+        let target = self
+            .a
+            .zone_info(z)
+            .expect("zone_info: index in range")
+            .wmark[2]
+            .saturating_add(headroom);
         // Held to the end of the run: never freed.
         let (held, _) = self.take_blocks(z, target);
         self.out.held_pages += held.len() as u64 * 1024;
@@ -582,20 +597,27 @@ impl Engine<'_> {
     /// pages are down to the high watermark (a build machine's memory is full of page
     /// cache; kswapd keeps free pages between the low and the high watermark).
     fn page_cache_grow(&mut self, z: usize) {
-        let high = self.a.zone_info(z).wmark[2];
+        let high = self
+            .a
+            .zone_info(z)
+            .expect("zone_info: index in range")
+            .wmark[2];
         let (blocks, strays) = self.take_blocks(z, high);
         self.out.cache_alloc_pages += (blocks.len() as u64 + strays) * 1024;
         self.out.cache_free_pages += strays * 1024;
         self.cache_blocks[z].extend(blocks);
         let cpu = self.cache_cpu[z];
-        self.snaps[cpu * self.nzones + z] = self.a.cpu_zone_counters(cpu, z);
+        self.snaps[cpu * self.nzones + z] = self
+            .a
+            .cpu_zone_counters(cpu, z)
+            .expect("cpu_zone_counters: index in range");
     }
 
     /// kswapd: when zone `z`'s free pages fell below the low watermark, reclaim page
     /// cache (free its blocks) until they reach the high watermark. The frees occupy the
     /// zone lock from `now`.
     fn page_cache_reclaim(&mut self, z: usize, now: u64) {
-        let info = self.a.zone_info(z);
+        let info = self.a.zone_info(z).expect("zone_info: index in range");
         let [_, low, high, _] = info.wmark;
         if info.free >= low || self.cache_blocks[z].is_empty() {
             return;
@@ -615,7 +637,10 @@ impl Engine<'_> {
             free += 1024;
             blocks += 1;
         }
-        self.snaps[cpu * self.nzones + z] = self.a.cpu_zone_counters(cpu, z);
+        self.snaps[cpu * self.nzones + z] = self
+            .a
+            .cpu_zone_counters(cpu, z)
+            .expect("cpu_zone_counters: index in range");
         let c = &self.spec.cost;
         let hold = (c.drain_trip_ns + blocks as f64 * c.drain_page_ns).round() as u64;
         let l = &mut self.locks[z];

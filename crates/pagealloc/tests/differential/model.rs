@@ -450,7 +450,7 @@ impl Harness {
                 .map(|(_, &o)| 1u64 << o)
                 .sum();
             let free = z.managed() - used;
-            let info = self.a.zone_info(zi);
+            let info = self.a.zone_info(zi).unwrap();
             let reserve = info.wmark[2] + info.boost + info.reserved_highatomic;
             ensure!(
                 free <= reserve,
@@ -475,12 +475,12 @@ impl Harness {
                 match (want, got) {
                     (Err(w), g) => ensure!(g == Err(w), "alloc: want {w:?}, got {g:?}"),
                     (Ok(()), Ok(f)) => {
-                        let node = node.unwrap_or_else(|| self.a.cpu_node(cpu));
+                        let node = node.unwrap_or_else(|| self.a.cpu_node(cpu).unwrap());
                         self.accept(f, order, gfp, node)?;
                     }
                     (Ok(()), Err(AllocError::OutOfMemory)) => {
                         self.tally.oom += 1;
-                        let node = node.unwrap_or_else(|| self.a.cpu_node(cpu));
+                        let node = node.unwrap_or_else(|| self.a.cpu_node(cpu).unwrap());
                         self.check_oom(order, gfp, node)?;
                     }
                     (Ok(()), Err(e)) => ensure!(false, "alloc: unexpected {e:?}"),
@@ -501,7 +501,7 @@ impl Harness {
                             "bulk: {k} of {n}, {} out",
                             out.len()
                         );
-                        let node = self.a.cpu_node(cpu);
+                        let node = self.a.cpu_node(cpu).unwrap();
                         for f in out {
                             self.accept(f, order, gfp, node)?;
                         }
@@ -509,7 +509,7 @@ impl Harness {
                     (Ok(()), Err(AllocError::OutOfMemory)) => {
                         ensure!(out.is_empty(), "bulk failed but handed out {out:?}");
                         self.tally.oom += 1;
-                        self.check_oom(order, gfp, self.a.cpu_node(cpu))?;
+                        self.check_oom(order, gfp, self.a.cpu_node(cpu).unwrap())?;
                     }
                     (Ok(()), Err(e)) => ensure!(false, "bulk: unexpected {e:?}"),
                 }
@@ -595,7 +595,7 @@ impl Harness {
                 self.a.drain_cpu(cpu);
                 if cpu < self.a.nr_cpus() {
                     for z in 0..self.a.nr_zones() {
-                        let c = self.a.pcp_info(cpu, z).count;
+                        let c = self.a.pcp_info(cpu, z).unwrap().count;
                         ensure!(c == 0, "cpu {cpu} zone {z}: {c} pages after drain_cpu");
                     }
                 }
@@ -640,7 +640,7 @@ impl Harness {
                     ensure!(r.is_ok(), "offline({cpu}): {r:?}");
                     self.online[cpu] = false;
                     for z in 0..self.a.nr_zones() {
-                        let p = self.a.pcp_info(cpu, z);
+                        let p = self.a.pcp_info(cpu, z).unwrap();
                         ensure!(p.count == 0, "offline cpu {cpu} zone {z} caches: {p:?}");
                     }
                 }
@@ -671,7 +671,7 @@ impl Harness {
         for (cpu, &on) in self.online.iter().enumerate() {
             if !on {
                 for z in 0..self.a.nr_zones() {
-                    let p = self.a.pcp_info(cpu, z);
+                    let p = self.a.pcp_info(cpu, z).unwrap();
                     ensure!(p.count == 0, "offline cpu {cpu} zone {z} caches: {p:?}");
                 }
             }
