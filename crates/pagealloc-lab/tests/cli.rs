@@ -53,7 +53,13 @@ fn unknown_config_names_the_presets() {
 
 #[test]
 fn unknown_allocator_names_the_allocators() {
-    let mut all = vec!["pagealloc", "buddy_system_allocator", "system", "pool", "kernel"];
+    let mut all = vec![
+        "pagealloc",
+        "buddy_system_allocator",
+        "system",
+        "pool",
+        "kernel",
+    ];
     // The C builds are behind the default-on `peers` feature.
     if cfg!(feature = "peers") {
         all.extend(["mimalloc", "jemalloc"]);
@@ -65,7 +71,10 @@ fn unknown_allocator_names_the_allocators() {
     );
     refused(&["bench", "repeat", "--alloc", "tcmalloc"], &all);
     if !cfg!(feature = "peers") {
-        refused(&["run", "page_fault1", "--alloc", "mimalloc"], &["pagealloc"]);
+        refused(
+            &["run", "page_fault1", "--alloc", "mimalloc"],
+            &["pagealloc"],
+        );
     }
 }
 
