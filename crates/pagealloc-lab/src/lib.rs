@@ -25,6 +25,7 @@ pub mod report;
 pub mod row;
 pub mod sim;
 pub mod stress;
+pub mod twin;
 pub mod workload;
 
 pub use row::Row;

@@ -1,0 +1,138 @@
+//! What the twin reads from the host: `/proc/zoneinfo`, the `vm` sysctls, the CPU
+//! topology and which CPUs this process may use.
+
+use std::io;
+use std::path::Path;
+
+use pagealloc::os::sysfs::HostTopology;
+use pagealloc::os::zoneinfo::{KernelZoneinfo, ZoneinfoError, PROC_ZONEINFO};
+
+use super::layout::{HostCpuDesc, VmSysctls};
+use super::{TwinError, TwinWorkload};
+
+/// The host as the twin needs it.
+#[derive(Clone, Debug)]
+pub struct Host {
+    /// `uname -r`.
+    pub release: String,
+    /// `/proc/zoneinfo` now.
+    pub zoneinfo: KernelZoneinfo,
+    /// `/proc/sys/vm`.
+    pub vm: VmSysctls,
+    /// CPUs with their node and cache slice.
+    pub cpus: Vec<HostCpuDesc>,
+}
+
+impl Host {
+    /// Reads everything, or says in one line why not.
+    ///
+    /// # Errors
+    /// [`TwinError::Unsupported`] for a kernel older than 6.7 or a zoneinfo that does
+    /// not parse; [`TwinError::Denied`] for a file that cannot be read.
+    pub fn read() -> Result<Host, TwinError> {
+        let zoneinfo = read_zoneinfo(Path::new(PROC_ZONEINFO))?;
+        let release = kernel_release();
+        check_auto_tuning(&zoneinfo, &release)?;
+        let vm = VmSysctls::read()?;
+        let topo = HostTopology::read()
+            .map_err(|e| TwinError::Denied(format!("{e} (the CPU topology)")))?;
+        Ok(Host {
+            release,
+            zoneinfo,
+            vm,
+            cpus: HostCpuDesc::from_topology(&topo),
+        })
+    }
+}
+
+/// Reads and parses a zoneinfo file with the twin's error kinds.
+///
+/// # Errors
+/// See [`Host::read`].
+pub fn read_zoneinfo(path: &Path) -> Result<KernelZoneinfo, TwinError> {
+    KernelZoneinfo::read_from(path).map_err(|e| match &e {
+        ZoneinfoError::Io { source, .. } if source.kind() != io::ErrorKind::NotFound => {
+            TwinError::Denied(e.to_string())
+        }
+        _ => TwinError::Unsupported(e.to_string()),
+    })
+}
+
+/// Refuses a kernel without PCP high auto-tuning.
+///
+/// # Errors
+/// [`TwinError::Unsupported`], naming the release.
+pub fn check_auto_tuning(z: &KernelZoneinfo, release: &str) -> Result<(), TwinError> {
+    if z.has_high_bounds() {
+        Ok(())
+    } else {
+        Err(TwinError::Unsupported(format!(
+            "kernel {release} shows no high_min/high_max in /proc/zoneinfo \
+             (PCP high auto-tuning came with Linux 6.7): nothing to compare against"
+        )))
+    }
+}
+
+/// `uname -r`, or "unknown".
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// CPUs this process may run on (`sched_getaffinity`), ascending.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: 1. a zeroed `cpu_set_t` is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: 1. pid 0 is the calling thread; 2. `set` is a writable cpu_set_t of the
+    // size passed.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: 1. `c` is below CPU_SETSIZE; 2. `set` was filled by the kernel.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// The CPUs of the run: `requested`, or every allowed CPU; for `xcpu` an even number
+/// (pairs of allocating and freeing CPUs).
+///
+/// # Errors
+/// [`TwinError::Denied`] for a CPU outside this process's affinity mask;
+/// [`TwinError::Usage`] for a repeated CPU or too few for `xcpu`.
+pub fn choose_cpus(requested: &[usize], w: TwinWorkload) -> Result<Vec<usize>, TwinError> {
+    let allowed = allowed_cpus();
+    let mut cpus = if requested.is_empty() {
+        allowed.clone()
+    } else {
+        requested.to_vec()
+    };
+    let mut seen = cpus.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() != cpus.len() {
+        return Err(TwinError::Usage(format!("--cpus repeats a CPU: {cpus:?}")));
+    }
+    if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
+        return Err(TwinError::Denied(format!(
+            "cannot pin to CPU {c}: this process may only run on {allowed:?}"
+        )));
+    }
+    if cpus.is_empty() {
+        return Err(TwinError::Denied(
+            "sched_getaffinity failed: cannot tell which CPUs to pin to".into(),
+        ));
+    }
+    if w == TwinWorkload::Xcpu {
+        if cpus.len() < 2 {
+            return Err(TwinError::Usage(
+                "xcpu needs at least 2 CPUs (one allocates, the other frees)".into(),
+            ));
+        }
+        cpus.truncate(cpus.len() / 2 * 2);
+    }
+    Ok(cpus)
+}
