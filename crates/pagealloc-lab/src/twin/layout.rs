@@ -196,7 +196,6 @@ pub fn build(
         watermark_scale_factor: vm.watermark_scale_factor,
         high_fraction: vm.percpu_pagelist_high_fraction,
         thp: vm.thp,
-        checked: false,
         ..Config::default()
     };
     config
