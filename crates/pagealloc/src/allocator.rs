@@ -16,7 +16,7 @@ use crate::memmap::{PageMeta, State};
 use crate::pcp::PcpSlot;
 use crate::platform::Platform;
 use crate::stats::{Counters, PcpInfo, Stats, ZoneInfo};
-use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use crate::sync::SpinLock;
 use crate::topology::{Layout, LayoutError, ZoneKind};
 use crate::tune::{self, Tune};
@@ -197,6 +197,9 @@ pub struct Allocator {
     /// Serializes `drain_all_pages`.
     drain_lock: SpinLock<()>,
     high_fraction: AtomicU32,
+    /// PFN of the first block found written after free when handed out again
+    /// (`Config::poison`); `u64::MAX`: none.
+    pub(crate) poison_first_damaged: AtomicU64,
     #[cfg(feature = "std")]
     pub(crate) region: Option<crate::os::mmap::MmapRegion>,
     /// PFN of the first frame of the region (frame address = base + (pfn - this) * 4096).
@@ -419,6 +422,7 @@ impl Allocator {
         let a = Allocator {
             tune: Tune::from_config(&cfg),
             high_fraction: AtomicU32::new(cfg.high_fraction),
+            poison_first_damaged: AtomicU64::new(u64::MAX),
             cfg,
             meta,
             zones: zones.into_boxed_slice(),
@@ -618,10 +622,46 @@ impl Allocator {
     ) -> Result<Frame, AllocError> {
         if node.is_none() {
             if let Some(pfn) = self.alloc_hit(cpu, order, gfp) {
-                return Ok(Frame::new(Pfn(pfn), order));
+                let f = Frame::new(Pfn(pfn), order);
+                self.check_poison_on_alloc(cpu, f);
+                return Ok(f);
             }
         }
-        self.alloc_walk(cpu, order, gfp, node)
+        let r = self.alloc_walk(cpu, order, gfp, node);
+        if let Ok(f) = r {
+            self.check_poison_on_alloc(cpu, f);
+        }
+        r
+    }
+
+    /// With [`Config::poison`] on a memory-backed allocator, check that a block being
+    /// handed out still holds the poison written when it was freed (`debug_pagealloc`'s
+    /// `check_poison_mem`): a write after free is caught even when the block is allocated
+    /// again before the next `validate()`. Damage is counted (`poison_damaged`), the
+    /// first damaged block is remembered for `validate()` to report, and the block is
+    /// handed out anyway, as the kernel does after reporting.
+    #[inline(always)]
+    fn check_poison_on_alloc(&self, cpu: usize, f: Frame) {
+        #[cfg(feature = "std")]
+        if self.cfg.poison {
+            self.check_poison_cold(cpu, f);
+        }
+        #[cfg(not(feature = "std"))]
+        let _ = (cpu, f);
+    }
+
+    #[cfg(feature = "std")]
+    #[cold]
+    #[inline(never)]
+    fn check_poison_cold(&self, cpu: usize, f: Frame) {
+        let Some(r) = &self.region else { return };
+        let idx = f.pfn.0 - self.region_base_pfn;
+        if !r.check_poison(idx, f.pages(), crate::config::POISON_BYTE) {
+            self.cpus[cpu].stats.poison_damaged.add_shared(1);
+            let _ = self
+                .poison_first_damaged
+                .compare_exchange(u64::MAX, f.pfn.0, Relaxed, Relaxed);
+        }
     }
 
     /// [`Allocator::alloc_on`] past the PCP hit: the zonelist walk, then the slow path.
@@ -1040,7 +1080,9 @@ impl Allocator {
                     else {
                         break;
                     };
-                    out.push(Frame::new(Pfn(pfn), order));
+                    let f = Frame::new(Pfn(pfn), order);
+                    self.check_poison_on_alloc(cpu, f);
+                    out.push(f);
                     done += 1;
                 }
             }
@@ -1682,12 +1724,19 @@ impl Allocator {
         None
     }
 
-    /// Address of a frame in the memory backing (allocators built with
-    /// [`Allocator::with_memory`] only).
+    /// Address of a block in the memory backing (allocators built with
+    /// [`Allocator::with_memory`] only): `None` unless all 2^order frames of the block
+    /// lie inside the mapping, so the pointer is valid for `frame.pages() * PAGE_SIZE`
+    /// bytes.
     #[cfg(feature = "std")]
     pub fn frame_ptr(&self, frame: Frame) -> Option<core::ptr::NonNull<u8>> {
         let r = self.region.as_ref()?;
+        if frame.order > MAX_ORDER {
+            return None;
+        }
         let idx = frame.pfn.0.checked_sub(self.region_base_pfn)?;
+        // The last frame of the block must be inside the mapping too.
+        r.frame_ptr(idx.checked_add(frame.pages() - 1)?)?;
         core::ptr::NonNull::new(r.frame_ptr(idx)?)
     }
 

@@ -133,6 +133,9 @@ counters! {
     refill_meta_touched: sum,
     /// Refill cuts of whole clusters (clustered refill).
     cluster_cut: sum,
+    /// Blocks found written after their free when handed out again (`Config::poison`,
+    /// `debug_pagealloc`'s poison check at allocation).
+    poison_damaged: sum,
     /// Per-frame metadata (`struct page`) accesses under the zone lock: the frames moved,
     /// their list neighbours, buddies looked up while merging (see `access.rs`).
     zone_lock_meta: sum,

@@ -12,7 +12,8 @@
 //! 4. no two free buddies of one order below the pageblock order are left unmerged,
 //!    unless one is marked merge-skipped (merges across pageblocks depend on pageblock
 //!    types that may change after the free, as in the kernel, so they are not checked);
-//! 5. with poisoning, free frames still hold the poison;
+//! 5. with poisoning, free frames still hold the poison, and no block was found damaged
+//!    when it was handed out again (the check at allocation);
 //! 6. with clustered refill, the order-0 lists' clusters match their slots (`cluster.rs`)
 //!    and no refill cut is waiting for its fix-up.
 
@@ -20,6 +21,7 @@ use crate::allocator::Allocator;
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
 use crate::memmap::{State, FLAG_MERGE_SKIPPED};
 use crate::pcp::order_of;
+use crate::sync::atomic::Ordering::Relaxed;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -59,6 +61,16 @@ pub struct PageTotals {
 impl Allocator {
     /// Check every invariant (see the module docs); the page totals on success.
     pub fn validate(&self) -> Result<PageTotals, ValidateError> {
+        let damaged = self.poison_first_damaged.load(Relaxed);
+        if damaged != u64::MAX {
+            return Err(ValidateError {
+                zone: self.zone_of(damaged).unwrap_or(0),
+                what: format!(
+                    "block {damaged:#x} was written after free (poison damaged when it was handed out again; {} block(s) in all)",
+                    self.counters().poison_damaged
+                ),
+            });
+        }
         let mut tot = PageTotals::default();
         for zi in 0..self.zones.len() {
             let t = self.validate_zone(zi)?;

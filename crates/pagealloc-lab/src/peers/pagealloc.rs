@@ -128,7 +128,7 @@ impl PageSource for PageallocSource {
                     .frame_ptr(Frame::new(Pfn(block.handle), block.order))
                     .expect("a frame of this allocator lies in its memory");
                 // SAFETY: 1. the allocator handed out the whole block, which lies in its
-                // mapping (frame_ptr checked the head; blocks never cross the zone end);
+                // mapping (frame_ptr checked that every frame of the block is mapped);
                 // 2. the executor touches only blocks its thread owns.
                 unsafe { write_block(ptr.as_ptr(), block_bytes(block.order)) };
             }
