@@ -79,14 +79,14 @@ pub struct ModelRun {
 pub fn sizing(a: &Allocator, b: &BuiltLayout) -> Vec<ZoneSizing> {
     (0..a.nr_zones())
         .map(|z| {
-            let zi = a.zone_info(z);
+            let zi = a.zone_info(z).expect("zone_info: index in range");
             ZoneSizing {
                 node: b.zones[z].0,
                 name: b.zones[z].1.clone(),
                 wmark: [zi.wmark[0], zi.wmark[1], zi.wmark[2]],
                 pcp: (0..a.nr_cpus())
                     .map(|c| {
-                        let p = a.pcp_info(c, z);
+                        let p = a.pcp_info(c, z).expect("pcp_info: index in range");
                         (
                             c,
                             i64::from(p.batch),
@@ -114,7 +114,7 @@ fn occupy(a: &Allocator, targets: &[(usize, u64)]) -> (Vec<Frame>, Vec<usize>) {
     }
     let mut short = Vec::new();
     for &(z, target) in targets {
-        let mut free = a.zone_info(z).free;
+        let mut free = a.zone_info(z).expect("zone_info: index in range").free;
         if free > target {
             short.push(z);
             continue;
@@ -176,7 +176,7 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
                 "pagealloc: zone {} {} starts with {} free pages, above the kernel's (its low watermark stops the fill)",
                 b.zones[z].0,
                 b.zones[z].1,
-                a.zone_info(z).free
+                a.zone_info(z).expect("zone_info: index in range").free
             ));
         }
     }
@@ -187,7 +187,11 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
         // free; the first round's drains clear the flag once the zone is above it,
         // so a second round parks the rest.
         for _ in 0..3 {
-            let have = i64::from(a.pcp_info(c, inp.zone).count);
+            let have = i64::from(
+                a.pcp_info(c, inp.zone)
+                    .expect("pcp_info: index in range")
+                    .count,
+            );
             if have >= k {
                 break;
             }
@@ -207,7 +211,13 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
     let parked_count: Vec<i64> = inp
         .cpus
         .iter()
-        .map(|&c| i64::from(a.pcp_info(c, inp.zone).count))
+        .map(|&c| {
+            i64::from(
+                a.pcp_info(c, inp.zone)
+                    .expect("pcp_info: index in range")
+                    .count,
+            )
+        })
         .collect();
     let mut workers: Vec<Worker> = match inp.workload {
         TwinWorkload::Xcpu => (0..n / 2)
@@ -256,7 +266,7 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
                 .cpus
                 .iter()
                 .map(|&c| {
-                    let p = a.pcp_info(c, inp.zone);
+                    let p = a.pcp_info(c, inp.zone).expect("pcp_info: index in range");
                     Pcp {
                         count: i64::from(p.count),
                         high: i64::from(p.high),
@@ -352,7 +362,7 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
                 .cpus
                 .iter()
                 .map(|&c| {
-                    let p = a.pcp_info(c, inp.zone);
+                    let p = a.pcp_info(c, inp.zone).expect("pcp_info: index in range");
                     (
                         i64::from(p.batch),
                         i64::from(p.high_min),

@@ -184,7 +184,7 @@ pub fn write_files(r: &TwinReport, dir: &Path) -> Result<Vec<PathBuf>, String> {
     std::fs::write(&json, text + "\n").map_err(|e| format!("{}: {e}", json.display()))?;
     files.push(json);
     for (stem, chart) in charts(r) {
-        files.extend(plot::write(&chart, &dir.join(stem))?);
+        files.extend(plot::write(&chart, &dir.join(stem)).map_err(|e| e.to_string())?);
     }
     Ok(files)
 }
