@@ -1,5 +1,5 @@
 //! The `pagealloc` command line: `run`, `compare`, `bench`, `report`, `list`, `sim`,
-//! `calibrate`, `stress`.
+//! `calibrate`, `stress`, `twin`.
 //!
 //! # Design
 //! The command line sits on top of the lab: the executors, the simulator and the
@@ -19,6 +19,7 @@ use clap::{Args, Parser, Subcommand};
 use pagealloc::Preset;
 
 pub mod sim;
+pub mod twin;
 
 use crate::bench::{self, BenchKind, BenchParams};
 use crate::exec::{self, ExecOptions};
@@ -93,6 +94,10 @@ pub enum Command {
     /// frees, thread churn (CPUs drained or offlined/onlined), decay ticks, memory
     /// pressure across the watermarks; validates throughout, exits 1 on any violation.
     Stress(crate::stress::StressArgs),
+    /// The live-kernel twin: run a workload on this machine's kernel (sampling its
+    /// pagesets in /proc/zoneinfo) and on pagealloc linux-6.12 built from the kernel's
+    /// own zones, and print both side by side with a verdict per line.
+    Twin(twin::TwinArgs),
 }
 
 /// Options shared by `run` and `compare`.
@@ -259,6 +264,7 @@ pub fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Report(a) => cmd_report(&a),
         Command::Sim(a) => sim::cmd_sim(&a),
         Command::Calibrate(a) => sim::cmd_calibrate(&a),
+        Command::Twin(a) => twin::cmd_twin(&a),
         Command::List => {
             print!("{}", list_text());
             Ok(())

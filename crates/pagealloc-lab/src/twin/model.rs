@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use pagealloc::{Allocator, Frame, Gfp, ManualPlatform};
+use pagealloc::{Allocator, Frame, Gfp, ManualPlatform, PcpInfo, ZoneInfo};
 
 use super::layout::BuiltLayout;
 use super::{Pcp, Sample, Trajectory, TwinError, TwinWorkload, SAMPLE_MS};
@@ -75,18 +75,29 @@ pub struct ModelRun {
     pub notes: Vec<String>,
 }
 
+/// The pageset of `cpu` in `zone`, indices of the layout the allocator was built from
+/// (so always present; an empty one otherwise).
+fn pcp_info(a: &Allocator, cpu: usize, zone: usize) -> PcpInfo {
+    a.pcp_info(cpu, zone).unwrap_or_default()
+}
+
+/// The state of `zone`, an index of the allocator's layout.
+fn zone_info(a: &Allocator, zone: usize) -> ZoneInfo {
+    a.zone_info(zone).unwrap_or_default()
+}
+
 /// Every zone's sizing of a freshly built allocator.
 pub fn sizing(a: &Allocator, b: &BuiltLayout) -> Vec<ZoneSizing> {
     (0..a.nr_zones())
         .map(|z| {
-            let zi = a.zone_info(z).expect("zone_info: index in range");
+            let zi = zone_info(a, z);
             ZoneSizing {
                 node: b.zones[z].0,
                 name: b.zones[z].1.clone(),
                 wmark: [zi.wmark[0], zi.wmark[1], zi.wmark[2]],
                 pcp: (0..a.nr_cpus())
                     .map(|c| {
-                        let p = a.pcp_info(c, z).expect("pcp_info: index in range");
+                        let p = pcp_info(a, c, z);
                         (
                             c,
                             i64::from(p.batch),
@@ -114,7 +125,7 @@ fn occupy(a: &Allocator, targets: &[(usize, u64)]) -> (Vec<Frame>, Vec<usize>) {
     }
     let mut short = Vec::new();
     for &(z, target) in targets {
-        let mut free = a.zone_info(z).expect("zone_info: index in range").free;
+        let mut free = zone_info(a, z).free;
         if free > target {
             short.push(z);
             continue;
@@ -159,7 +170,8 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
     let clock = Arc::new(ManualPlatform::new());
     let a = Allocator::with_platform(&b.layout, b.config.clone(), clock.clone())
         .map_err(|e| TwinError::Failed(format!("building pagealloc: {e}")))?;
-    let allocator_sizing = sizing(&a, b);
+    let a = &a;
+    let allocator_sizing = sizing(a, b);
     let mut notes = Vec::new();
     let mut occupied = Vec::new();
     if let Some(t) = &inp.start_free {
@@ -169,14 +181,14 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
             .iter()
             .map(|&(z, f)| (z, if z == inp.zone { f + parked } else { f }))
             .collect();
-        let (held, short) = occupy(&a, &t);
+        let (held, short) = occupy(a, &t);
         occupied = held;
         for z in short {
             notes.push(format!(
                 "pagealloc: zone {} {} starts with {} free pages, above the kernel's (its low watermark stops the fill)",
                 b.zones[z].0,
                 b.zones[z].1,
-                a.zone_info(z).expect("zone_info: index in range").free
+                zone_info(a, z).free
             ));
         }
     }
@@ -187,11 +199,7 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
         // free; the first round's drains clear the flag once the zone is above it,
         // so a second round parks the rest.
         for _ in 0..3 {
-            let have = i64::from(
-                a.pcp_info(c, inp.zone)
-                    .expect("pcp_info: index in range")
-                    .count,
-            );
+            let have = i64::from(pcp_info(a, c, inp.zone).count);
             if have >= k {
                 break;
             }
@@ -211,13 +219,7 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
     let parked_count: Vec<i64> = inp
         .cpus
         .iter()
-        .map(|&c| {
-            i64::from(
-                a.pcp_info(c, inp.zone)
-                    .expect("pcp_info: index in range")
-                    .count,
-            )
-        })
+        .map(|&c| i64::from(pcp_info(a, c, inp.zone).count))
         .collect();
     let mut workers: Vec<Worker> = match inp.workload {
         TwinWorkload::Xcpu => (0..n / 2)
@@ -266,7 +268,7 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
                 .cpus
                 .iter()
                 .map(|&c| {
-                    let p = a.pcp_info(c, inp.zone).expect("pcp_info: index in range");
+                    let p = pcp_info(a, c, inp.zone);
                     Pcp {
                         count: i64::from(p.count),
                         high: i64::from(p.high),
@@ -276,7 +278,7 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
             pages,
         }
     };
-    samples.push(sample(&a, 0.0, false, &workers));
+    samples.push(sample(a, 0.0, false, &workers));
     for step in 1..=steps_all {
         let running = step <= steps_run;
         if running {
@@ -339,7 +341,7 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
                 a.tick(c);
             }
         }
-        samples.push(sample(&a, step as f64 * dt, !running, &workers));
+        samples.push(sample(a, step as f64 * dt, !running, &workers));
     }
     if failed_allocs > 0 {
         notes.push(format!(
@@ -362,7 +364,7 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
                 .cpus
                 .iter()
                 .map(|&c| {
-                    let p = a.pcp_info(c, inp.zone).expect("pcp_info: index in range");
+                    let p = pcp_info(a, c, inp.zone);
                     (
                         i64::from(p.batch),
                         i64::from(p.high_min),
