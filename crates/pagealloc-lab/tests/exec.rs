@@ -176,7 +176,7 @@ fn every_peer_runs_page_fault1() {
 
 #[test]
 fn higher_orders_work_on_the_peers_that_serve_them() {
-    let w = workload("netperf"); // order-2 data blocks + order-0 heads, across CPUs
+    let w = workload("netperf"); // order-2 blocks, freed on the other CPU
     for name in peers::names() {
         let src = source(name, 2, 1 << 14);
         let r = exec::run(&*w, &*src, &opts(2));
@@ -307,4 +307,30 @@ fn a_panicking_thread_stops_the_run_instead_of_hanging_it() {
         .recv_timeout(std::time::Duration::from_secs(60))
         .expect("the run ends");
     assert!(panicked, "the thread's panic is passed on");
+}
+
+/// `CopyIn`/`CopyOut` on threads move real bytes: what one copy writes into a block,
+/// the other reads back, on every peer with memory behind its blocks.
+#[test]
+fn copies_move_the_bytes_through_the_block() {
+    for name in peers::names() {
+        let src = source(name, 1, 1 << 12);
+        if !src.has_memory() {
+            continue;
+        }
+        // Order 2 where the source serves it (the pool serves order 0 only).
+        let (b, bytes) = match src.allocate(0, 2, MigrateKind::Unmovable) {
+            Ok(b) => (b, 10_240u32),
+            Err(SourceError::Unsupported { .. }) => {
+                (src.allocate(0, 0, MigrateKind::Unmovable).unwrap(), 4096)
+            }
+            Err(e) => panic!("{name}: {e}"),
+        };
+        let mut sent: Vec<u8> = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
+        src.copy(b, &mut sent, true);
+        let mut got = vec![0u8; bytes as usize];
+        src.copy(b, &mut got, false);
+        assert_eq!(got, sent, "{name}");
+        src.free(0, b).unwrap();
+    }
 }

@@ -656,6 +656,9 @@ struct ThreadBackend<'s, 'a> {
     /// Whether to look for zone-lock trips (latency on, a source with counters).
     trips: bool,
     last_counters: Option<Counters>,
+    /// The CPU's user buffer for `CopyIn`/`CopyOut` (a process's send or receive
+    /// buffer), grown to the largest copy.
+    user: Vec<u8>,
 }
 
 impl ThreadBackend<'_, '_> {
@@ -747,6 +750,20 @@ impl Backend for ThreadBackend<'_, '_> {
         Ok(())
     }
 
+    fn copy(&mut self, _: usize, b: Block, bytes: u32, into_block: bool) -> Result<(), ExecError> {
+        let t0 = self.sh.opts.latency.then(clock::now);
+        let n = bytes as usize;
+        if self.user.len() < n {
+            // A user buffer the program wrote before (its pages faulted in).
+            self.user.resize(n, 0x3c);
+        }
+        self.sh.source.copy(b, &mut self.user[..n], into_block);
+        if let Some(t0) = t0 {
+            self.out.touch_ns += clock::since_ns(t0);
+        }
+        Ok(())
+    }
+
     fn compute(&mut self, _: usize, ns: u64) {
         let t0 = Instant::now();
         let d = Duration::from_nanos(ns);
@@ -812,6 +829,7 @@ fn drive(cpu: usize, script: Box<dyn CpuScript>, sh: &Shared<'_>) -> Result<Thre
         measuring: false,
         trips,
         last_counters: if trips { src.cpu_counters(cpu) } else { None },
+        user: Vec::new(),
     };
     let mut d = CpuDriver::new(cpu, script, sh.opts.seed, sh.measured_after);
     k.out.began_ns = k.now_ns();

@@ -85,6 +85,12 @@ impl PageSource for BuddySource {
         }
     }
 
+    fn copy(&self, block: Block, buf: &mut [u8], into_block: bool) {
+        if let Some(m) = &self.memory {
+            m.copy(block, buf, into_block);
+        }
+    }
+
     fn has_memory(&self) -> bool {
         self.memory.is_some()
     }

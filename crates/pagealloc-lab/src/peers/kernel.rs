@@ -25,7 +25,7 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use super::{block_bytes, write_block, Block, HandleSpace, PageSource, SourceError};
+use super::{block_bytes, copy_block, write_block, Block, HandleSpace, PageSource, SourceError};
 use crate::workload::{MigrateKind, MAX_ORDER, NR_ORDERS};
 
 const NAME: &str = "kernel";
@@ -254,6 +254,12 @@ impl PageSource for KernelSource {
         // SAFETY: 1. the block is a range of our mapping of `block_bytes(order)` bytes;
         // 2. the executor touches only blocks its thread owns.
         unsafe { write_block(block.handle as *mut u8, block_bytes(block.order)) };
+    }
+
+    fn copy(&self, block: Block, buf: &mut [u8], into_block: bool) {
+        // SAFETY: 1. the block is a range of our mapping of `block_bytes(order)` bytes;
+        // 2. the executor copies only blocks its thread owns.
+        unsafe { copy_block(block.handle as *mut u8, block.order, buf, into_block) };
     }
 
     fn has_memory(&self) -> bool {

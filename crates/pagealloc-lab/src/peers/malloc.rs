@@ -10,7 +10,7 @@ use mimalloc::MiMalloc;
 #[cfg(feature = "peers")]
 use tikv_jemallocator::Jemalloc;
 
-use super::{block_bytes, write_block, Block, HandleSpace, PageSource, SourceError};
+use super::{block_bytes, copy_block, write_block, Block, HandleSpace, PageSource, SourceError};
 use crate::workload::MigrateKind;
 
 /// Which general-purpose allocator.
@@ -113,6 +113,12 @@ impl PageSource for MallocSource {
         // SAFETY: 1. the block is a live allocation of `block_bytes(order)` bytes;
         // 2. the executor touches only blocks its thread owns.
         unsafe { write_block(block.handle as *mut u8, block_bytes(block.order)) };
+    }
+
+    fn copy(&self, block: Block, buf: &mut [u8], into_block: bool) {
+        // SAFETY: 1. the block is a live allocation of `block_bytes(order)` bytes;
+        // 2. the executor copies only blocks its thread owns.
+        unsafe { copy_block(block.handle as *mut u8, block.order, buf, into_block) };
     }
 
     fn has_memory(&self) -> bool {

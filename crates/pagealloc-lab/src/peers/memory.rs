@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use ::pagealloc::os::mmap::{HugePages, MmapRegion};
 
-use super::{block_bytes, write_block, Block, SourceError};
+use super::{block_bytes, copy_block, write_block, Block, SourceError};
 
 /// A prefaulted mapping of `frames` 4 KiB frames; frame `i` at `base + i × 4096`.
 #[derive(Debug)]
@@ -95,6 +95,19 @@ impl Memory {
         // which lives as long as `self`; 2. the executor calls touch only on blocks its
         // thread owns (allocated and not freed), so no one else accesses these bytes.
         unsafe { write_block(ptr, block_bytes(block.order)) };
+    }
+
+    /// Copies `buf` into the start of `block` or the start of `block` into `buf` (see
+    /// [`super::PageSource::copy`]).
+    ///
+    /// # Panics
+    /// If the block is not inside the mapping, or `buf` is larger than the block.
+    pub fn copy(&self, block: Block, buf: &mut [u8], into_block: bool) {
+        let ptr = self.ptr(block);
+        // SAFETY: 1. `ptr(block)` checked that the whole block lies inside the mapping,
+        // which lives as long as `self`; 2. the executor copies only blocks its thread
+        // owns (allocated and not freed), so no one else accesses these bytes.
+        unsafe { copy_block(ptr, block.order, buf, into_block) };
     }
 
     fn ptr(&self, block: Block) -> *mut u8 {

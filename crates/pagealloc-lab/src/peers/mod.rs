@@ -250,6 +250,18 @@ pub trait PageSource: fmt::Debug + Send + Sync {
     /// without memory behind their blocks.
     fn touch(&self, block: Block);
 
+    /// Copies `buf` into the first `buf.len()` bytes of `block` (`into_block`: a socket's
+    /// copy from user space) or those bytes of `block` into `buf` (a copy to user space).
+    /// `buf` is at most the block's size. Sources with memory override this; the default
+    /// writes the whole block instead ([`PageSource::touch`]) or, out of the block, does
+    /// nothing.
+    fn copy(&self, block: Block, buf: &mut [u8], into_block: bool) {
+        let _ = buf;
+        if into_block {
+            self.touch(block);
+        }
+    }
+
     /// Whether [`PageSource::touch`] really writes memory.
     fn has_memory(&self) -> bool;
 
@@ -328,6 +340,33 @@ pub fn build(spec: &SourceSpec) -> Result<Box<dyn PageSource>, SourceError> {
 /// Bytes of a block of `order`.
 pub(crate) fn block_bytes(order: u8) -> usize {
     (crate::workload::PAGE_SIZE as usize) << order
+}
+
+/// Copies `buf` to `ptr` (`into_block`) or `buf.len()` bytes at `ptr` to `buf`, after
+/// checking that `buf` fits a block of `order`.
+///
+/// # Safety
+/// `ptr .. ptr + block_bytes(order)` must be valid for reads and writes and not accessed
+/// by anyone else during the call (the caller owns the block).
+///
+/// # Panics
+/// If `buf` is larger than the block (a script asking for more bytes than its block has).
+pub(crate) unsafe fn copy_block(ptr: *mut u8, order: u8, buf: &mut [u8], into_block: bool) {
+    assert!(
+        buf.len() <= block_bytes(order),
+        "copy of {} bytes with an order-{order} block",
+        buf.len()
+    );
+    if into_block {
+        // SAFETY: 1. `ptr` is valid for `block_bytes(order) >= buf.len()` bytes of writes
+        // (caller); 2. the block is exclusively the caller's and `buf` is a distinct
+        // borrow, so the ranges do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), ptr, buf.len()) };
+    } else {
+        // SAFETY: 1. `ptr` is valid for `buf.len()` bytes of reads (caller); 2. as above,
+        // no overlap and no concurrent access.
+        unsafe { std::ptr::copy_nonoverlapping(ptr, buf.as_mut_ptr(), buf.len()) };
+    }
 }
 
 /// Fills `len` bytes at `ptr` with a pattern (the touch of a block).

@@ -6,8 +6,8 @@ use ::pagealloc::os::mmap::HugePages;
 use ::pagealloc::{AllocError, Allocator, Config, Frame, Gfp, Layout, MigrateType, Pfn};
 
 use super::{
-    block_bytes, write_block, Block, Counters, HandleSpace, Memory, PageSource, PcpInfo,
-    SourceError,
+    block_bytes, copy_block, write_block, Block, Counters, HandleSpace, Memory, PageSource,
+    PcpInfo, SourceError,
 };
 use crate::workload::MigrateKind;
 
@@ -131,6 +131,23 @@ impl PageSource for PageallocSource {
                 // mapping (frame_ptr checked that every frame of the block is mapped);
                 // 2. the executor touches only blocks its thread owns.
                 unsafe { write_block(ptr.as_ptr(), block_bytes(block.order)) };
+            }
+        }
+    }
+
+    fn copy(&self, block: Block, buf: &mut [u8], into_block: bool) {
+        match &self.memory {
+            Backing::None => {}
+            Backing::Lab(m) => m.copy(block, buf, into_block),
+            Backing::Own => {
+                let ptr = self
+                    .alloc
+                    .frame_ptr(Frame::new(Pfn(block.handle), block.order))
+                    .expect("a frame of this allocator lies in its memory");
+                // SAFETY: 1. the allocator handed out the whole block, which lies in its
+                // mapping (frame_ptr checked the head; blocks never cross the zone end);
+                // 2. the executor copies only blocks its thread owns.
+                unsafe { copy_block(ptr.as_ptr(), block.order, buf, into_block) };
             }
         }
     }

@@ -27,6 +27,10 @@ pub struct OpCounts {
     pub touches: u64,
     /// Base pages written by touch ops (a touch of an order-9 block is 512).
     pub touched_pages: u64,
+    /// `CopyIn` and `CopyOut` ops.
+    pub copies: u64,
+    /// Bytes they copied.
+    pub copied_bytes: u64,
     /// Nanoseconds of `Compute` requested.
     pub compute_ns: u64,
     /// Blocks sent to another CPU's inbox.
@@ -42,7 +46,7 @@ pub struct OpCounts {
 impl OpCounts {
     /// Records one completed op. `ok` is the op's result (only an `Alloc` can fail);
     /// `block_order` is the order of the block the op acted on: the slot's block for
-    /// `Free`, `Touch` and `Send`, the received block for `Recv`; it is ignored for the
+    /// `Free`, `Touch`, the copies and `Send`, the received block for `Recv`; it is ignored for the
     /// other ops (an `Alloc` carries its order).
     ///
     /// # Panics
@@ -62,6 +66,11 @@ impl OpCounts {
             Op::Touch { .. } => {
                 self.touches += 1;
                 self.touched_pages += 1 << order();
+            }
+            Op::CopyIn { bytes, .. } | Op::CopyOut { bytes, .. } => {
+                order();
+                self.copies += 1;
+                self.copied_bytes += u64::from(bytes);
             }
             Op::Compute { ns } => self.compute_ns += ns,
             Op::Send { .. } => {
@@ -87,6 +96,8 @@ impl OpCounts {
         }
         self.touches += other.touches;
         self.touched_pages += other.touched_pages;
+        self.copies += other.copies;
+        self.copied_bytes += other.copied_bytes;
         self.compute_ns += other.compute_ns;
         self.sends += other.sends;
         self.recvs += other.recvs;

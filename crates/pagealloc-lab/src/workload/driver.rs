@@ -74,6 +74,19 @@ pub trait Backend {
     fn free(&mut self, cpu: usize, block: Self::Block) -> Result<(), Self::Error>;
     /// Writes the whole block.
     fn touch(&mut self, cpu: usize, block: Self::Block) -> Result<(), Self::Error>;
+    /// Copies `bytes` between the CPU's user buffer and the start of `block`: into the
+    /// block (`into_block`, a copy from user space) or out of it. By default the block is
+    /// touched as a whole (executors that model copies override this).
+    fn copy(
+        &mut self,
+        cpu: usize,
+        block: Self::Block,
+        bytes: u32,
+        into_block: bool,
+    ) -> Result<(), Self::Error> {
+        let _ = (bytes, into_block);
+        self.touch(cpu, block)
+    }
     /// Computes for `ns` nanoseconds.
     fn compute(&mut self, cpu: usize, ns: u64);
     /// Puts `block` into `to_cpu`'s inbox, or reports it full ([`Flow::Blocked`]: the
@@ -197,6 +210,8 @@ fn op_word(op: &Op) -> u64 {
         }
         Op::Free { slot } => 2 | u64::from(slot) << 8,
         Op::Touch { slot } => 3 | u64::from(slot) << 8,
+        Op::CopyIn { slot, bytes } => 10 | u64::from(slot) << 8 | u64::from(bytes) << 32,
+        Op::CopyOut { slot, bytes } => 11 | u64::from(slot) << 8 | u64::from(bytes) << 32,
         Op::Compute { ns } => 4 ^ ns << 8,
         Op::Send { slot, to_cpu } => 5 | u64::from(slot) << 8 | u64::from(to_cpu) << 40,
         Op::Recv { slot } => 6 | u64::from(slot) << 8,
@@ -343,6 +358,11 @@ impl<B: TraceBlock> CpuDriver<B> {
             Op::Touch { slot } => {
                 let b = self.slots.get(slot, "touch")?;
                 k.touch(cpu, b)?;
+                (true, Some(b))
+            }
+            Op::CopyIn { slot, bytes } | Op::CopyOut { slot, bytes } => {
+                let b = self.slots.get(slot, "copy")?;
+                k.copy(cpu, b, bytes, matches!(op, Op::CopyIn { .. }))?;
                 (true, Some(b))
             }
             Op::Compute { ns } => {

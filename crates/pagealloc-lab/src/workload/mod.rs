@@ -22,7 +22,8 @@
 //!    *completes*, with that op's result. Only [`Op::Alloc`] can fail (`ok == false`,
 //!    the slot stays empty); every other op reports `ok == true`.
 //! 2. Slots: all empty at the start. `Alloc` and `Recv` need an empty slot and fill it;
-//!    `Touch` needs a full slot; `Free` and `Send` need a full slot and empty it. A
+//!    `Touch`, `CopyIn` and `CopyOut` need a full slot; `Free` and `Send` need a full
+//!    slot and empty it. A
 //!    violation is a script bug: executors panic.
 //! 3. `Recv` takes the oldest block of the CPU's own inbox (FIFO) and blocks while it is
 //!    empty. `Send` blocks while the destination inbox holds
@@ -137,6 +138,24 @@ pub enum Op {
     Touch {
         /// A full slot.
         slot: Slot,
+    },
+    /// Copy `bytes` from this CPU's user buffer into the block in `slot` (a `sendmsg`'s
+    /// copy from user space): the executor reads the buffer and writes the block's first
+    /// `bytes` (at most the block's size).
+    CopyIn {
+        /// A full slot.
+        slot: Slot,
+        /// Bytes copied.
+        bytes: u32,
+    },
+    /// Copy the first `bytes` of the block in `slot` out to this CPU's user buffer (a
+    /// `recvmsg`'s copy to user space): the executor reads the block and writes the
+    /// buffer.
+    CopyOut {
+        /// A full slot.
+        slot: Slot,
+        /// Bytes copied.
+        bytes: u32,
     },
     /// Pure computation for `ns` nanoseconds: no memory traffic the lab models.
     Compute {

@@ -79,8 +79,16 @@ impl Fill {
 pub(crate) enum Phase {
     /// Allocate into a range of slots.
     Fill(Fill),
-    /// Touch every held slot of the range.
-    Touch(Range<Slot>),
+    /// Copy `bytes` between the user buffer and every held slot of the range: into the
+    /// blocks (`into_block`) or out of them.
+    Copy {
+        /// Slots copied.
+        slots: Range<Slot>,
+        /// Bytes per slot.
+        bytes: u32,
+        /// Direction: into the blocks (`CopyIn`) or out (`CopyOut`).
+        into_block: bool,
+    },
     /// Free every held slot of the range, ascending (an unmap, an exit).
     Free(Range<Slot>),
     /// Free each held slot of the range with probability `percent` / 100.
@@ -189,7 +197,12 @@ impl<P: Program> Runner<P> {
                 self.held.insert(slot);
             }
             Op::Free { slot } | Op::Send { slot, .. } => self.held.remove(slot),
-            Op::Touch { slot } => assert!(self.held.contains(slot), "touch of empty slot {slot}"),
+            Op::Touch { slot } | Op::CopyIn { slot, .. } | Op::CopyOut { slot, .. } => {
+                assert!(
+                    self.held.contains(slot),
+                    "touch or copy of empty slot {slot}"
+                )
+            }
             Op::Compute { .. } | Op::Barrier { .. } | Op::Exit | Op::Done => {}
         }
         op
@@ -239,7 +252,7 @@ enum Active {
         awaiting: Awaiting,
         retries_left: u32,
     },
-    /// Touch, free or send the held slots of a range.
+    /// Copy, free or send the held slots of a range.
     Scan {
         slots: Range<Slot>,
         action: Scan,
@@ -258,7 +271,7 @@ enum Awaiting {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scan {
-    Touch,
+    Copy { bytes: u32, into_block: bool },
     Free,
     FreeRandom(u32),
     Send(u32),
@@ -274,7 +287,11 @@ impl Active {
                 fill,
                 awaiting: Awaiting::Nothing,
             },
-            Phase::Touch(slots) => scan(slots, Scan::Touch),
+            Phase::Copy {
+                slots,
+                bytes,
+                into_block,
+            } => scan(slots, Scan::Copy { bytes, into_block }),
             Phase::Free(slots) => scan(slots, Scan::Free),
             Phase::FreeRandom { slots, percent } => scan(slots, Scan::FreeRandom(percent)),
             Phase::Send { slots, to_cpu } => scan(slots, Scan::Send(to_cpu)),
@@ -343,7 +360,14 @@ impl Active {
                         continue;
                     }
                     match *action {
-                        Scan::Touch => return Some(Op::Touch { slot }),
+                        Scan::Copy {
+                            bytes,
+                            into_block: true,
+                        } => return Some(Op::CopyIn { slot, bytes }),
+                        Scan::Copy {
+                            bytes,
+                            into_block: false,
+                        } => return Some(Op::CopyOut { slot, bytes }),
                         Scan::Free => return Some(Op::Free { slot }),
                         Scan::FreeRandom(percent) => {
                             if rng.percent(percent) {

@@ -3,20 +3,28 @@
 //! # Design
 //! Pair `k` is sender CPU `2k` and receiver CPU `2k + 1`: neighbours, hence on the same
 //! socket when CPUs are numbered socket by socket (as the simulator's machines are).
-//! CPUs past the pairs are idle. A message is a head block (order 0) and `data_blocks`
-//! blocks of `data_order`, all unmovable (socket buffers). The sender allocates them,
-//! retrying after `backoff_ns` of compute when an allocation fails (the receiver frees,
-//! so memory comes back), writes them (copy from user) and sends them, head first. The
-//! receiver takes them from its inbox, reads them (copy to user, modelled as a touch) and
-//! frees them: the cross-CPU free of the original workloads.
+//! CPUs past the pairs are idle. A message is `blocks` blocks of `order`, all unmovable
+//! (socket buffers); its header lives in slab memory, which makes no page allocation
+//! per message. Per message, as the real programs do:
+//! - the sender enters the system call (`syscall_ns`), allocates the blocks (retrying
+//!   after `backoff_ns` of compute when an allocation fails: the receiver frees, so
+//!   memory comes back), copies `bytes_per_block` from its user buffer into each block
+//!   ([`Op::CopyIn`](super::Op::CopyIn)), runs the protocol's transmit side
+//!   (`send_protocol_ns`) and queues the blocks to the receiver;
+//! - the receiver takes them from its inbox, enters its system call (`syscall_ns`),
+//!   copies each block out to its user buffer ([`Op::CopyOut`](super::Op::CopyOut)),
+//!   frees the blocks one after the other (the cross-CPU free of the original
+//!   workloads) and runs the protocol's receive side (`recv_protocol_ns`).
 //!
+//! The copies are charged by the executor (a real `memcpy` on threads, the cache
+//! hierarchy in the simulator); the system calls and protocol work are `Compute`.
 //! The inbox holds `window` messages (the socket buffer): a sender more than `window`
 //! messages ahead blocks, which bounds memory to pairs × (window + 1) messages.
 
 use std::collections::VecDeque;
 
 use super::program::{script, Fill, Once, Phase, Program, RETRY_FOREVER};
-use super::{check_cpus, CpuScript, MigrateKind, Rng, Slot, WorkloadError};
+use super::{check_cpus, CpuScript, MigrateKind, Op, Rng, Slot, WorkloadError};
 
 /// The shape of one stream workload, resolved from its parameters.
 #[derive(Clone, Copy, Debug)]
@@ -25,22 +33,26 @@ pub(crate) struct StreamShape {
     pub(crate) pairs: u32,
     /// Messages per pair.
     pub(crate) messages: u32,
-    pub(crate) data_order: u8,
-    pub(crate) data_blocks: u32,
+    /// Order of the blocks a message is carried in.
+    pub(crate) order: u8,
+    /// Blocks per message.
+    pub(crate) blocks: u32,
+    /// Payload bytes copied into (and out of) each block.
+    pub(crate) bytes_per_block: u32,
     /// Messages the receiver's inbox holds.
     pub(crate) window: u32,
     pub(crate) backoff_ns: u64,
+    /// One system call's entry and exit, each side, ns.
+    pub(crate) syscall_ns: u64,
+    /// The protocol's work per message on the sender and on the receiver, ns.
+    pub(crate) send_protocol_ns: u64,
+    pub(crate) recv_protocol_ns: u64,
 }
 
 impl StreamShape {
-    /// Blocks per message: the head plus the data blocks.
-    pub(crate) fn parts(&self) -> u32 {
-        1 + self.data_blocks
-    }
-
     /// Blocks an inbox holds before sends block.
     pub(crate) fn inbox_capacity(&self) -> usize {
-        self.window as usize * self.parts() as usize
+        self.window as usize * self.blocks as usize
     }
 
     /// The scripts for `cpus` CPUs.
@@ -67,12 +79,19 @@ impl StreamShape {
                     })
                 } else {
                     script(Receiver {
-                        parts: self.parts(),
+                        shape: *self,
                         left: self.messages,
                     })
                 }
             })
             .collect())
+    }
+}
+
+/// `Compute` for `ns`, or nothing for 0.
+fn compute(out: &mut VecDeque<Phase>, ns: u64) {
+    if ns > 0 {
+        out.push_back(Phase::Op(Op::Compute { ns }));
     }
 }
 
@@ -94,7 +113,7 @@ struct Sender {
 
 impl Program for Sender {
     fn slot_count(&self) -> Slot {
-        self.shape.parts()
+        self.shape.blocks
     }
 
     fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
@@ -103,17 +122,20 @@ impl Program for Sender {
         }
         self.left -= 1;
         let s = &self.shape;
-        let parts = s.parts();
+        let blocks = 0..s.blocks;
+        compute(out, s.syscall_ns);
         out.push_back(Phase::Fill(
-            Fill::new(0..1, 0, MigrateKind::Unmovable).retry(RETRY_FOREVER, s.backoff_ns),
-        ));
-        out.push_back(Phase::Fill(
-            Fill::new(1..parts, s.data_order, MigrateKind::Unmovable)
+            Fill::new(blocks.clone(), s.order, MigrateKind::Unmovable)
                 .retry(RETRY_FOREVER, s.backoff_ns),
         ));
-        out.push_back(Phase::Touch(0..parts));
+        out.push_back(Phase::Copy {
+            slots: blocks.clone(),
+            bytes: s.bytes_per_block,
+            into_block: true,
+        });
+        compute(out, s.send_protocol_ns);
         out.push_back(Phase::Send {
-            slots: 0..parts,
+            slots: blocks,
             to_cpu: self.to_cpu,
         });
         true
@@ -122,13 +144,13 @@ impl Program for Sender {
 
 #[derive(Debug)]
 struct Receiver {
-    parts: u32,
+    shape: StreamShape,
     left: u32,
 }
 
 impl Program for Receiver {
     fn slot_count(&self) -> Slot {
-        self.parts
+        self.shape.blocks
     }
 
     fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
@@ -136,9 +158,17 @@ impl Program for Receiver {
             return false;
         }
         self.left -= 1;
-        out.push_back(Phase::Recv(0..self.parts));
-        out.push_back(Phase::Touch(0..self.parts));
-        out.push_back(Phase::Free(0..self.parts));
+        let s = &self.shape;
+        let blocks = 0..s.blocks;
+        out.push_back(Phase::Recv(blocks.clone()));
+        compute(out, s.syscall_ns);
+        out.push_back(Phase::Copy {
+            slots: blocks.clone(),
+            bytes: s.bytes_per_block,
+            into_block: false,
+        });
+        out.push_back(Phase::Free(blocks));
+        compute(out, s.recv_protocol_ns);
         true
     }
 }
