@@ -17,6 +17,15 @@
 //! Allocation writes one byte per 4 KiB page (a fault each; a THP block faults once);
 //! `touch` then writes the whole block like every other source.
 //!
+//! Frees are batched as an unmap batches them: a CPU's frees of address-adjacent blocks
+//! (a loop's region, freed in allocation order, whichever direction the addresses run)
+//! grow one pending range, returned with a single `madvise(MADV_DONTNEED)` when a free
+//! is not adjacent to it, when the CPU allocates next, or at `validate`/drop. That is
+//! will-it-scale's page_fault1, which unmaps its 128 MiB region in one call, so its pages
+//! go back through `zap_pte_range`'s mmu_gather batches and `free_pages_and_swap_cache`
+//! rather than one syscall, one TLB flush and one `free_unref_page` path per block. An
+//! address is reused only after its range was returned, so every allocation still faults.
+//!
 //! # What it measures
 //! The kernel's page allocator plus what a fault and an unmap always cost: the trap,
 //! the page-table update, the zeroing, the `madvise` call and its TLB flush.
@@ -127,12 +136,77 @@ fn unmap(addr: usize, len: usize) {
     assert_eq!(rc, 0, "munmap: {}", io::Error::last_os_error());
 }
 
+/// Freed blocks of one CPU whose pages have not been returned yet: one address range
+/// `[lo, hi)` and the blocks in it.
+#[derive(Debug, Default)]
+struct Pending {
+    lo: usize,
+    hi: usize,
+    blocks: Vec<(usize, u8)>,
+}
+
+/// A CPU's free lists (per order, addresses whose pages were returned) and its pending
+/// range.
+#[derive(Debug, Default)]
+struct CpuFree {
+    lists: [Vec<usize>; NR_ORDERS],
+    pending: Pending,
+}
+
 /// Reserved regions, and per CPU per order the addresses of freed blocks.
 #[derive(Debug)]
 pub struct KernelSource {
     small: Region,
     huge: Region,
-    free: Vec<Mutex<[Vec<usize>; NR_ORDERS]>>,
+    free: Vec<Mutex<CpuFree>>,
+}
+
+/// Returns the pages of `[addr, addr + len)` to the kernel.
+fn dontneed(addr: usize, len: usize) -> Result<(), SourceError> {
+    // SAFETY: 1. the range is made of blocks of our reserved region that their owners no
+    // longer use (freed, not yet reused); MADV_DONTNEED drops their pages, and a later
+    // fault maps fresh zeroed ones.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+    if rc != 0 {
+        return Err(SourceError::Broken {
+            source: NAME,
+            what: format!("madvise: {}", io::Error::last_os_error()),
+        });
+    }
+    Ok(())
+}
+
+impl CpuFree {
+    /// Returns the pending range in one call and moves its blocks to the free lists.
+    fn flush(&mut self) -> Result<(), SourceError> {
+        if self.pending.blocks.is_empty() {
+            return Ok(());
+        }
+        let (lo, hi) = (self.pending.lo, self.pending.hi);
+        let r = dontneed(lo, hi - lo);
+        for (a, o) in self.pending.blocks.drain(..) {
+            self.lists[usize::from(o)].push(a);
+        }
+        r
+    }
+
+    /// Adds a freed block to the pending range, returning the range first when the block
+    /// does not extend it.
+    fn defer(&mut self, addr: usize, order: u8) -> Result<(), SourceError> {
+        let end = addr + block_bytes(order);
+        let p = &mut self.pending;
+        if !p.blocks.is_empty() && end == p.lo {
+            p.lo = addr;
+        } else if !p.blocks.is_empty() && addr == p.hi {
+            p.hi = end;
+        } else {
+            self.flush()?;
+            self.pending.lo = addr;
+            self.pending.hi = end;
+        }
+        self.pending.blocks.push((addr, order));
+        Ok(())
+    }
 }
 
 impl KernelSource {
@@ -158,38 +232,53 @@ impl KernelSource {
         }
     }
 
-    fn list(&self, cpu: usize) -> &Mutex<[Vec<usize>; NR_ORDERS]> {
+    fn list(&self, cpu: usize) -> &Mutex<CpuFree> {
         &self.free[cpu % self.free.len()]
     }
 
     /// A freed address range of `order`: this CPU's own, or else a batch taken from
     /// another CPU's list (blocks freed remotely, as in netperf, pile up on the
     /// receiver's list and must flow back to the sender).
-    fn reuse(&self, cpu: usize, order: u8) -> Option<usize> {
+    fn reuse(&self, cpu: usize, order: u8) -> Result<Option<usize>, SourceError> {
         let o = usize::from(order);
-        if let Some(a) = self.list(cpu).lock().expect("free list")[o].pop() {
-            return Some(a);
+        {
+            let mut mine = self.list(cpu).lock().expect("free list");
+            mine.flush()?;
+            if let Some(a) = mine.lists[o].pop() {
+                return Ok(Some(a));
+            }
         }
         // One list locked at a time: two CPUs stealing from each other cannot deadlock.
         let n = self.free.len();
         for k in 1..n {
             let batch: Vec<usize> = {
                 let mut theirs = self.free[(cpu + k) % n].lock().expect("free list");
-                let have = theirs[o].len();
-                theirs[o].drain(have - have.min(STEAL_BATCH)..).collect()
+                let have = theirs.lists[o].len();
+                theirs.lists[o]
+                    .drain(have - have.min(STEAL_BATCH)..)
+                    .collect()
             };
             if !batch.is_empty() {
                 let mut mine = self.list(cpu).lock().expect("free list");
-                mine[o].extend(batch);
-                return mine[o].pop();
+                mine.lists[o].extend(batch);
+                return Ok(mine.lists[o].pop());
             }
         }
-        None
+        Ok(None)
+    }
+
+    /// Returns every CPU's pending range.
+    fn flush_all(&self) -> Result<(), SourceError> {
+        for f in &self.free {
+            f.lock().expect("free list").flush()?;
+        }
+        Ok(())
     }
 }
 
 impl Drop for KernelSource {
     fn drop(&mut self) {
+        // The whole reservation is unmapped below; pending ranges need no call of their own.
         unmap(self.small.base, self.small.len);
         unmap(self.huge.base, self.huge.len);
     }
@@ -208,7 +297,7 @@ impl PageSource for KernelSource {
             });
         }
         let len = block_bytes(order);
-        let addr = match self.reuse(cpu, order) {
+        let addr = match self.reuse(cpu, order)? {
             Some(a) => a,
             None => self
                 .region(order)
@@ -236,18 +325,14 @@ impl PageSource for KernelSource {
                 what: format!("free of {block:?}: not a block of this source"),
             });
         }
-        // SAFETY: 1. the block is a range of our reserved region that its owner no
-        // longer uses; MADV_DONTNEED drops its pages, and a later fault maps fresh zeroed
-        // ones.
-        let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
-        if rc != 0 {
-            return Err(SourceError::Broken {
-                source: NAME,
-                what: format!("madvise: {}", io::Error::last_os_error()),
-            });
-        }
-        self.list(cpu).lock().expect("free list")[usize::from(block.order)].push(addr);
-        Ok(())
+        self.list(cpu)
+            .lock()
+            .expect("free list")
+            .defer(addr, block.order)
+    }
+
+    fn validate(&self) -> Result<(), SourceError> {
+        self.flush_all()
     }
 
     fn touch(&self, block: Block) {
