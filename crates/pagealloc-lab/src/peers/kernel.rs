@@ -355,3 +355,49 @@ impl PageSource for KernelSource {
         HandleSpace::Addresses { size_aligned: true }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads byte `off` of `b`.
+    fn byte(b: Block, off: usize) -> u8 {
+        // SAFETY: 1. `b` is a block of the source's mapping of at least `off + 1` bytes
+        // that this test owns; a read of a returned page faults in a zeroed one.
+        unsafe { (b.handle as *const u8).add(off).read_volatile() }
+    }
+
+    #[test]
+    fn adjacent_frees_are_returned_in_one_range_before_reuse() {
+        let k = KernelSource::new(1).unwrap();
+        let bs: Vec<Block> = (0..4)
+            .map(|_| k.allocate(0, 0, MigrateKind::Movable).unwrap())
+            .collect();
+        for &b in &bs {
+            k.touch(b);
+            assert_eq!(byte(b, 100), 0x5a);
+        }
+        for &b in &bs {
+            k.free(0, b).unwrap();
+        }
+        {
+            let f = k.list(0).lock().unwrap();
+            assert_eq!(f.pending.blocks.len(), 4, "one pending range");
+            assert_eq!(f.pending.hi - f.pending.lo, 4 * block_bytes(0));
+            assert!(
+                f.lists[0].is_empty(),
+                "nothing reusable before it is returned"
+            );
+        }
+        // The next allocation returns the range first, then reuses a block of it: the
+        // page is a fresh one (zeroed), not the one written above.
+        let b = k.allocate(0, 0, MigrateKind::Movable).unwrap();
+        assert!(bs.contains(&b));
+        assert_eq!(byte(b, 100), 0);
+        assert!(k.list(0).lock().unwrap().pending.blocks.is_empty());
+        // A free that is not adjacent starts a new range; validate returns it.
+        k.free(0, b).unwrap();
+        k.validate().unwrap();
+        assert!(k.list(0).lock().unwrap().pending.blocks.is_empty());
+    }
+}
