@@ -139,7 +139,7 @@ pub fn run(p: &BenchParams) -> Result<Row, SourceError> {
         bench: Some(p.kind.name().to_owned()),
         alloc: p.alloc.to_owned(),
         config: source.config(),
-        threads: Some(threads),
+        cpus: Some(threads),
         order: Some(p.order),
         machine: Some("host".to_owned()),
         get_ns: median(&mut get),

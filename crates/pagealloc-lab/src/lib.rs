@@ -26,6 +26,7 @@ pub mod row;
 pub mod sim;
 pub mod stress;
 pub mod twin;
+pub mod units;
 pub mod workload;
 
 pub use row::Row;

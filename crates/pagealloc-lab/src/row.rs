@@ -26,9 +26,6 @@ pub struct Row {
     /// CPUs (threads or virtual CPUs) used.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpus: Option<u32>,
-    /// Bench threads.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub threads: Option<u32>,
     /// Bench order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub order: Option<u8>,

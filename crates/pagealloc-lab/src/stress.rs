@@ -27,6 +27,7 @@
 //! What it cannot see: interleavings the OS scheduler does not produce (`tests/loom.rs`
 //! explores those on a small model); allocation latency (see the benchmarks).
 
+use crate::units::MemSize;
 use crate::workload::{cpu_seed, Rng, SplitMix64};
 use pagealloc::os::mmap::HugePages;
 use pagealloc::{
@@ -58,9 +59,9 @@ pub struct StressArgs {
     /// Allocator configuration: a preset and `,key=value` overrides.
     #[arg(long, default_value = "linux-6.12")]
     pub config: String,
-    /// Memory managed by the allocator, MiB.
-    #[arg(long, default_value_t = 64)]
-    pub mib: u64,
+    /// Memory managed by the allocator, with a unit (64MiB, 1GiB).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
+    pub memory: MemSize,
     /// CPUs (pagesets) of the allocator; default: one per thread. Workers run on CPU
     /// `worker % cpus`, so fewer CPUs than threads makes them share pagesets.
     #[arg(long)]
@@ -78,6 +79,9 @@ pub struct StressArgs {
     /// Print a progress line every this many seconds on stderr (0: none).
     #[arg(long, default_value_t = 5)]
     pub progress_s: u64,
+    /// Print the report as one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl Default for StressArgs {
@@ -88,12 +92,13 @@ impl Default for StressArgs {
             seconds: 0.0,
             churn: false,
             config: "linux-6.12".into(),
-            mib: 64,
+            memory: MemSize::mib(64),
             cpus: None,
             validate_ms: 250,
             seed: 1,
             poison: false,
             progress_s: 5,
+            json: false,
         }
     }
 }
@@ -113,7 +118,7 @@ pub enum StressError {
 }
 
 /// What a stress run did and found.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct StressReport {
     /// Configuration string.
     pub config: String,
@@ -447,8 +452,8 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
     if !(args.seconds >= 0.0 && args.seconds.is_finite()) {
         return Err(StressError::Args("--seconds must be a number >= 0".into()));
     }
-    if args.mib < 4 {
-        return Err(StressError::Args("--mib must be at least 4".into()));
+    if args.memory < MemSize::mib(4) {
+        return Err(StressError::Args("--memory must be at least 4MiB".into()));
     }
     let cpus = args.cpus.unwrap_or(args.threads);
     if cpus == 0 {
@@ -464,7 +469,7 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
         .parse()
         .map_err(|e| StressError::Args(format!("--config {}: {e}", args.config)))?;
     cfg.poison |= args.poison;
-    let layout = Layout::single(args.mib * 256, cpus);
+    let layout = Layout::single(args.memory.pages(), cpus);
     let a = Allocator::with_memory(&layout, cfg.clone(), HugePages::None)
         .map_err(StressError::Build)?;
     let managed = a.managed_pages();

@@ -103,16 +103,52 @@ fn unknown_flag_and_subcommand_exit_2() {
 #[test]
 fn bad_headroom_is_a_usage_error() {
     refused(
-        &["sim", "kbuild", "--headroom-mib", "lots"],
+        &["sim", "kbuild", "--headroom", "lots"],
         &["lots", "MiB", "all"],
     );
     refused(
-        &["calibrate", "--headrooms", "4000,x"],
+        &["calibrate", "--headrooms", "4000MiB,x"],
         &["invalid headroom `x`"],
     );
-    // --headroom-mib belongs to the simulator.
-    let o = pagealloc(&["compare", "kbuild", "--headroom-mib", "100"]);
+    // A headroom needs its unit; --headroom belongs to the simulator.
+    refused(&["sim", "kbuild", "--headroom", "6000"], &["6000", "MiB"]);
+    let o = pagealloc(&["compare", "kbuild", "--headroom", "100MiB"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// Every memory flag takes a unit, and a number without one is refused, not guessed.
+#[test]
+fn memory_flags_take_units() {
+    refused(
+        &["run", "page_fault1", "--memory", "512"],
+        &["512", "MiB", "GiB"],
+    );
+    refused(&["bench", "repeat", "--memory", "1"], &["MiB", "GiB"]);
+    refused(&["stress", "--memory", "64"], &["MiB", "GiB"]);
+}
+
+/// `list --json` is the registries as one object.
+#[test]
+fn list_prints_json() {
+    let o = pagealloc(&["list", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    let names = |k: &str| -> Vec<String> {
+        v[k].as_array()
+            .unwrap_or_else(|| panic!("{k}: {v}"))
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .map_or_else(|| x["name"].to_string(), str::to_owned)
+            })
+            .collect()
+    };
+    assert!(names("presets").contains(&"patch7".to_owned()));
+    assert!(names("allocators").contains(&"kernel".to_owned()));
+    assert!(names("machines").contains(&"spr-2s-224".to_owned()));
+    assert!(names("benchmarks").contains(&"rand".to_owned()));
+    assert!(names("workloads").iter().any(|w| w.contains("kbuild")));
+    assert!(names("config_keys").contains(&"batch_scale_max".to_owned()));
 }
 
 /// The batch sweep is an explicit flag, not a guess from the default config list.
@@ -222,12 +258,12 @@ fn bench_prints_llfree_rows() {
         "bulk,repeat",
         "--alloc",
         "pagealloc,buddy,pool",
-        "--threads",
+        "--cpus",
         "1,2",
         "--order",
         "0,9",
         "--memory",
-        "0.03125",
+        "32MiB",
         "--iterations",
         "1",
         "--json",
@@ -242,7 +278,7 @@ fn bench_prints_llfree_rows() {
         } else {
             assert!(r["get_ns"].as_f64().unwrap() > 0.0 && r["put_ns"].as_f64().unwrap() > 0.0);
         }
-        assert!(r.get("threads").is_some() && r.get("order").is_some());
+        assert!(r.get("cpus").is_some() && r.get("order").is_some());
     }
     assert!(stderr(&o).contains("order-0 frames only"));
 }
@@ -287,8 +323,8 @@ fn more_cpus_than_the_host_runs_unpinned_with_a_warning() {
         "page_fault1",
         "--cpus",
         &cpus,
-        "--memory-mib",
-        "64",
+        "--memory",
+        "64MiB",
         "-p",
         "pages_per_loop=256",
         "-p",
@@ -312,8 +348,8 @@ fn running_out_of_memory_is_reported() {
         "page_fault1",
         "--cpus",
         "2",
-        "--memory-mib",
-        "8",
+        "--memory",
+        "8MiB",
         "-p",
         "pages_per_loop=4096",
         "-p",

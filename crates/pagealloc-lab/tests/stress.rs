@@ -9,7 +9,7 @@ fn args(threads: usize, seconds: f64, churn: bool, config: &str) -> StressArgs {
         seconds,
         churn,
         config: config.into(),
-        mib: 32,
+        memory: pagealloc_lab::units::MemSize::mib(32),
         validate_ms: 300,
         progress_s: 0,
         ..StressArgs::default()
@@ -87,7 +87,15 @@ fn bad_arguments_are_errors() {
 fn cli_exit_statuses() {
     let bin = env!("CARGO_BIN_EXE_pagealloc");
     let out = std::process::Command::new(bin)
-        .args(["stress", "--threads", "2", "--seconds", "1", "--mib", "16"])
+        .args([
+            "stress",
+            "--threads",
+            "2",
+            "--seconds",
+            "1",
+            "--memory",
+            "16MiB",
+        ])
         .args(["--churn", "--progress-s", "0"])
         .output()
         .expect("run pagealloc stress");
@@ -99,6 +107,24 @@ fn cli_exit_statuses() {
     );
     assert!(stdout.contains("frames lost        0"), "{stdout}");
     assert!(stdout.contains("errors             none"), "{stdout}");
+    // --json: the same report as one object.
+    let out = std::process::Command::new(bin)
+        .args([
+            "stress",
+            "--threads",
+            "2",
+            "--ops",
+            "2000",
+            "--memory",
+            "16MiB",
+        ])
+        .args(["--progress-s", "0", "--json"])
+        .output()
+        .expect("run pagealloc stress --json");
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["frames_lost"], 0, "{v}");
+    assert!(v["ops"].as_u64().unwrap() >= 2000, "{v}");
     let out = std::process::Command::new(bin)
         .args(["stress", "--threads", "0"])
         .output()

@@ -24,6 +24,7 @@ pub mod twin;
 use crate::bench::{self, BenchKind, BenchParams};
 use crate::exec::{self, ExecOptions};
 use crate::report::{self, job, BENCH_COLUMNS, COMPARE_COLUMNS, WORKLOAD_COLUMNS};
+use crate::units::MemSize;
 use crate::workload::{self, Workload};
 use crate::{peers, Row};
 
@@ -81,8 +82,9 @@ pub enum Command {
     Bench(BenchArgs),
     /// The main job: run the default suite and write report.md, JSON and plots.
     Report(ReportArgs),
-    /// List workloads with their parameters, configs and allocators.
-    List,
+    /// List workloads with their parameters, configs, allocators, benchmarks and
+    /// simulated machines.
+    List(ListArgs),
     /// Simulate one workload at the spec's scale on a described machine (virtual CPUs,
     /// the real allocator, a calibrated cost model) and print its row.
     #[command(after_long_help = sim::machines_help())]
@@ -117,10 +119,10 @@ pub struct WorkloadOpts {
     /// (default: one run).
     #[arg(long)]
     pub seconds: Option<f64>,
-    /// Memory of frame-range allocators, MiB (default: 512 MiB or CPUs × 64 MiB, or
-    /// more when the workload's size parameters need it).
-    #[arg(long = "memory-mib")]
-    pub memory_mib: Option<u64>,
+    /// Memory of frame-range allocators, with a unit: 512MiB, 2GiB (default: 512MiB or
+    /// CPUs × 64MiB, or more when the workload's size parameters need it).
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<MemSize>,
     /// Do not time single operations (pure throughput; no latency columns).
     #[arg(long)]
     pub no_latency: bool,
@@ -172,9 +174,10 @@ pub struct CompareArgs {
     /// Simulated machine (with --sim); default: the workload's seed machine.
     #[arg(long, requires = "sim")]
     pub machine: Option<String>,
-    /// With --sim: free memory at the start, MiB above each zone's high watermark, or
-    /// `all` (see `pagealloc sim --help`). Default: the workload's calibrated value.
-    #[arg(long = "headroom-mib", value_name = "MIB|all", requires = "sim")]
+    /// With --sim: free memory at the start above each zone's high watermark, with a
+    /// unit (6000MiB), or `all` (see `pagealloc sim --help`). Default: the workload's
+    /// calibrated value.
+    #[arg(long, value_name = "SIZE|all", requires = "sim")]
     pub headroom: Option<String>,
 }
 
@@ -189,16 +192,16 @@ pub struct BenchArgs {
     /// pagealloc config.
     #[arg(long, default_value = "linux-6.12")]
     pub config: String,
-    /// Thread counts, comma-separated.
+    /// CPU counts, comma-separated: one pinned thread allocating as each CPU.
     #[arg(long, default_value = "1,2")]
-    pub threads: String,
+    pub cpus: String,
     /// Block orders, comma-separated.
     #[arg(long, default_value = "0,9")]
     pub order: String,
-    /// Memory in GiB (fractions allowed): the frame range, half of which is in use at
+    /// Memory with a unit (1GiB, 512MiB): the frame range, half of which is in use at
     /// the peak.
-    #[arg(long, default_value_t = 1.0)]
-    pub memory: f64,
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub memory: MemSize,
     /// Runs per row; the median is reported.
     #[arg(long, default_value_t = 3)]
     pub iterations: u32,
@@ -206,6 +209,14 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Print one JSON object per row instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `pagealloc list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -265,17 +276,21 @@ pub fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Sim(a) => sim::cmd_sim(&a),
         Command::Calibrate(a) => sim::cmd_calibrate(&a),
         Command::Twin(a) => twin::cmd_twin(&a),
-        Command::List => {
-            print!("{}", list_text());
+        Command::List(a) => {
+            if a.json {
+                println!("{}", list_json());
+            } else {
+                print!("{}", list_text());
+            }
             Ok(())
         }
         Command::Stress(a) => match crate::stress::run(&a) {
             Ok(rep) => {
-                println!("{rep}");
+                print_stress(&rep, a.json);
                 Ok(())
             }
             Err(crate::stress::StressError::Failed(rep)) => {
-                println!("{rep}");
+                print_stress(&rep, a.json);
                 Err(CliError::run(format!(
                     "stress: {} violation(s)",
                     rep.violations()
@@ -285,6 +300,46 @@ pub fn dispatch(command: Command) -> Result<(), CliError> {
             Err(e) => Err(CliError::run(e.to_string())),
         },
     }
+}
+
+fn print_stress(rep: &crate::stress::StressReport, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(rep).expect("the stress report serialises")
+        );
+    } else {
+        println!("{rep}");
+    }
+}
+
+/// `pagealloc list --json`: every choice of the command line, from the registries.
+fn list_json() -> String {
+    let workloads: Vec<serde_json::Value> = workload::names()
+        .iter()
+        .filter_map(|&name| workload::by_name(name, &[]).ok())
+        .map(|w| {
+            let params: serde_json::Map<String, serde_json::Value> = w
+                .params()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.into()))
+                .collect();
+            serde_json::json!({
+                "name": w.name(),
+                "params": params,
+                "score_unit": w.score_unit(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "workloads": workloads,
+        "presets": Preset::ALL.map(Preset::name),
+        "config_keys": pagealloc::Config::KEYS.split(", ").collect::<Vec<_>>(),
+        "allocators": peers::names(),
+        "benchmarks": BenchKind::ALL.map(BenchKind::name),
+        "machines": crate::sim::MACHINES.iter().map(|m| m.name).collect::<Vec<_>>(),
+    })
+    .to_string()
 }
 
 fn list_text() -> String {
@@ -439,7 +494,7 @@ fn measure(
         latency: !o.no_latency,
         ..ExecOptions::new(cpus)
     };
-    let frames = o.memory_mib.map(|m| (m << 20) / 4096);
+    let frames = o.memory.map(MemSize::pages);
     let t0 = std::time::Instant::now();
     let mut rows = Vec::new();
     loop {
@@ -532,7 +587,7 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), CliError> {
     let kinds: Vec<BenchKind> = parse_list(&a.kind, "benchmark", "bulk, repeat, rand")?;
     let allocs = split_allocs(&a.alloc)?;
     let config = config_of(&a.config)?;
-    let threads: Vec<u32> = parse_list(&a.threads, "thread count", "1, 2, …")?;
+    let threads: Vec<u32> = parse_list(&a.cpus, "CPU count", "1, 2, …")?;
     let orders: Vec<u8> = parse_list(&a.order, "order", "0..=10")?;
     if let Some(o) = orders.iter().find(|&&o| o > 10) {
         return Err(CliError::usage(format!(
@@ -540,15 +595,9 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), CliError> {
         )));
     }
     if threads.contains(&0) {
-        return Err(CliError::usage("invalid thread count `0`; valid: 1, 2, …"));
+        return Err(CliError::usage("invalid CPU count `0`; valid: 1, 2, …"));
     }
-    if !(a.memory.is_finite() && a.memory > 0.0) {
-        return Err(CliError::usage(format!(
-            "invalid --memory `{}`; valid: a positive number of GiB",
-            a.memory
-        )));
-    }
-    let memory_bytes = (a.memory * f64::from(1u32 << 30)) as u64;
+    let memory_bytes = a.memory.bytes();
     let total = kinds.len() * allocs.len() * threads.len() * orders.len();
     let pb = indicatif::ProgressBar::new(total as u64);
     let mut rows = Vec::new();

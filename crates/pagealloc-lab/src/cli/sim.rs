@@ -51,10 +51,10 @@ pub struct SimFlags {
     /// kswapd): on or off. Default: off.
     #[arg(long = "page-cache", value_parser = ["on", "off"])]
     pub page_cache: Option<String>,
-    /// Free memory at the start, MiB above each zone's high watermark; the rest is held
-    /// by the rest of the system for the whole run. `all`: all memory free. Default:
-    /// the workload's calibrated value (kbuild 6000, the others all).
-    #[arg(long = "headroom-mib", value_name = "MIB|all")]
+    /// Free memory at the start, with a unit (6000MiB), above each zone's high watermark;
+    /// the rest is held by the rest of the system for the whole run. `all`: all memory
+    /// free. Default: the workload's calibrated value (kbuild 6000MiB, the others all).
+    #[arg(long, value_name = "SIZE|all")]
     pub headroom: Option<String>,
     /// Print one JSON object per row instead of a table.
     #[arg(long)]
@@ -73,9 +73,9 @@ pub struct CalibrateArgs {
     /// Grid of `touch_cold_ns`, comma-separated.
     #[arg(long, default_value = "250")]
     pub colds: String,
-    /// Grid of kbuild's free memory at the start, MiB above the high watermark (`all`:
-    /// all memory free), comma-separated.
-    #[arg(long, default_value = "6000")]
+    /// Grid of kbuild's free memory at the start above the high watermark, with a unit
+    /// (`all`: all memory free), comma-separated.
+    #[arg(long, default_value = "6000MiB")]
     pub headrooms: String,
     /// Root seeds, comma-separated: every grid point runs once per seed; its error is
     /// the mean, its directions the fewest.
@@ -85,6 +85,10 @@ pub struct CalibrateArgs {
     /// page_fault1) and print it beside the published one.
     #[arg(long)]
     pub sweep: bool,
+    /// Print the fit as one JSON object (and, with --sweep, the sweep's rows one per
+    /// line) instead of tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn usage(m: impl std::fmt::Display) -> CliError {
@@ -311,8 +315,11 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
 pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
     let computes: Vec<u64> = parse_list(&a.computes, "compute_ns_per_page", "ns, e.g. 3000")?;
     let colds: Vec<f64> = parse_list(&a.colds, "touch_cold_ns", "ns, e.g. 250")?;
-    let headrooms: Vec<crate::sim::Headroom> =
-        parse_list(&a.headrooms, "headroom", "MiB, `all` or `default`")?;
+    let headrooms: Vec<crate::sim::Headroom> = parse_list(
+        &a.headrooms,
+        "headroom",
+        "a size (6000MiB), `all` or `default`",
+    )?;
     let seeds: Vec<u64> = parse_list(&a.seeds, "seed", "integers")?;
     if a.tasks == 0 {
         return Err(usage("--tasks must be at least 1"));
@@ -321,7 +328,11 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
         eprintln!("{line}")
     })
     .map_err(failed)?;
-    print!("{}", calibrate::refit_report(&r));
+    if a.json {
+        println!("{}", serde_json::to_string(&r).expect("the fit serialises"));
+    } else {
+        print!("{}", calibrate::refit_report(&r));
+    }
     if a.sweep {
         for name in ["spr-2s-224", "icx-2s-128"] {
             let m = Machine::by_name(name).expect("known machine");
@@ -330,7 +341,11 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
             o.cpus = Some(1);
             let loops = [("loops".to_owned(), "2".to_owned())];
             let rows = calibrate::batch_sweep(&m, &loops, &o, &|_| {}).map_err(failed)?;
-            print!("{}", calibrate::sweep_table(&rows));
+            if a.json {
+                print!("{}", report::json_lines(&rows));
+            } else {
+                print!("{}", calibrate::sweep_table(&rows));
+            }
         }
     }
     Ok(())

@@ -536,7 +536,7 @@ pub fn run(
     if failed > 0 && workload.score_kind() == crate::workload::ScoreKind::Rate {
         warnings.push(format!(
             "{}: {failed} allocations failed (out of memory); the throughput counts only \
-             what was allocated (more memory: --memory-mib)",
+             what was allocated (more memory: --memory)",
             workload.name()
         ));
     }

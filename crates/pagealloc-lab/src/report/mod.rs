@@ -60,7 +60,7 @@ pub const COMPARE_COLUMNS: &[&str] = &[
 
 /// The columns of a microbenchmark table.
 pub const BENCH_COLUMNS: &[&str] = &[
-    "bench", "alloc", "config", "threads", "order", "get_ns", "put_ns", "pair_ns",
+    "bench", "alloc", "config", "cpus", "order", "get_ns", "put_ns", "pair_ns",
 ];
 
 pub use crate::row::{normalise, NORMALISED};

@@ -176,7 +176,7 @@ pub const PUBLISHED_SWEEP: [SweepRow; 12] = [
 ];
 
 /// A straight line `y = intercept + slope · x` and its residuals.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct LineFit {
     /// Value at x = 0.
     pub intercept: f64,
@@ -217,7 +217,7 @@ pub fn least_squares(points: &[(f64, f64)]) -> LineFit {
 }
 
 /// The zone-lock trip costs of one machine fitted from the batch sweep, in ns.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TripFit {
     /// Machine name.
     pub machine: &'static str,
@@ -509,7 +509,7 @@ pub fn kbuild_error(rows: &[Row]) -> f64 {
 }
 
 /// One point of the kbuild grid of [`refit`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct GridPoint {
     /// kbuild's `compute_ns_per_page`.
     pub compute_ns_per_page: u64,
@@ -525,7 +525,7 @@ pub struct GridPoint {
 }
 
 /// The result of [`refit`]: the batch-sweep line fits, and the kbuild grid.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Refit {
     /// Trip cost fits per machine.
     pub trips: Vec<TripFit>,

@@ -110,9 +110,9 @@ impl Headroom {
     }
 }
 
-/// A headroom that is not MiB, `all` or `default`.
+/// A headroom that is not a size, `all` or `default`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad headroom {0:?}: expected MiB (an integer), `all` or `default`")]
+#[error("bad headroom {0:?}: expected a size with a unit (6000MiB), `all` or `default`")]
 pub struct HeadroomError(pub String);
 
 impl std::str::FromStr for Headroom {
@@ -123,8 +123,8 @@ impl std::str::FromStr for Headroom {
             "default" => Ok(Headroom::WorkloadDefault),
             "all" => Ok(Headroom::AllFree),
             _ => s
-                .parse()
-                .map(Headroom::Mib)
+                .parse::<crate::units::MemSize>()
+                .map(|m| Headroom::Mib(m.bytes() >> 20))
                 .map_err(|_| HeadroomError(s.to_owned())),
         }
     }
@@ -135,7 +135,7 @@ impl fmt::Display for Headroom {
         match self {
             Headroom::WorkloadDefault => f.write_str("default"),
             Headroom::AllFree => f.write_str("all"),
-            Headroom::Mib(m) => write!(f, "{m}"),
+            Headroom::Mib(m) => write!(f, "{m}MiB"),
         }
     }
 }
@@ -206,7 +206,7 @@ pub fn replay_command(workload: &dyn Workload, opts: &SimOptions) -> String {
         cmd += &format!(" --mem-scale {}", opts.mem_scale);
     }
     if opts.headroom != Headroom::WorkloadDefault {
-        cmd += &format!(" --headroom-mib {}", opts.headroom);
+        cmd += &format!(" --headroom {}", opts.headroom);
     }
     if let Some(c) = &opts.cost {
         let items: Vec<String> = c.list().iter().map(|(k, v)| format!("{k}={v}")).collect();
