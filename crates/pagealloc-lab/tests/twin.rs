@@ -279,3 +279,66 @@ fn pagealloc_driven_like_page_fault1_grows_high_to_high_max_then_decays() {
     assert!((20.0..40.0).contains(&back), "{back}");
     assert_eq!(f0.last.0, 699);
 }
+
+fn pagealloc(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_pagealloc"))
+        .args(args)
+        .output()
+        .expect("run the pagealloc binary")
+}
+
+#[test]
+fn cli_refuses_bad_arguments_in_one_line_with_status_2() {
+    for args in [
+        &["twin", "nosuch"][..],
+        &["twin", "bulk", "--seconds", "0"],
+        &["twin", "bulk", "--cpus", "0,0"],
+        &["twin", "bulk", "--pages", "0"],
+    ] {
+        let o = pagealloc(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// A short real run on this machine: exit 0 with the kernel's sizing reproduced
+/// exactly, or one line saying why the machine does not allow it (status 2: no
+/// auto-tuning in this kernel; 1: not permitted).
+#[test]
+fn cli_short_live_run_or_one_line_why_not() {
+    let o = pagealloc(&[
+        "twin",
+        "bulk",
+        "--seconds",
+        "0.3",
+        "--idle-seconds",
+        "0.2",
+        "--pages",
+        "2000",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    match o.status.code() {
+        Some(0) => {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+            let lines = v["lines"].as_array().expect("lines");
+            let sizing: Vec<&serde_json::Value> = lines
+                .iter()
+                .filter(|l| l["group"].as_str().is_some_and(|g| g.starts_with("node")))
+                .collect();
+            assert!(!sizing.is_empty());
+            for l in sizing {
+                assert_eq!(l["verdict"], "agree", "{l}");
+            }
+            let samples = v["kernel"]["samples"].as_array().expect("samples");
+            assert!(samples.len() >= 20, "{} samples", samples.len());
+            assert!(v["rates"][0].as_f64().unwrap() > 0.0);
+        }
+        Some(1 | 2) => {
+            let last = err.trim().lines().last().unwrap_or("");
+            assert!(last.starts_with("error: twin:"), "{err}");
+        }
+        other => panic!("status {other:?}: {err}"),
+    }
+}

@@ -254,6 +254,7 @@ pub fn run(out: &Path, mode: Mode) -> Result<Summary, ReportError> {
     sections.push(others(&mut cx, &plan)?);
     sections.push(microbench(&mut cx, &plan)?);
     sections.extend(super::sim::sections(mode, &cx.pb)?);
+    sections.push(crate::twin::render::report_section(mode, out, &cx.pb));
     cx.pb.finish_and_clear();
     let seconds = t0.elapsed().as_secs_f64();
     let files = write_report(out, &sections, mode, seconds)?;

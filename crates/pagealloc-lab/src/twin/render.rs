@@ -188,3 +188,66 @@ pub fn write_files(r: &TwinReport, dir: &Path) -> Result<Vec<PathBuf>, String> {
     }
     Ok(files)
 }
+
+/// The report's twin section: `page_fault1` for a few seconds on this machine, when it
+/// allows it; otherwise the section says why not. Never fails the report.
+pub fn report_section(
+    mode: crate::report::job::Mode,
+    out: &Path,
+    pb: &indicatif::ProgressBar,
+) -> crate::report::job::Section {
+    use crate::report::job::{Mode, Section};
+    let mut s = Section {
+        id: "twin".into(),
+        title: "Live-kernel twin: page_fault1 on this kernel and on pagealloc".into(),
+        ..Section::default()
+    };
+    let (seconds, idle) = match mode {
+        Mode::Full => (4.0, 12.0),
+        Mode::Quick => (2.0, 4.0),
+        Mode::Tiny => {
+            s.intro = "Not run in the tiny suite (it needs seconds of the live kernel); \
+                       `pagealloc twin page_fault1` runs it."
+                .into();
+            return s;
+        }
+    };
+    pb.set_message(format!(
+        "twin: page_fault1 on the kernel, {seconds} s + {idle} s idle"
+    ));
+    let opts = super::TwinOptions {
+        seconds,
+        idle_seconds: idle,
+        out: Some(out.to_path_buf()),
+        ..super::TwinOptions::new(super::TwinWorkload::PageFault1)
+    };
+    match super::run(&opts, &mut |_| {}) {
+        Ok(r) => {
+            let mut t = String::new();
+            let _ = writeln!(
+                t,
+                "Every CPU maps 128 MiB, touches every page and unmaps it, in forked \
+                 processes, while `/proc/zoneinfo` is sampled every 10 ms; pagealloc \
+                 `linux-6.12` is built from the kernel's zones and sysctls and driven with \
+                 the same operations at the measured rates (`pagealloc twin --help`).\n"
+            );
+            for h in header(&r) {
+                let _ = writeln!(t, "- {h}");
+            }
+            let _ = writeln!(t, "\n{}", table(&r, true));
+            let _ = writeln!(t, "{}.", summary(&r));
+            for n in &r.notes {
+                let _ = writeln!(t, "\n- {n}");
+            }
+            s.intro = t;
+            s.plots = charts(&r)
+                .into_iter()
+                .map(|(stem, _)| format!("{stem}.png"))
+                .collect();
+        }
+        Err(e) => {
+            s.intro = format!("Not run on this machine: {e}.");
+        }
+    }
+    s
+}
