@@ -23,7 +23,7 @@ pub mod twin;
 
 use crate::bench::{self, BenchKind, BenchParams};
 use crate::exec::{self, ExecOptions};
-use crate::report::{self, job, BENCH_COLUMNS, COMPARE_COLUMNS, WORKLOAD_COLUMNS};
+use crate::report::{self, compare_columns, job, BENCH_COLUMNS, WORKLOAD_COLUMNS};
 use crate::units::MemSize;
 use crate::workload::{self, Workload};
 use crate::{peers, Row};
@@ -579,7 +579,7 @@ fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
     }
     pb.finish_and_clear();
     report::normalise(&mut rows);
-    emit(&rows, COMPARE_COLUMNS, a.opts.json);
+    emit(&rows, &compare_columns(), a.opts.json);
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pagealloc::Preset;
 
 use super::plot::{self, Chart, Series};
-use super::{markdown_table, normalise, ReportError, BENCH_COLUMNS, COMPARE_COLUMNS};
+use super::{compare_columns, markdown_table, normalise, ReportError, BENCH_COLUMNS};
 use crate::bench::{self, BenchKind, BenchParams};
 use crate::exec::{self, ExecOptions, ExecResult, PcpSample};
 use crate::workload::by_name;
@@ -305,7 +305,7 @@ fn throughput(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Vec<Section>, Rep
                 show(&plan.pf1)
             ),
             rows: cmp,
-            columns: COMPARE_COLUMNS.to_vec(),
+            columns: compare_columns(),
             plots: vec![],
         },
         Section {
@@ -346,7 +346,7 @@ fn series(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
             show(&plan.kbuild)
         ),
         rows,
-        columns: COMPARE_COLUMNS.to_vec(),
+        columns: compare_columns(),
         plots: vec![],
     })
 }
@@ -369,7 +369,7 @@ fn streams(cx: &mut Ctx, plan: &Plan) -> Result<Vec<Section>, ReportError> {
                 show(ov)
             ),
             rows,
-            columns: COMPARE_COLUMNS.to_vec(),
+            columns: compare_columns(),
             plots: vec![],
         });
     }
@@ -493,7 +493,7 @@ fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportErro
             plan.linger_ms
         ),
         rows,
-        columns: COMPARE_COLUMNS.to_vec(),
+        columns: compare_columns(),
         plots: vec!["pcp_over_time.png".into()],
     })
 }
@@ -514,7 +514,7 @@ fn others(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
         title: "Other workloads: base vs linux-6.12".into(),
         intro: "Each pair normalised to its own base row.".into(),
         rows,
-        columns: COMPARE_COLUMNS.to_vec(),
+        columns: compare_columns(),
         plots: vec![],
     })
 }

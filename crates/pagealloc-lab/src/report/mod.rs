@@ -38,25 +38,16 @@ pub const WORKLOAD_COLUMNS: &[&str] = &[
 
 /// [`WORKLOAD_COLUMNS`] with the raw score and its unit after the normalised one (for
 /// tables of normalised rows).
-pub const COMPARE_COLUMNS: &[&str] = &[
-    "workload",
-    "alloc",
-    "config",
-    "cpus",
-    "score",
-    "score_raw",
-    "score_unit",
-    "zone_lock_pct",
-    "free_high",
-    "alloc_zone",
-    "cache_miss_pct",
-    "pcp_peak_pages",
-    "pcp_final_pages",
-    "alloc_lat_avg_us",
-    "alloc_lat_p99_us",
-    "free_lat_avg_us",
-    "free_lat_p99_us",
-];
+pub fn compare_columns() -> Vec<&'static str> {
+    let mut c = WORKLOAD_COLUMNS.to_vec();
+    let after = c
+        .iter()
+        .position(|&k| k == "score")
+        .expect("a score column")
+        + 1;
+    c.splice(after..after, ["score_raw", "score_unit"]);
+    c
+}
 
 /// The columns of a microbenchmark table.
 pub const BENCH_COLUMNS: &[&str] = &[
@@ -289,6 +280,14 @@ mod tests {
             zone_lock_pct: Some(12.5),
             ..Row::default()
         }
+    }
+
+    #[test]
+    fn compare_columns_are_the_workload_columns_with_the_raw_score() {
+        let c = compare_columns();
+        assert_eq!(c.len(), WORKLOAD_COLUMNS.len() + 2);
+        let at = c.iter().position(|&k| k == "score").unwrap();
+        assert_eq!(c[at + 1..at + 3], ["score_raw", "score_unit"]);
     }
 
     #[test]
