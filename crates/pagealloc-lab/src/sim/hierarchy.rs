@@ -14,6 +14,13 @@
 //!   bandwidth term. Keys are page numbers: frames (`pfn < frames`, a dense table) or
 //!   any other page the caller names (a workload's user buffer, see [`user_page`]).
 //!
+//! Entries live in tables, never in lists: frames in a dense, calloc'ed table (16 bytes
+//! per frame, backed only where frames are touched), line keys in a hash map, or in a
+//! second dense table for a key range the caller names
+//! ([`Hierarchy::with_dense_lines`]: one metadata line per frame). Speed:
+//! `cargo run --release -p pagealloc-lab --example hierarchy_speed` prints ns per line
+//! access and per page touch (docs/sim-cost-model.md has the figures).
+//!
 //! **Residency without lists.** Exact LRU per cache would cost a list per cache and a
 //! splice per access. Instead every entry (line or page) keeps who touched it last and
 //! *when*, in the units of three insertion clocks: per CPU, lines inserted into its L1
@@ -231,6 +238,22 @@ const DIRTY: u64 = 1 << 63;
 /// The cache hierarchy of one simulated machine. See the module docs.
 #[derive(Debug)]
 pub struct Hierarchy {
+    /// Entries of frames, two words per frame (calloc'ed: only touched frames cost
+    /// memory).
+    frames: Vec<u64>,
+    /// Entries of other pages (user buffers).
+    pages: FxHashMap<u64, Entry>,
+    /// Entries of the dense line keys `dense_base..dense_base + dense.len() / 2`.
+    dense_base: u64,
+    dense: Vec<u64>,
+    /// Entries of the other line keys.
+    lines: FxHashMap<u64, Entry>,
+    state: State,
+}
+
+/// Everything but the entries: capacities, clocks, costs, counters.
+#[derive(Debug)]
+struct State {
     spec: CacheSpec,
     /// Capacities in lines.
     l1_lines: u64,
@@ -244,13 +267,6 @@ pub struct Hierarchy {
     l2_clock: Vec<u32>,
     /// Per socket: lines inserted into its LLC.
     llc_clock: Vec<u64>,
-    /// Entries of frames, two words per frame (calloc'ed: only touched frames cost
-    /// memory).
-    frames: Vec<u64>,
-    /// Entries of other pages (user buffers).
-    pages: FxHashMap<u64, Entry>,
-    /// Entries of single lines.
-    lines: FxHashMap<u64, Entry>,
     /// Per level: latency of one line, ns; and ns per further line when streaming.
     latency: [f64; 7],
     stream: [f64; 7],
@@ -305,7 +321,7 @@ impl Hierarchy {
             far_stream(spec.dram_remote_ns),
         ];
         let n = cpus.len();
-        Hierarchy {
+        let state = State {
             spec,
             l1_lines: lines(spec.l1_bytes),
             l2_lines: lines(spec.l2_bytes),
@@ -315,41 +331,66 @@ impl Hierarchy {
             l1_clock: vec![0; n],
             l2_clock: vec![0; n],
             llc_clock: vec![0; sockets],
-            frames: vec![0; 2 * frames as usize],
-            pages: FxHashMap::default(),
-            lines: FxHashMap::default(),
             latency,
             stream,
             counters: HierarchyCounters::default(),
+        };
+        Hierarchy {
+            frames: vec![0; 2 * frames as usize],
+            pages: FxHashMap::default(),
+            dense_base: 0,
+            dense: Vec::new(),
+            lines: FxHashMap::default(),
+            state,
         }
+    }
+
+    /// Keeps the line keys `base..base + count` in a dense table (two words per key,
+    /// calloc'ed) instead of the hash map: for the lines the simulator touches most and
+    /// whose keys are an index, e.g. one metadata line per frame (`base | pfn`). Other
+    /// keys still go to the map. Replaces any earlier dense range (its entries are
+    /// dropped).
+    pub fn with_dense_lines(mut self, base: u64, count: u64) -> Self {
+        self.dense_base = base;
+        self.dense = vec![0; 2 * count as usize];
+        self
     }
 
     /// The machine data in use.
     pub fn spec(&self) -> &CacheSpec {
-        &self.spec
+        &self.state.spec
     }
 
     /// Capacities in lines of one CPU's L1 and L2 and of one socket's LLC.
     pub fn capacities(&self) -> (u64, u64, u64) {
-        (self.l1_lines, self.l2_lines, self.llc_lines)
+        let s = &self.state;
+        (s.l1_lines, s.l2_lines, s.llc_lines)
     }
 
     /// Accesses so far, by level.
     pub fn counters(&self) -> &HierarchyCounters {
-        &self.counters
+        &self.state.counters
     }
 
     /// CPU `cpu` reads (or, with `write`, writes) the 64-byte line `line`, whose memory
     /// is on NUMA node `home`. Line keys are the caller's; they are a key space of their
     /// own, apart from the page keys of [`Hierarchy::touch`].
     pub fn access(&mut self, cpu: usize, line: u64, home: u32, write: bool) -> Charge {
-        let mut e = self.lines.get(&line).copied().unwrap_or_default();
-        let level = self.visit(cpu, &mut e, 1, home, write);
-        self.lines.insert(line, e);
-        self.counters.lines[level as usize] += 1;
+        let i = line.wrapping_sub(self.dense_base) as usize;
+        let level = if i < self.dense.len() / 2 {
+            let e: &mut Entry = (&mut self.dense[2 * i..2 * i + 2])
+                .try_into()
+                .expect("two words");
+            self.state.visit(cpu, e, 1, home, write)
+        } else {
+            let e = self.lines.entry(line).or_default();
+            self.state.visit(cpu, e, 1, home, write)
+        };
+        let s = &mut self.state;
+        s.counters.lines[level as usize] += 1;
         Charge {
             level,
-            ns: self.latency[level as usize],
+            ns: s.latency[level as usize],
         }
     }
 
@@ -381,27 +422,25 @@ impl Hierarchy {
     }
 
     fn touch_page(&mut self, cpu: usize, page: u64, lines: u64, home: u32, write: bool) -> Charge {
-        let idx = 2 * page as usize;
-        let level = if idx + 1 < self.frames.len() {
-            let mut e = [self.frames[idx], self.frames[idx + 1]];
-            let level = self.visit(cpu, &mut e, lines, home, write);
-            self.frames[idx] = e[0];
-            self.frames[idx + 1] = e[1];
-            level
+        let level = if page < (self.frames.len() / 2) as u64 {
+            let i = 2 * page as usize;
+            let e: &mut Entry = (&mut self.frames[i..i + 2]).try_into().expect("two words");
+            self.state.visit(cpu, e, lines, home, write)
         } else {
-            let mut e = self.pages.get(&page).copied().unwrap_or_default();
-            let level = self.visit(cpu, &mut e, lines, home, write);
-            self.pages.insert(page, e);
-            level
+            let e = self.pages.entry(page).or_default();
+            self.state.visit(cpu, e, lines, home, write)
         };
-        self.counters.data_lines[level as usize] += lines;
+        let s = &mut self.state;
+        s.counters.data_lines[level as usize] += lines;
         let l = level as usize;
         Charge {
             level,
-            ns: self.latency[l] + (lines - 1) as f64 * self.stream[l],
+            ns: s.latency[l] + (lines - 1) as f64 * s.stream[l],
         }
     }
+}
 
+impl State {
     /// Is an entry last stamped `at` on `socket`'s LLC clock still in that LLC, for an
     /// access of `n` lines?
     fn in_llc(&self, socket: u16, at: u64, n: u64) -> bool {
@@ -418,6 +457,7 @@ impl Hierarchy {
 
     /// Classifies an access of `n` lines of entry `e` by `cpu` and moves the entry to
     /// `cpu` (its private caches and its socket's LLC, most recently used).
+    #[inline]
     fn visit(&mut self, cpu: usize, e: &mut Entry, n: u64, home: u32, write: bool) -> Level {
         let owner = (e[0] >> OWNER_SHIFT) as usize;
         let llc_at = e[0] & LLC_MASK;

@@ -588,3 +588,24 @@ fn approximation_error_against_exact_lru_is_small() {
         );
     }
 }
+
+#[test]
+fn dense_line_keys_behave_like_mapped_ones() {
+    let base = 1 << 56;
+    let mut dense = hier().with_dense_lines(base, 1 << 12);
+    let mut mapped = hier();
+    let mut x = 12345u64;
+    for i in 0..20_000u64 {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let cpu = (x >> 33) as usize % 8;
+        // Keys inside the dense range and a few beyond it.
+        let key = base + (x >> 40) % (1 << 12) + if i % 10 == 0 { 1 << 13 } else { 0 };
+        let write = x >> 63 == 1;
+        assert_eq!(
+            dense.access(cpu, key, 0, write),
+            mapped.access(cpu, key, 0, write),
+            "access {i}"
+        );
+    }
+    assert_eq!(dense.counters(), mapped.counters());
+}
