@@ -20,6 +20,7 @@
 pub mod bench;
 pub mod cli;
 pub mod exec;
+pub mod limits;
 pub mod peers;
 pub mod report;
 pub mod row;

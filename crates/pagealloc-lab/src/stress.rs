@@ -43,14 +43,14 @@ use std::time::{Duration, Instant};
 /// Arguments of `pagealloc stress`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct StressArgs {
-    /// Worker threads running at once.
-    #[arg(long, default_value_t = 4)]
+    /// Worker threads running at once (1..=1024).
+    #[arg(long, default_value_t = 4, value_parser = crate::limits::threads)]
     pub threads: usize,
     /// Stop after this many operations in all (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub ops: u64,
     /// Stop after this many seconds (0: no limit; with --ops 0 the default is 10).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::limits::seconds)]
     pub seconds: f64,
     /// Retire workers after a random number of operations and replace them (their CPUs
     /// drained, or taken offline and back online), and switch the high fraction.
@@ -60,11 +60,11 @@ pub struct StressArgs {
     #[arg(long, default_value = "linux-6.12")]
     pub config: String,
     /// Memory managed by the allocator, with a unit (64MiB, 1GiB).
-    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::limits::memory)]
     pub memory: MemSize,
     /// CPUs (pagesets) of the allocator; default: one per thread. Workers run on CPU
     /// `worker % cpus`, so fewer CPUs than threads makes them share pagesets.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::limits::threads)]
     pub cpus: Option<usize>,
     /// Milliseconds between two validations while running.
     #[arg(long, default_value_t = 250)]
@@ -446,19 +446,15 @@ struct Slot {
 /// Run a stress test. Returns the report, or [`StressError::Failed`] with it when any
 /// violation was found.
 pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
-    if args.threads == 0 {
-        return Err(StressError::Args("--threads must be at least 1".into()));
+    use crate::limits::{check_memory, check_seconds, check_threads};
+    fn arg(flag: &'static str) -> impl Fn(String) -> StressError {
+        move |e| StressError::Args(format!("{flag} {e}"))
     }
-    if !(args.seconds >= 0.0 && args.seconds.is_finite()) {
-        return Err(StressError::Args("--seconds must be a number >= 0".into()));
-    }
-    if args.memory < MemSize::mib(4) {
-        return Err(StressError::Args("--memory must be at least 4MiB".into()));
-    }
+    check_threads(args.threads as u64).map_err(arg("--threads"))?;
+    check_seconds(args.seconds).map_err(arg("--seconds"))?;
+    check_memory(args.memory).map_err(arg("--memory"))?;
     let cpus = args.cpus.unwrap_or(args.threads);
-    if cpus == 0 {
-        return Err(StressError::Args("--cpus must be at least 1".into()));
-    }
+    check_threads(cpus as u64).map_err(arg("--cpus"))?;
     let seconds = if args.ops == 0 && args.seconds == 0.0 {
         10.0
     } else {

@@ -106,8 +106,8 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct WorkloadOpts {
     /// CPUs (threads); default: the CPUs this process may use. More than that runs
-    /// unpinned, with a warning.
-    #[arg(long)]
+    /// unpinned, with a warning. 1..=1024.
+    #[arg(long, value_parser = crate::limits::cpus)]
     pub cpus: Option<u32>,
     /// Root seed (CPU i gets a stream derived from it).
     #[arg(long, default_value_t = 1)]
@@ -117,11 +117,11 @@ pub struct WorkloadOpts {
     pub params: Vec<String>,
     /// Repeat the run until this many seconds have passed and report the median score
     /// (default: one run).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::limits::seconds)]
     pub seconds: Option<f64>,
     /// Memory of frame-range allocators, with a unit: 512MiB, 2GiB (default: 512MiB or
     /// CPUs × 64MiB, or more when the workload's size parameters need it).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::limits::memory)]
     pub memory: Option<MemSize>,
     /// Do not time single operations (pure throughput; no latency columns).
     #[arg(long)]
@@ -200,7 +200,7 @@ pub struct BenchArgs {
     pub order: String,
     /// Memory with a unit (1GiB, 512MiB): the frame range, half of which is in use at
     /// the peak.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::limits::memory)]
     pub memory: MemSize,
     /// Runs per row; the median is reported.
     #[arg(long, default_value_t = 3)]
@@ -474,9 +474,10 @@ pub fn split_allocs(s: &str) -> Result<Vec<&'static str>, CliError> {
 
 fn cpus_of(o: &WorkloadOpts) -> Result<u32, CliError> {
     match o.cpus {
-        Some(0) => Err(CliError::usage("--cpus must be at least 1")),
-        Some(n) => Ok(n),
-        None => Ok(exec::host_cpus().max(1) as u32),
+        Some(n) => crate::limits::check_threads(u64::from(n))
+            .map(|()| n)
+            .map_err(|e| CliError::usage(format!("--cpus {e}"))),
+        None => Ok((exec::host_cpus().max(1) as u64).min(crate::limits::MAX_THREADS) as u32),
     }
 }
 
@@ -594,9 +595,13 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), CliError> {
             "invalid order `{o}`; valid: 0..=10"
         )));
     }
-    if threads.contains(&0) {
-        return Err(CliError::usage("invalid CPU count `0`; valid: 1, 2, …"));
+    for &t in &threads {
+        crate::limits::check_threads(u64::from(t))
+            .map_err(|e| CliError::usage(format!("invalid CPU count: {e}")))?;
     }
+    // The field is public: a value built in code gets the parser's check too.
+    crate::limits::check_memory(a.memory)
+        .map_err(|e| CliError::usage(format!("invalid --memory: {e}")))?;
     let memory_bytes = a.memory.bytes();
     let total = kinds.len() * allocs.len() * threads.len() * orders.len();
     let pb = indicatif::ProgressBar::new(total as u64);

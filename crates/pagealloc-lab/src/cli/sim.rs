@@ -119,8 +119,14 @@ fn options(
     let mut o = SimOptions::new(machine, config);
     o.seed = f.seed;
     o.cpus = f.cpus;
-    if f.cpus == Some(0) {
-        return Err(usage("--cpus must be at least 1"));
+    match f.cpus {
+        Some(n) if n == 0 || n > o.machine.cpus => {
+            return Err(usage(format!(
+                "--cpus {n}: machine {} has CPUs 1..={}",
+                o.machine.name, o.machine.cpus
+            )));
+        }
+        _ => {}
     }
     o.machine
         .pages_per_node(f.mem_scale)
