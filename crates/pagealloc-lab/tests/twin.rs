@@ -251,6 +251,7 @@ fn pagealloc_driven_like_page_fault1_grows_high_to_high_max_then_decays() {
         zone,
         parked: vec![300, 0],
         start_free: Some(vec![(zone, 400_000)]),
+        tick_phase_ms: vec![0, 250],
     };
     let r = model::run(&b, &input).unwrap();
     let t = &r.trajectory;
@@ -278,6 +279,9 @@ fn pagealloc_driven_like_page_fault1_grows_high_to_high_max_then_decays() {
     let back = f0.back_to_min.expect("back to high_min");
     assert!((20.0..40.0).contains(&back), "{back}");
     assert_eq!(f0.last.0, 699);
+    // CPU 1 ticks a quarter second past each second, and the phase is recovered
+    assert_eq!(compare::tick_phase_ms(t, 0), 0);
+    assert_eq!(compare::tick_phase_ms(t, 1), 250);
 }
 
 fn pagealloc(args: &[&str]) -> std::process::Output {

@@ -14,8 +14,10 @@ pub struct TwinArgs {
     /// page_fault1 (map 128 MiB, touch every page, unmap, per CPU), bulk (allocate N
     /// pages then free them, per CPU) or xcpu (CPU pairs: one allocates, the other frees).
     pub workload: String,
-    /// CPUs to run on, comma-separated kernel ids (default: every CPU this process may
-    /// use; xcpu pairs them in order: 0 allocates, 1 frees, …).
+    /// CPUs: a count N (the first N this process may use, as `--cpus` of the other
+    /// commands) or a list of kernel CPU ids with a comma or a range (`0,2`, `2-3`,
+    /// `5,`). Default: every CPU this process may use. xcpu pairs them in order: the
+    /// first allocates, the second frees, …
     #[arg(long)]
     pub cpus: Option<String>,
     /// Seconds the workload runs.
@@ -54,6 +56,43 @@ impl From<TwinError> for CliError {
     }
 }
 
+/// `--cpus`: a count, or CPU ids with a comma or a range.
+fn cpus_of(s: &str) -> Result<Vec<usize>, CliError> {
+    const VALID: &str = "a count (2) or CPU ids (0,1 or 2-3 or 5,)";
+    if !s.contains([',', '-']) {
+        let n: usize = s
+            .trim()
+            .parse()
+            .map_err(|_| CliError::usage(format!("invalid --cpus `{s}`; valid: {VALID}")))?;
+        let allowed = twin::host::allowed_cpus();
+        if n == 0 || n > allowed.len() {
+            return Err(CliError::usage(format!(
+                "--cpus {n}: this process may use {} CPUs ({allowed:?})",
+                allowed.len()
+            )));
+        }
+        return Ok(allowed[..n].to_vec());
+    }
+    let mut ids = Vec::new();
+    for item in parse_list::<String>(s, "CPU", VALID)? {
+        let bad = || CliError::usage(format!("invalid CPU `{item}` in --cpus; valid: {VALID}"));
+        match item.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                );
+                if a > b {
+                    return Err(bad());
+                }
+                ids.extend(a..=b);
+            }
+            None => ids.push(item.parse().map_err(|_| bad())?),
+        }
+    }
+    Ok(ids)
+}
+
 /// Runs `pagealloc twin`.
 ///
 /// # Errors
@@ -63,7 +102,7 @@ impl From<TwinError> for CliError {
 pub fn cmd_twin(a: &TwinArgs) -> Result<(), CliError> {
     let workload: TwinWorkload = a.workload.parse()?;
     let cpus = match &a.cpus {
-        Some(s) => parse_list::<usize>(s, "CPU", "kernel CPU ids, e.g. 0,1")?,
+        Some(s) => cpus_of(s)?,
         None => Vec::new(),
     };
     let opts = TwinOptions {

@@ -239,6 +239,31 @@ pub fn facts(tr: &Trajectory, i: usize) -> CpuFacts {
     f
 }
 
+/// The phase of CPU `i`'s decay tick within each second of a trajectory's clock, in ms
+/// rounded to the sampling period: the circular mean of the times (modulo 1 s) at which
+/// idle samples saw `high` step down, each taken half a period before the sample. 0
+/// when no step was seen.
+pub fn tick_phase_ms(tr: &Trajectory, i: usize) -> u64 {
+    let hmin = tr.sizing.get(i).map_or(0, |s| s.1);
+    let half = super::SAMPLE_MS as f64 / 2000.0;
+    let (mut sx, mut sy, mut n) = (0.0f64, 0.0f64, 0);
+    for w in tr.samples.windows(2) {
+        let (p, s) = (&w[0], &w[1]);
+        if s.idle && s.pcp[i].high < p.pcp[i].high && p.pcp[i].high > hmin {
+            let a = (s.t - half).rem_euclid(1.0) * std::f64::consts::TAU;
+            sx += a.cos();
+            sy += a.sin();
+            n += 1;
+        }
+    }
+    if n == 0 {
+        return 0;
+    }
+    let phase = sy.atan2(sx).rem_euclid(std::f64::consts::TAU) / std::f64::consts::TAU;
+    let period = super::SAMPLE_MS;
+    ((phase * 1000.0 / period as f64).round() as u64 * period) % 1000
+}
+
 fn opt_s(v: Option<f64>) -> String {
     v.map_or_else(|| "never".into(), |t| format!("{t:.2} s"))
 }

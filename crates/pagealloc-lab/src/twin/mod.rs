@@ -307,6 +307,9 @@ pub fn run(opts: &TwinOptions, progress: &mut dyn FnMut(&str)) -> Result<TwinRep
         } else {
             vec![0; cpus.len()]
         },
+        tick_phase_ms: (0..cpus.len())
+            .map(|i| compare::tick_phase_ms(&krun.kernel, i))
+            .collect(),
         start_free: if opts.same_free {
             Some(
                 krun.start_free
@@ -320,6 +323,12 @@ pub fn run(opts: &TwinOptions, progress: &mut dyn FnMut(&str)) -> Result<TwinRep
             None
         },
     };
+    if input.tick_phase_ms.iter().any(|&p| p > 0) {
+        progress(&format!(
+            "the kernel's decay ticks fell {:?} ms past each second of the run on CPUs {:?}: pagealloc ticks there too",
+            input.tick_phase_ms, input.cpus
+        ));
+    }
     let ours = model::run(&built, &input)?;
     let sizing = compare::sizing(&krun.start_zoneinfo, &ours.allocator_sizing);
     let mut lines = sizing;

@@ -7,8 +7,9 @@
 //! pair of `xcpu`) performs the operations its kernel twin managed in that time: a page
 //! the kernel faulted in and unmapped at `r` pages per second is one allocation and one
 //! free, each charged `1 / (2r)` s. Workers are interleaved in slices of [`SLICE`]
-//! operations, as concurrent CPUs would be. At every whole second of virtual time every
-//! CPU ticks ([`Allocator::tick`], the `vmstat_update` → `decay_pcp_high` stand-in); the
+//! operations, as concurrent CPUs would be. Once per second of virtual time every CPU
+//! ticks ([`Allocator::tick`], the `vmstat_update` → `decay_pcp_high` stand-in), at the
+//! phase within the second at which the kernel's tick was seen firing on that CPU; the
 //! pagesets are sampled after each step. When the run time is over each worker frees
 //! what it holds (the last unmap) and only the ticks go on.
 //!
@@ -49,6 +50,9 @@ pub struct ModelInput {
     pub parked: Vec<u64>,
     /// Free pages to start with, per allocator zone index (`None`: all free).
     pub start_free: Option<Vec<(usize, u64)>>,
+    /// Per CPU of the run: ms past each whole second at which its tick fires (the
+    /// kernel's phase, see [`super::compare::tick_phase_ms`]); other CPUs tick at 0.
+    pub tick_phase_ms: Vec<u64>,
 }
 
 /// One zone's sizing as pagealloc computed it.
@@ -336,8 +340,16 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
             }
         }
         clock.advance(step_ns);
-        if (step * SAMPLE_MS) % 1000 == 0 {
-            for c in 0..a.nr_cpus() {
+        let now_ms = step * SAMPLE_MS;
+        for c in 0..a.nr_cpus() {
+            let phase = inp
+                .cpus
+                .iter()
+                .position(|&x| x == c)
+                .and_then(|i| inp.tick_phase_ms.get(i))
+                .copied()
+                .unwrap_or(0);
+            if now_ms >= phase && (now_ms - phase) % 1000 == 0 && now_ms > 0 {
                 a.tick(c);
             }
         }
