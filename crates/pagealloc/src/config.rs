@@ -15,6 +15,7 @@
 //! | `patch9` | BELOW_HIGH: high cut only below the high watermark | V3 8/9 |
 //! | `patch10` | free_count replaces free_factor (= v6.7 / v6.8) | V3 9/9 |
 //! | `linux-6.12` | 2 THP lists, no pcp migratetype cache, chunked drains, claim-at-half stealing, free highatomic in watermarks | v6.10–6.12 |
+//! | `fast` | `linux-6.12` + merge skipping and clustered refills (not bit-exact; merges on demand) | none |
 //!
 //! A config string is a preset name optionally followed by `,key=value` overrides, e.g.
 //! `patch7,batch_scale_max=3,fixed_batch=127`; [`Config`]'s `Display` prints the same form.
@@ -41,9 +42,12 @@ macro_rules! presets {
         /// ```
         /// use pagealloc::Preset;
         ///
-        /// let names: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
+        /// let names: Vec<&str> = Preset::SERIES.iter().map(|p| p.name()).collect();
         /// assert_eq!(names.first(), Some(&"base"));
         /// assert_eq!(names.last(), Some(&"linux-6.12"));
+        /// // `fast` is not a kernel: in ALL, not in the series.
+        /// assert!(Preset::ALL.contains(&Preset::Fast) && !Preset::SERIES.contains(&Preset::Fast));
+        /// assert!(Preset::Fast.config().merge_skip && !Preset::Linux612.config().merge_skip);
         /// // Kernel versions are accepted as aliases.
         /// assert_eq!("linux-6.8".parse::<Preset>()?, Preset::Patch10);
         /// assert!(!Preset::Base.config().auto_tune && Preset::Patch7.config().auto_tune);
@@ -55,7 +59,7 @@ macro_rules! presets {
         }
 
         impl Preset {
-            /// All presets in series order.
+            /// All presets: the series in order, then the ones that are not a kernel.
             pub const ALL: [Preset; [$(stringify!($v)),*].len()] = [$(Preset::$v),*];
             /// The preset's name.
             pub const fn name(self) -> &'static str {
@@ -102,6 +106,28 @@ presets! {
     Patch10 = "patch10" ["linux-6.7", "linux-6.8", "6.7", "6.8"] level Patch10 overrides "";
     /// v6.12, the reference behaviour and the default.
     Linux612 = "linux-6.12" ["6.12", "default"] level Linux612 overrides "";
+    /// Not a kernel: `linux-6.12` with Aaron Lu's zone-lock mechanisms for users who want
+    /// speed rather than 6.12's exact behaviour. Order-0 frees under the zone lock skip
+    /// buddy merging and order-0 refills cut whole clusters, so a refill or drain touches
+    /// about one frame's metadata per cluster instead of per page; high-order requests
+    /// merge the skipped frames on demand (the slow path's compaction step).
+    /// docs/performance.md has the figures.
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on";
+}
+
+impl Preset {
+    /// The presets that model a kernel (the series, `base` to `linux-6.12`), in order;
+    /// [`Preset::ALL`] adds the ones that do not (`fast`).
+    pub const SERIES: [Preset; 8] = [
+        Preset::Base,
+        Preset::Patch1,
+        Preset::Patch3,
+        Preset::Patch5,
+        Preset::Patch7,
+        Preset::Patch9,
+        Preset::Patch10,
+        Preset::Linux612,
+    ];
 }
 
 impl Preset {

@@ -82,7 +82,7 @@ impl Plan {
         if host > 8 {
             cpus.push(host);
         }
-        let all_presets: Vec<&'static str> = Preset::ALL.iter().map(|p| p.name()).collect();
+        let all_presets: Vec<&'static str> = Preset::SERIES.iter().map(|p| p.name()).collect();
         let peers = crate::peers::names();
         match mode {
             Mode::Full => Plan {
