@@ -259,8 +259,8 @@ fn netperf_pairs_messages() {
         assert_eq!((rx.recvs, rx.frees[2], rx.alloc_ops()), (50, 50, 0));
         assert_eq!((rx.copies, rx.copied_bytes), (50, 50 * 10_240));
         // A system call and the protocol's work on each side.
-        assert_eq!(tx.compute_ns, 50 * (200 + 1_200));
-        assert_eq!(rx.compute_ns, 50 * (200 + 1_200));
+        assert_eq!(tx.compute_ns, 50 * (200 + 1_000));
+        assert_eq!(rx.compute_ns, 50 * (200 + 1_000));
     }
     assert_eq!(stats.per_cpu[4], Default::default(), "odd CPU idles");
     assert_eq!(w.work_units(&stats.total), 100.0);

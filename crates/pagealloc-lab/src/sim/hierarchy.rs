@@ -301,7 +301,9 @@ impl Hierarchy {
         let lines = |bytes: u64| (bytes / threads / LINE_BYTES).max(1);
         let per_line = |bytes_per_ns: f64| LINE_BYTES as f64 / bytes_per_ns;
         let core_stream = per_line(spec.l1_l2_bytes_per_cycle * spec.ghz);
-        let far_stream = |ns: f64| ns / spec.mlp.max(1.0);
+        // Little's law for the levels beyond L2, never faster than the core itself
+        // streams from its L1/L2.
+        let far_stream = |ns: f64| (ns / spec.mlp.max(1.0)).max(core_stream);
         let latency = [
             spec.l1_ns(),
             spec.l2_ns(),

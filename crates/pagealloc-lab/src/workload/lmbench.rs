@@ -34,10 +34,11 @@ define_params! {
         /// Compute before retrying a failed allocation, ns.
         retry_backoff_ns: u64 = 1_000, full 1_000;
         /// One system call's entry and exit (`write`, `read`), ns: `getpid()` measured
-        /// at 191-217 ns on Skylake-X with current mitigations.
+        /// at 191 and 217 ns on Skylake-X (docs/sim-cost-model.md §10).
         syscall_ns: u64 = 200, full 200;
         /// The socket's bookkeeping per chunk on the writer (`unix_stream_sendmsg`: skb
-        /// heads from slab, memory accounting, queueing, waking the reader), ns.
+        /// heads from slab, memory accounting, queueing, waking the reader), ns: an
+        /// estimate (docs/sim-cost-model.md §10).
         send_protocol_ns: u64 = 500, full 500;
         /// The same on the reader (`unix_stream_read_generic`: dequeue, accounting,
         /// `consume_skb`), ns.

@@ -31,14 +31,17 @@ define_params! {
         /// Compute before retrying a failed allocation, ns.
         retry_backoff_ns: u64 = 1_000, full 1_000;
         /// One system call's entry and exit (`sendmsg`, `recvmsg`), ns: `getpid()`
-        /// measured at 191-217 ns on Skylake-X with current mitigations.
+        /// measured at 191 and 217 ns on Skylake-X
+        /// (docs/sim-cost-model.md §10).
         syscall_ns: u64 = 200, full 200;
         /// SCTP's transmit work per message on the sender (`sctp_sendmsg` to the
-        /// loopback's `sctp_rcv`, which runs in the sender's softirq), ns.
-        send_protocol_ns: u64 = 1_200, full 1_200;
+        /// loopback's `sctp_rcv`, which runs in the sender's softirq), ns: half of the
+        /// ≈ 2 µs per message a published run leaves for SCTP (docs/sim-cost-model.md
+        /// §10).
+        send_protocol_ns: u64 = 1_000, full 1_000;
         /// SCTP's receive work per message on the receiver (`sctp_recvmsg`, the
-        /// ulpevent, the SACK), ns.
-        recv_protocol_ns: u64 = 1_200, full 1_200;
+        /// ulpevent, the SACK), ns: the other half.
+        recv_protocol_ns: u64 = 1_000, full 1_000;
     }
 }
 
