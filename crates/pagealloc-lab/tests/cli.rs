@@ -174,6 +174,20 @@ fn the_batch_sweep_is_asked_for_by_flag() {
     }
 }
 
+/// `--cpus` is one flag (threads or virtual CPUs), checked once: 0 is refused.
+#[test]
+fn zero_cpus_is_refused_on_threads_and_in_the_simulator() {
+    for args in [
+        &["run", "page_fault1", "--cpus", "0"][..],
+        &["sim", "kbuild", "--cpus", "0"][..],
+        &["compare", "kbuild", "--sim", "--cpus", "0"][..],
+    ] {
+        let o = pagealloc(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--cpus"), "{args:?}");
+    }
+}
+
 #[test]
 fn too_few_cpus_is_a_usage_error() {
     refused(&["run", "netperf", "--cpus", "1"], &["needs 2 CPUs"]);

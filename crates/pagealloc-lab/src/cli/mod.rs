@@ -102,11 +102,13 @@ pub enum Command {
     Twin(twin::TwinArgs),
 }
 
-/// Options shared by `run` and `compare`.
-#[derive(Debug, Args)]
-pub struct WorkloadOpts {
-    /// CPUs (threads); default: the CPUs this process may use. More than that runs
-    /// unpinned, with a warning. 1..=1024.
+/// Options of every workload run, on threads (`run`, `compare`) or in the simulator
+/// (`sim`, `compare --sim`).
+#[derive(Clone, Debug, Args)]
+pub struct CommonOpts {
+    /// CPUs the workload runs on, 1..=1024: one pinned thread each (default: the CPUs
+    /// this process may use; more runs unpinned, with a warning), or CPUs 1..=N of the
+    /// simulated machine (default: kbuild one socket, the rest the whole machine).
     #[arg(long, value_parser = crate::limits::cpus)]
     pub cpus: Option<u32>,
     /// Root seed (CPU i gets a stream derived from it).
@@ -115,6 +117,17 @@ pub struct WorkloadOpts {
     /// Workload parameter override, KEY=VALUE (repeatable; see `pagealloc list`).
     #[arg(short = 'p', long = "param", value_name = "KEY=VALUE")]
     pub params: Vec<String>,
+    /// Print one JSON object per row on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options shared by `run` and `compare`.
+#[derive(Debug, Args)]
+pub struct WorkloadOpts {
+    /// CPUs, seed, parameters, JSON.
+    #[command(flatten)]
+    pub common: CommonOpts,
     /// Repeat the run until this many seconds have passed and report the median score
     /// (default: one run).
     #[arg(long, value_parser = crate::limits::seconds)]
@@ -126,9 +139,6 @@ pub struct WorkloadOpts {
     /// Do not time single operations (pure throughput; no latency columns).
     #[arg(long)]
     pub no_latency: bool,
-    /// Print one JSON object per row on stdout instead of a table.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// `pagealloc run`.
@@ -472,13 +482,11 @@ pub fn split_allocs(s: &str) -> Result<Vec<&'static str>, CliError> {
     parse_list_with(s, "allocator", &peers::Peer::names_help(), peers::canonical)
 }
 
-fn cpus_of(o: &WorkloadOpts) -> Result<u32, CliError> {
-    match o.cpus {
-        Some(n) => crate::limits::check_threads(u64::from(n))
-            .map(|()| n)
-            .map_err(|e| CliError::usage(format!("--cpus {e}"))),
-        None => Ok((exec::host_cpus().max(1) as u64).min(crate::limits::MAX_THREADS) as u32),
-    }
+/// `--cpus` (checked by its value parser), or the CPUs this process may use.
+fn cpus_of(o: &WorkloadOpts) -> u32 {
+    o.common
+        .cpus
+        .unwrap_or_else(|| (exec::host_cpus().max(1) as u64).min(crate::limits::MAX_THREADS) as u32)
 }
 
 /// One row of `workload` on `alloc` (with `config`), repeated for `--seconds`.
@@ -491,7 +499,7 @@ fn measure(
     warned: &mut Vec<String>,
 ) -> Result<Row, CliError> {
     let opts = ExecOptions {
-        seed: o.seed,
+        seed: o.common.seed,
         latency: !o.no_latency,
         ..ExecOptions::new(cpus)
     };
@@ -541,14 +549,14 @@ fn emit(rows: &[Row], columns: &[&str], json: bool) {
 }
 
 fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
-    let w = workload_of(&a.workload, &a.opts.params)?;
+    let w = workload_of(&a.workload, &a.opts.common.params)?;
     let alloc = peers::canonical(&a.alloc).map_err(|e| CliError::usage(e.to_string()))?;
     let config = config_of(&a.config)?;
-    let cpus = cpus_of(&a.opts)?;
+    let cpus = cpus_of(&a.opts);
     let row = measure(&*w, alloc, &config, &a.opts, cpus, &mut Vec::new())?;
     let mut cols = WORKLOAD_COLUMNS.to_vec();
     cols.push("score_unit");
-    emit(&[row], &cols, a.opts.json);
+    emit(&[row], &cols, a.opts.common.json);
     Ok(())
 }
 
@@ -556,10 +564,10 @@ fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
     if a.sim {
         return sim::cmd_compare(a);
     }
-    let w = workload_of(&a.workload, &a.opts.params)?;
+    let w = workload_of(&a.workload, &a.opts.common.params)?;
     let allocs = split_allocs(&a.alloc)?;
     let configs = configs_of(a.configs.as_deref())?;
-    let cpus = cpus_of(&a.opts)?;
+    let cpus = cpus_of(&a.opts);
     let mut plan: Vec<(&'static str, pagealloc::Config)> = Vec::new();
     for &al in &allocs {
         if al == "pagealloc" {
@@ -580,7 +588,7 @@ fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
     }
     pb.finish_and_clear();
     report::normalise(&mut rows);
-    emit(&rows, &compare_columns(), a.opts.json);
+    emit(&rows, &compare_columns(), a.opts.common.json);
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 
 use clap::Args;
 
-use super::{config_of, configs_of, parse_list, parse_params, CliError};
+use super::{config_of, configs_of, parse_list, parse_params, CliError, CommonOpts};
 use crate::report::{self, WORKLOAD_COLUMNS};
 use crate::sim::{calibrate, compare, run, CostModel, Machine, SimOptions, MACHINES};
 use crate::workload::{self, Scale, Workload};
@@ -30,16 +30,9 @@ pub struct SimArgs {
 /// Options shared by `sim` and `compare --sim`.
 #[derive(Debug, Args, Clone)]
 pub struct SimFlags {
-    /// Root seed (virtual CPU i gets a stream derived from it).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Workload parameter override, KEY=VALUE (repeatable).
-    #[arg(short = 'p', long = "param", value_name = "KEY=VALUE")]
-    pub params: Vec<String>,
-    /// CPUs the workload runs on (CPUs 0..N of the machine). Default: kbuild one
-    /// socket, the rest the whole machine.
-    #[arg(long)]
-    pub cpus: Option<u32>,
+    /// CPUs, seed, parameters, JSON.
+    #[command(flatten)]
+    pub common: CommonOpts,
     /// Divide the machine's memory by this factor (keeps the ratios of watermarks,
     /// high and pages per CPU; see docs/sim-cost-model.md).
     #[arg(long = "mem-scale", default_value_t = 1)]
@@ -56,9 +49,6 @@ pub struct SimFlags {
     /// free. Default: the workload's calibrated value (kbuild 6000MiB, the others all).
     #[arg(long, value_name = "SIZE|all")]
     pub headroom: Option<String>,
-    /// Print one JSON object per row instead of a table.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Options of `pagealloc calibrate`.
@@ -117,9 +107,9 @@ fn options(
     f: &SimFlags,
 ) -> Result<SimOptions, CliError> {
     let mut o = SimOptions::new(machine, config);
-    o.seed = f.seed;
-    o.cpus = f.cpus;
-    match f.cpus {
+    o.seed = f.common.seed;
+    o.cpus = f.common.cpus;
+    match f.common.cpus {
         Some(n) if n == 0 || n > o.machine.cpus => {
             return Err(usage(format!(
                 "--cpus {n}: machine {} has CPUs 1..={}",
@@ -189,14 +179,14 @@ fn footer(rows: &[Row]) -> String {
 /// Bad input ([`CliError::Usage`]) or a failed run (the message has the seed and the
 /// replay command).
 pub fn cmd_sim(a: &SimArgs) -> Result<(), CliError> {
-    let w = workload_full(&a.workload, &a.sim.params)?;
+    let w = workload_full(&a.workload, &a.sim.common.params)?;
     let m = machine_of(a.machine.as_deref(), &a.workload)?;
     let o = options(m, config_of(&a.config)?, &a.sim)?;
-    if !a.sim.json {
+    if !a.sim.common.json {
         eprintln!("simulating {}", describe(&o, &*w));
     }
     let row = run(&*w, &o).map_err(failed)?;
-    if a.sim.json {
+    if a.sim.common.json {
         print!("{}", report::json_lines(&[row]));
     } else {
         let mut cols = columns();
@@ -221,14 +211,11 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
         )));
     }
     let f = SimFlags {
-        seed: a.opts.seed,
-        params: a.opts.params.clone(),
-        cpus: a.opts.cpus,
+        common: a.opts.common.clone(),
         mem_scale: 1,
         cost: None,
         page_cache: None,
         headroom: a.headroom.clone(),
-        json: a.opts.json,
     };
     let (workload_name, machine, configs) = (
         a.workload.as_str(),
@@ -236,7 +223,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
         a.configs.as_deref(),
     );
     let f = &f;
-    let w = workload_full(workload_name, &f.params)?;
+    let w = workload_full(workload_name, &f.common.params)?;
     let m = machine_of(machine, workload_name)?;
     let sweep = a.batches;
     if sweep && workload_name != "batch_sweep" {
@@ -259,7 +246,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
             .collect::<Result<_, _>>()?
     };
     let o = options(m.clone(), cfgs[0].clone(), f)?;
-    if !f.json {
+    if !f.common.json {
         eprintln!(
             "simulating {} configs, {} at a time: {}",
             cfgs.len(),
@@ -282,7 +269,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
     }
     let raw = rows.clone();
     report::normalise(&mut rows);
-    if f.json {
+    if f.common.json {
         print!("{}", report::json_lines(&rows));
         return Ok(());
     }
