@@ -165,7 +165,7 @@ pub struct CompareArgs {
     pub workload: String,
     /// pagealloc configs, comma-separated; a `key=value` item belongs to the config
     /// before it (`base,patch7,batch_scale_max=3`). One row each when pagealloc is among
-    /// the allocators. Default: every preset, in series order.
+    /// the allocators. Default: the kernel series' presets (base … linux-6.12).
     #[arg(long)]
     pub configs: Option<String>,
     /// Allocators, comma-separated; pagealloc gives one row per config, a peer one row.
@@ -463,14 +463,15 @@ pub fn parse_list<T: std::str::FromStr>(
     parse_list_with(s, what, valid, str::parse::<T>)
 }
 
-/// `--configs` of `compare`: the list given, or every preset in series order.
+/// `--configs` of `compare`: the list given, or the kernel series' presets in order
+/// ([`Preset::SERIES`]).
 ///
 /// # Errors
 /// As [`split_configs`].
 pub fn configs_of(s: Option<&str>) -> Result<Vec<String>, CliError> {
     match s {
         Some(s) => split_configs(s),
-        None => Ok(Preset::ALL.iter().map(|p| p.name().to_owned()).collect()),
+        None => Ok(Preset::SERIES.iter().map(|p| p.name().to_owned()).collect()),
     }
 }
 
