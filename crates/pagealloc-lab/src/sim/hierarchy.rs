@@ -15,9 +15,9 @@
 //!   any other page the caller names (a workload's user buffer, see [`user_page`]).
 //!
 //! Entries live in tables, never in lists: frames in a dense, calloc'ed table (16 bytes
-//! per frame, backed only where frames are touched), line keys in a hash map, or in a
-//! second dense table for a key range the caller names
-//! ([`Hierarchy::with_dense_lines`]: one metadata line per frame). Speed:
+//! per frame, backed only where frames are touched), line keys in a hash map, or
+//! densely for a key range the caller names ([`Hierarchy::with_dense_lines`]: one
+//! metadata line per frame, kept in the frame's record beside its page entry). Speed:
 //! `cargo run --release -p pagealloc-lab --example hierarchy_speed` prints ns per line
 //! access and per page touch (docs/sim-cost-model.md has the figures).
 //!
@@ -238,13 +238,17 @@ const DIRTY: u64 = 1 << 63;
 /// The cache hierarchy of one simulated machine. See the module docs.
 #[derive(Debug)]
 pub struct Hierarchy {
-    /// Entries of frames, two words per frame (calloc'ed: only touched frames cost
-    /// memory).
+    /// Entries of frames, `stride` words per frame (calloc'ed: only touched frames cost
+    /// memory): the page's entry, then (stride 4) the frame's dense line entry.
     frames: Vec<u64>,
+    nframes: usize,
+    stride: usize,
     /// Entries of other pages (user buffers).
     pages: FxHashMap<u64, Entry>,
-    /// Entries of the dense line keys `dense_base..dense_base + dense.len() / 2`.
+    /// The dense line keys are `dense_base..dense_base + dense_count`: in the frames'
+    /// records when `stride == 4`, else in `dense`, two words per key.
     dense_base: u64,
+    dense_count: usize,
     dense: Vec<u64>,
     /// Entries of the other line keys.
     lines: FxHashMap<u64, Entry>,
@@ -339,22 +343,35 @@ impl Hierarchy {
         };
         Hierarchy {
             frames: vec![0; 2 * frames as usize],
+            nframes: frames as usize,
+            stride: 2,
             pages: FxHashMap::default(),
             dense_base: 0,
+            dense_count: 0,
             dense: Vec::new(),
             lines: FxHashMap::default(),
             state,
         }
     }
 
-    /// Keeps the line keys `base..base + count` in a dense table (two words per key,
-    /// calloc'ed) instead of the hash map: for the lines the simulator touches most and
-    /// whose keys are an index, e.g. one metadata line per frame (`base | pfn`). Other
-    /// keys still go to the map. Replaces any earlier dense range (its entries are
-    /// dropped).
+    /// Keeps the line keys `base..base + count` in a dense table instead of the hash
+    /// map: for the lines the simulator touches most and whose keys are an index, e.g.
+    /// one metadata line per frame (`base | pfn`). With `count <= frames` line `base + i`
+    /// shares frame `i`'s record (one host cache line holds a frame's page and its
+    /// metadata line); otherwise it gets a table of its own. Other keys still go to the
+    /// map. Call it right after construction: it drops the entries so far.
     pub fn with_dense_lines(mut self, base: u64, count: u64) -> Self {
         self.dense_base = base;
-        self.dense = vec![0; 2 * count as usize];
+        self.dense_count = count as usize;
+        if self.dense_count <= self.nframes {
+            self.stride = 4;
+            self.frames = vec![0; 4 * self.nframes];
+            self.dense = Vec::new();
+        } else {
+            self.stride = 2;
+            self.frames = vec![0; 2 * self.nframes];
+            self.dense = vec![0; 2 * self.dense_count];
+        }
         self
     }
 
@@ -379,10 +396,13 @@ impl Hierarchy {
     /// own, apart from the page keys of [`Hierarchy::touch`].
     pub fn access(&mut self, cpu: usize, line: u64, home: u32, write: bool) -> Charge {
         let i = line.wrapping_sub(self.dense_base) as usize;
-        let level = if i < self.dense.len() / 2 {
-            let e: &mut Entry = (&mut self.dense[2 * i..2 * i + 2])
-                .try_into()
-                .expect("two words");
+        let level = if i < self.dense_count {
+            let words = if self.stride == 4 {
+                &mut self.frames[4 * i + 2..4 * i + 4]
+            } else {
+                &mut self.dense[2 * i..2 * i + 2]
+            };
+            let e: &mut Entry = words.try_into().expect("two words");
             self.state.visit(cpu, e, 1, home, write)
         } else {
             let e = self.lines.entry(line).or_default();
@@ -424,8 +444,8 @@ impl Hierarchy {
     }
 
     fn touch_page(&mut self, cpu: usize, page: u64, lines: u64, home: u32, write: bool) -> Charge {
-        let level = if page < (self.frames.len() / 2) as u64 {
-            let i = 2 * page as usize;
+        let level = if page < self.nframes as u64 {
+            let i = self.stride * page as usize;
             let e: &mut Entry = (&mut self.frames[i..i + 2]).try_into().expect("two words");
             self.state.visit(cpu, e, lines, home, write)
         } else {

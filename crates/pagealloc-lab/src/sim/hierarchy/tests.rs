@@ -591,21 +591,34 @@ fn approximation_error_against_exact_lru_is_small() {
 
 #[test]
 fn dense_line_keys_behave_like_mapped_ones() {
+    // 2^12 keys share the frames' records; 2^17 (more than the 2^16 frames) get a
+    // table of their own.
+    for count in [1 << 12, 1 << 17] {
+        dense_against_mapped(count);
+    }
+}
+
+fn dense_against_mapped(count: u64) {
     let base = 1 << 56;
-    let mut dense = hier().with_dense_lines(base, 1 << 12);
+    let mut dense = hier().with_dense_lines(base, count);
     let mut mapped = hier();
     let mut x = 12345u64;
     for i in 0..20_000u64 {
         x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
         let cpu = (x >> 33) as usize % 8;
         // Keys inside the dense range and a few beyond it.
-        let key = base + (x >> 40) % (1 << 12) + if i % 10 == 0 { 1 << 13 } else { 0 };
+        let key = base + (x >> 40) % count + if i % 10 == 0 { count } else { 0 };
         let write = x >> 63 == 1;
         assert_eq!(
             dense.access(cpu, key, 0, write),
             mapped.access(cpu, key, 0, write),
             "access {i}"
         );
+        // Page touches of the same frames must not disturb the lines, nor the reverse.
+        if i % 7 == 0 {
+            let p = page(key % (1 << 16));
+            assert_eq!(dense.touch(cpu, p, write), mapped.touch(cpu, p, write));
+        }
     }
     assert_eq!(dense.counters(), mapped.counters());
 }
