@@ -167,7 +167,9 @@ pub struct CpuFacts {
     pub count_range: (i64, i64),
     /// Median `high` over the last quarter of the run.
     pub settled_high: i64,
-    /// Decay steps (decreases of `high`) in the idle time until `high_min` (or its end).
+    /// Decay steps (decreases of `high`) in the idle time until `high` is first back at
+    /// `high_min` (or the idle time ends). Later steps (other work raised `high` again)
+    /// are not counted.
     pub decay_steps: usize,
     /// Of those, how many `decay_pcp_high` predicts exactly from the sample before
     /// (`high`, and `count` anywhere between that sample's and the next one's: the
@@ -206,7 +208,7 @@ pub fn facts(tr: &Trajectory, i: usize) -> CpuFacts {
         if let Some(p) = prev {
             let h0 = p.pcp[i].high;
             let h1 = s.pcp[i].high;
-            if h1 < h0 && h0 > hmin {
+            if h1 < h0 && h0 > hmin && f.back_to_min.is_none() {
                 f.decay_steps += 1;
                 let after = |count: i64| {
                     let mut st = PcpState {
