@@ -209,6 +209,10 @@ pub struct Span {
     pub node: u32,
 }
 
+/// Spans longer than this many pages are tracked as one entry (see [`Hierarchy::touch`]):
+/// 64 KiB, a socket buffer's largest fragment is below, a THP far above.
+pub const WHOLE_SPAN_PAGES: u64 = 16;
+
 /// Page keys of user buffers start here: far above any frame number (2^52 pages).
 const USER_BASE: u64 = 1 << 52;
 /// Pages reserved per CPU for its user buffers.
@@ -418,8 +422,21 @@ impl Hierarchy {
 
     /// CPU `cpu` reads (or writes) `span`, page by page: each page is served whole from
     /// one level and charged that level's latency plus the streaming time of its other
-    /// lines. A block of 2^order frames is the span of its `4096 << order` bytes.
+    /// lines. A block of 2^order frames is the span of its `4096 << order` bytes. A span
+    /// of more than [`WHOLE_SPAN_PAGES`] pages (a huge page) is one entry at its first
+    /// page instead, judged and charged whole: O(1) per block, exact as long as the
+    /// block is touched as a whole (its pages touched one by one later are new entries).
     pub fn touch(&mut self, cpu: usize, span: Span, write: bool) -> Charge {
+        if span.bytes > WHOLE_SPAN_PAGES * pagealloc::PAGE_SIZE as u64 {
+            // A huge block (THP): one entry at its first page, weighing all its lines.
+            return self.touch_page(
+                cpu,
+                span.page,
+                span.bytes.div_ceil(LINE_BYTES),
+                span.node,
+                write,
+            );
+        }
         let mut charge = Charge::NONE;
         let mut left = span.bytes;
         let mut page = span.page;

@@ -622,3 +622,29 @@ fn dense_against_mapped(count: u64) {
     }
     assert_eq!(dense.counters(), mapped.counters());
 }
+
+#[test]
+fn huge_blocks_are_one_entry() {
+    let mut h = hier();
+    let thp = Span {
+        page: 1024,
+        bytes: 512 * 4096,
+        node: 0,
+    };
+    // 512 pages: larger than the 256-page LLC, so never resident, and one entry.
+    let c = h.touch(0, thp, true);
+    assert_eq!(c.level, Level::LocalDram);
+    let spec = small();
+    let want = spec.dram_local_ns + (512.0 * 64.0 - 1.0) * spec.dram_local_ns / spec.mlp;
+    assert!((c.ns - want).abs() < 1e-6, "{c:?}");
+    assert_eq!(h.touch(0, thp, true).level, Level::LocalDram);
+    assert_eq!(h.counters().data_accesses(), 2 * 512 * 64);
+    // A 64-page block fits the LLC: the second touch by a neighbour hits there.
+    let block = Span {
+        page: 4096,
+        bytes: 64 * 4096,
+        node: 0,
+    };
+    h.touch(0, block, true);
+    assert_eq!(h.touch(1, block, true).level, Level::Llc);
+}
