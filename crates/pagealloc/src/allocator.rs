@@ -612,7 +612,7 @@ impl Allocator {
     /// a.free_on(0, remote)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn alloc_on(
         &self,
         cpu: usize,
@@ -1124,7 +1124,7 @@ impl Allocator {
     /// it: one compare-and-swap `Allocated -> Freeing` on the head's state, then the order
     /// (stable once the block is ours). `trusted` (only from
     /// [`Allocator::free_on_unchecked`]) skips the state transition and the order check.
-    #[inline]
+    #[inline(always)]
     fn claim_for_free(&self, frame: Frame, trusted: bool) -> Result<usize, FreeError> {
         let pfn = frame.pfn.0;
         if frame.order > MAX_ORDER {

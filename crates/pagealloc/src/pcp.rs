@@ -4,11 +4,13 @@
 //!
 //! # Budget of the hot path
 //! An order-0 allocate+free pair on a PCP hit with the checked free, measured by
-//! `examples/hotpath` on a 2-core AMD EPYC (Zen 3) VM: **307 instructions** per pair
-//! (callgrind; 423 before this path, with the access-reporting seam and no sink; 299 vs
-//! 415 with `free_on_unchecked`) and **0.67×** the time of the previous path side by side
-//! in one run (medians of 9 × 2M pairs: 83.5–87.3 vs 122.9–129.8 ns on a machine at load
-//! 14; 44–46 vs 62–64 ns at load 8; absolute figures move with the load, ratios do not).
+//! `examples/hotpath` on a 2-core AMD EPYC (Zen 3) VM: **301 instructions** per pair
+//! (callgrind; 423 before this path, with the access-reporting seam and no sink; 268 vs
+//! 415 with `free_on_unchecked`) and **0.71×** the time of the previous path side by side
+//! in one run (median of 3 runs of 9 × 2M pairs each: 62.7 vs 88.9 ns, unchecked 54.0 vs
+//! 81.1 ns, on a machine at load 10–12 shared with other builds; absolute figures move with
+//! the load, the ratio much less). `alloc_on`, `free_on` and everything they call on a
+//! hit are inlined into the caller.
 //!
 //! What a hit does, and nothing else:
 //! - allocation ([`Allocator::alloc_hit`]): the first zone of the CPU's zonelist, its
@@ -393,7 +395,7 @@ impl Allocator {
     }
 
     /// `free_unref_page` (docs/mechanisms.md §3.1) for a block whose ownership the caller proved.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn free_unref_page(&self, cpu: usize, zone: &Zone, pfn: u64, order: u8) {
         let slot = self.slot(cpu, zone.idx);
         if !slot.hot.allows(order) {
@@ -416,7 +418,7 @@ impl Allocator {
 
     /// `free_unref_page_commit` (docs/mechanisms.md §3.2), in the kernel's order of operations.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(crate) fn commit_free(
         &self,
         cpu: usize,
