@@ -34,8 +34,8 @@ pub struct TwinArgs {
     /// Start pagealloc with all memory free (default: the kernel's free pages per zone).
     #[arg(long)]
     pub all_free: bool,
-    /// Do not park on pagealloc's CPUs the pages the kernel kept on its lists and the
-    /// workload never took.
+    /// Start pagealloc's pagesets empty at high_min, rather than with the kernel's high
+    /// and the pages it kept on its lists that the workload never took.
     #[arg(long)]
     pub no_parked: bool,
     /// Print the whole result as one JSON object instead of the table.

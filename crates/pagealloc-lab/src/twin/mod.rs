@@ -115,8 +115,9 @@ pub struct TwinOptions {
     pub idle_seconds: f64,
     /// Pages per worker loop (`None`: [`TwinWorkload::default_pages`]).
     pub pages: Option<u64>,
-    /// Start pagealloc with the pages the kernel kept parked on each CPU's lists
-    /// (those the workload never took: the lowest count seen during the run).
+    /// Start pagealloc with the kernel's pageset state: the pages the kernel kept parked
+    /// on each CPU's lists (those the workload never took: the lowest count seen during
+    /// the run) and each CPU's `high` before the run.
     pub parked: bool,
     /// Start pagealloc with the kernel's free pages per zone (the rest allocated up
     /// front), rather than with all memory free.
@@ -304,6 +305,11 @@ pub fn run(opts: &TwinOptions, progress: &mut dyn FnMut(&str)) -> Result<TwinRep
         zone,
         parked: if opts.parked {
             krun.parked_floor()
+        } else {
+            vec![0; cpus.len()]
+        },
+        start_high: if opts.parked {
+            krun.before.high.clone()
         } else {
             vec![0; cpus.len()]
         },

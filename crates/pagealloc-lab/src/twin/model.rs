@@ -17,7 +17,8 @@
 //! pages per zone (the rest allocated up front in blocks of order 10 and 4, which
 //! bypass the pagesets and keep the pageblocks movable), then the pages the kernel kept
 //! parked on each CPU (allocated as unmovable on that CPU and freed there, so they sit
-//! on a list the movable workload never takes from).
+//! on a list the movable workload never takes from) and each CPU's `high` (raised by
+//! refills as the kernel's was).
 
 use std::sync::Arc;
 
@@ -48,6 +49,9 @@ pub struct ModelInput {
     pub zone: usize,
     /// Pages to park on each CPU of the run before it starts.
     pub parked: Vec<u64>,
+    /// `high` each CPU of the run should start with (the kernel's before the run; 0:
+    /// leave it at high_min).
+    pub start_high: Vec<i64>,
     /// Free pages to start with, per allocator zone index (`None`: all free).
     pub start_free: Option<Vec<(usize, u64)>>,
     /// Per CPU of the run: ms past each whole second at which its tick fires (the
@@ -197,6 +201,32 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
         }
     }
     let n = inp.cpus.len();
+    // Raise each CPU's high to the kernel's as the kernel raised it: refills (each
+    // allocation that empties the list raises high by the refill) followed by frees,
+    // then a drain, which leaves high alone. A zone flagged below its high watermark
+    // by the fill stops refills from raising high until a drain clears the flag,
+    // hence a few rounds.
+    for (i, &c) in inp.cpus.iter().enumerate() {
+        let target = inp.start_high.get(i).copied().unwrap_or(0);
+        for _ in 0..3 {
+            let high = i64::from(pcp_info(a, c, inp.zone).high);
+            if high >= target {
+                break;
+            }
+            let mut got = Vec::new();
+            for _ in high..target {
+                match a.alloc_on(c, 0, Gfp::USER, None) {
+                    Ok(f) => got.push(f),
+                    Err(_) => break,
+                }
+            }
+            for f in got {
+                a.free_on(c, f)
+                    .map_err(|e| TwinError::Failed(format!("warming CPU {c}'s pageset: {e}")))?;
+            }
+            a.drain_cpu(c);
+        }
+    }
     for (i, &c) in inp.cpus.iter().enumerate() {
         let k = i64::try_from(inp.parked.get(i).copied().unwrap_or(0)).unwrap_or(i64::MAX);
         // A zone flagged below its high watermark (by the fill above) drains every
@@ -220,6 +250,11 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
             }
         }
     }
+    let start_high: Vec<i64> = inp
+        .cpus
+        .iter()
+        .map(|&c| i64::from(pcp_info(a, c, inp.zone).high))
+        .collect();
     let parked_count: Vec<i64> = inp
         .cpus
         .iter()
@@ -365,9 +400,9 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
     }
     a.validate()
         .map_err(|e| TwinError::Failed(format!("pagealloc invariants after the twin run: {e}")))?;
-    if parked_count.iter().any(|&c| c > 0) {
+    if parked_count.iter().any(|&c| c > 0) || inp.start_high.iter().any(|&h| h > 0) {
         notes.push(format!(
-            "pagealloc started with {parked_count:?} pages parked on the run's CPUs"
+            "pagealloc started with {parked_count:?} pages parked on the run's CPUs and high {start_high:?}"
         ));
     }
     Ok(ModelRun {
