@@ -60,9 +60,6 @@ pub struct CalibrateArgs {
     /// Grid of kbuild `compute_ns_per_page`, comma-separated.
     #[arg(long, default_value = "2000,2500,3000,3500,4500")]
     pub computes: String,
-    /// Grid of `touch_cold_ns`, comma-separated.
-    #[arg(long, default_value = "250")]
-    pub colds: String,
     /// Grid of kbuild's free memory at the start above the high watermark, with a unit
     /// (`all`: all memory free), comma-separated.
     #[arg(long, default_value = "6000MiB")]
@@ -307,7 +304,6 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
 /// Bad input or a failed run.
 pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
     let computes: Vec<u64> = parse_list(&a.computes, "compute_ns_per_page", "ns, e.g. 3000")?;
-    let colds: Vec<f64> = parse_list(&a.colds, "touch_cold_ns", "ns, e.g. 250")?;
     let headrooms: Vec<crate::sim::Headroom> = parse_list(
         &a.headrooms,
         "headroom",
@@ -317,7 +313,7 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
     if a.tasks == 0 {
         return Err(usage("--tasks must be at least 1"));
     }
-    let r = calibrate::refit(a.tasks, &computes, &colds, &headrooms, &seeds, &|line| {
+    let r = calibrate::refit(a.tasks, &computes, &headrooms, &seeds, &|line| {
         eprintln!("{line}")
     })
     .map_err(failed)?;

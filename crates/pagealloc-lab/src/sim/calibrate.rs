@@ -5,16 +5,15 @@
 //! Two published data sets (docs/sim-cost-model.md §4):
 //! 1. The **batch sweep** (page_fault1 with high = 2 × batch, no free scaling) gives the
 //!    time of one zone-lock trip as a function of the pages it moves, for Sapphire
-//!    Rapids and Ice Lake. An ordinary least-squares line through the six average
-//!    latencies per (machine, direction) gives the per-trip and per-page costs
-//!    ([`fit_batch_sweep`]); they are the `refill_*`/`drain_*` constants of
-//!    [`super::machine`], and [`refit`] checks the constants against a fresh fit.
+//!    Rapids and Ice Lake. The simulator charges a trip the latencies of the allocator
+//!    lines it touches (through the cache hierarchy); [`fit_trip_residuals`] fits what
+//!    is left — a residual per trip and direction and an instruction cost per line —
+//!    and [`refit`] prints them with every point's residual.
 //! 2. The **kbuild table** (spr-2s-224, one socket, `make -j112`, base → patch10)
 //!    constrains what the batch sweep cannot: how much work a task does between faults
-//!    (kbuild's `compute_ns_per_page`) and the cost of a cold page touch. [`refit`]
+//!    (kbuild's `compute_ns_per_page`) and the free memory at the start. [`refit`]
 //!    searches a small grid of both on a reduced kbuild (fewer tasks) and reports the
-//!    error of every candidate; the chosen pair is the workload default and the SPR
-//!    constant.
+//!    error of every candidate.
 //!
 //! What is fitted and what is fixed is listed in `docs/sim-cost-model.md`, with the
 //! fitted values and the residuals this module prints.
@@ -216,36 +215,170 @@ pub fn least_squares(points: &[(f64, f64)]) -> LineFit {
     }
 }
 
-/// The zone-lock trip costs of one machine fitted from the batch sweep, in ns.
+/// The zone-lock residuals of one machine, fitted to the batch sweep: a trip's hold in
+/// the simulator is its hand-off, plus the latencies of the allocator lines it touches
+/// (the cache hierarchy's), plus these. ns.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TripFit {
     /// Machine name.
     pub machine: &'static str,
-    /// Refill trip: ns = intercept + slope × blocks.
-    pub refill: LineFit,
-    /// Drain trip: ns = intercept + slope × pages.
-    pub drain: LineFit,
+    /// Residual per refill trip (`CostModel::refill_trip_ns`).
+    pub refill_trip_ns: f64,
+    /// Residual per drain trip (`CostModel::drain_trip_ns`).
+    pub drain_trip_ns: f64,
+    /// Instructions per line under the lock (`CostModel::locked_line_ns`).
+    pub locked_line_ns: f64,
+    /// Per published point: (direction, batch, published ns, lines per trip, the
+    /// lines' latencies in ns, fitted ns).
+    pub points: Vec<(&'static str, u32, f64, f64, f64, f64)>,
 }
 
-/// Fits refill and drain trip costs (ns) to the published average latencies against the
-/// batch, for each machine of the sweep.
-pub fn fit_batch_sweep() -> Vec<TripFit> {
-    ["spr-2s-224", "icx-2s-128"]
-        .into_iter()
-        .map(|m| {
-            let rows: Vec<&SweepRow> = PUBLISHED_SWEEP.iter().filter(|r| r.machine == m).collect();
-            let pts = |f: fn(&SweepRow) -> f64| -> Vec<(f64, f64)> {
-                rows.iter()
-                    .map(|r| (f64::from(r.batch), f(r) * 1000.0))
-                    .collect()
-            };
-            TripFit {
-                machine: m,
-                refill: least_squares(&pts(|r| r.alloc_avg_us)),
-                drain: least_squares(&pts(|r| r.free_avg_us)),
+/// Weighted least squares for `y ≈ Σ β_k x_k` with weights `w` (normal equations,
+/// Gaussian elimination; `n` parameters).
+fn weighted_ls<const N: usize>(rows: &[([f64; N], f64, f64)]) -> [f64; N] {
+    let mut a = [[0.0; N]; N];
+    let mut v = [0.0; N];
+    for (x, y, w) in rows {
+        for i in 0..N {
+            v[i] += w * x[i] * y;
+            for j in 0..N {
+                a[i][j] += w * x[i] * x[j];
             }
+        }
+    }
+    for c in 0..N {
+        let p = (c..N)
+            .max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))
+            .unwrap_or(c);
+        a.swap(c, p);
+        v.swap(c, p);
+        let d = a[c][c];
+        if d.abs() < 1e-300 {
+            continue;
+        }
+        let pivot = a[c];
+        for r in 0..N {
+            if r != c {
+                let f = a[r][c] / d;
+                for (x, p) in a[r].iter_mut().zip(pivot) {
+                    *x -= f * p;
+                }
+                v[r] -= f * v[c];
+            }
+        }
+    }
+    let mut b = [0.0; N];
+    for i in 0..N {
+        b[i] = if a[i][i].abs() < 1e-300 {
+            0.0
+        } else {
+            v[i] / a[i][i]
+        };
+    }
+    b
+}
+
+/// Fits the zone-lock residuals of `machine` to its published batch sweep: the sweep
+/// runs in the simulator twice with the residuals at zero and the per-line cost at 0
+/// and 1 ns, which gives each point's line latencies `A` and lines per trip `L`; then
+/// published ≈ trip + A + line × L, by least squares on the relative error, with one
+/// trip residual per direction and one per-line cost, none negative (a coefficient
+/// that would be is fixed at zero: the lines' latencies alone already exceed the
+/// published figure).
+///
+/// # Errors
+/// A failed run.
+pub fn fit_trip_residuals(machine: &Machine, seed: u64) -> Result<TripFit, SimError> {
+    let run = |line_ns: f64| -> Result<Vec<Row>, SimError> {
+        let mut o = SimOptions::new(machine.clone(), Config::default());
+        o.seed = seed;
+        o.cpus = Some(1);
+        o.cost = Some(CostModel {
+            refill_trip_ns: 0.0,
+            drain_trip_ns: 0.0,
+            locked_line_ns: line_ns,
+            ..machine.cost
+        });
+        batch_sweep(
+            machine,
+            &[("loops".to_owned(), "2".to_owned())],
+            &o,
+            &|_| {},
+        )
+    };
+    let (r0, r1) = (run(0.0)?, run(1.0)?);
+    let mut pts = Vec::new();
+    for p in PUBLISHED_SWEEP.iter().filter(|p| p.machine == machine.name) {
+        let find = |rows: &[Row]| {
+            rows.iter()
+                .find(|r| r.extra.get("batch").copied() == Some(f64::from(p.batch)))
+                .cloned()
+        };
+        let (Some(a0), Some(a1)) = (find(&r0), find(&r1)) else {
+            continue;
+        };
+        for (dir, publ, lat0, lat1) in [
+            (
+                "refill",
+                p.alloc_avg_us,
+                a0.alloc_lat_avg_us,
+                a1.alloc_lat_avg_us,
+            ),
+            (
+                "drain",
+                p.free_avg_us,
+                a0.free_lat_avg_us,
+                a1.free_lat_avg_us,
+            ),
+        ] {
+            let (Some(l0), Some(l1)) = (lat0, lat1) else {
+                continue;
+            };
+            let a = l0 * 1000.0;
+            let lines = (l1 - l0) * 1000.0;
+            pts.push((dir, p.batch, publ * 1000.0, lines, a));
+        }
+    }
+    // Non-negative least squares by elimination: a coefficient that comes out negative
+    // (no physical meaning: the lines' latencies alone exceed the published figure) is
+    // fixed at zero and the others refitted.
+    let mut free = [true; 3];
+    let mut b = [0.0; 3];
+    for _ in 0..3 {
+        let rows: Vec<([f64; 3], f64, f64)> = pts
+            .iter()
+            .map(|&(dir, _, publ, lines, a)| {
+                let r = f64::from(u8::from(dir == "refill"));
+                let x = [r, 1.0 - r, lines];
+                let x = std::array::from_fn(|k| if free[k] { x[k] } else { 0.0 });
+                (x, publ - a, 1.0 / (publ * publ))
+            })
+            .collect();
+        b = weighted_ls(&rows);
+        match (0..3).find(|&k| free[k] && b[k] < 0.0) {
+            Some(k) => free[k] = false,
+            None => break,
+        }
+    }
+    for k in 0..3 {
+        if !free[k] {
+            b[k] = 0.0;
+        }
+    }
+    let points = pts
+        .iter()
+        .map(|&(dir, batch, publ, lines, a)| {
+            let t = if dir == "refill" { b[0] } else { b[1] };
+            (dir, batch, publ, lines, a, t + a + b[2] * lines)
         })
-        .collect()
+        .collect();
+    Ok(TripFit {
+        machine: machine.name,
+        refill_trip_ns: b[0],
+        drain_trip_ns: b[1],
+        locked_line_ns: b[2],
+        points,
+    })
 }
 
 /// The config of one batch-sweep point: high fixed at 2 × batch, batch fixed, no
@@ -513,8 +646,6 @@ pub fn kbuild_error(rows: &[Row]) -> f64 {
 pub struct GridPoint {
     /// kbuild's `compute_ns_per_page`.
     pub compute_ns_per_page: u64,
-    /// The cost model's `touch_cold_ns`.
-    pub touch_cold_ns: f64,
     /// Free memory at the start (MiB above the high watermark; `None`: all free).
     pub headroom_mib: Option<u64>,
     /// [`kbuild_error`] of the ablation, points, averaged over the seeds.
@@ -527,7 +658,7 @@ pub struct GridPoint {
 /// The result of [`refit`]: the batch-sweep line fits, and the kbuild grid.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Refit {
-    /// Trip cost fits per machine.
+    /// Zone-lock residual fits per machine.
     pub trips: Vec<TripFit>,
     /// Every grid point.
     pub grid: Vec<GridPoint>,
@@ -536,43 +667,42 @@ pub struct Refit {
     pub best: Option<GridPoint>,
 }
 
-/// Refits the free parameters: the trip costs from the batch sweep (closed form), then
-/// kbuild's compute per page, the cold-touch cost and the free memory at the start over
-/// a grid, each point a kbuild ablation with `tasks` tasks on spr-2s-224 (the full
-/// table uses 896; 224 keeps the fit to a few minutes), once per seed. The best point
-/// has the most steps in the published direction with every seed, then the least mean
-/// [`kbuild_error`]. `progress` gets one line per grid point.
+/// Refits the free parameters: the zone-lock residuals from the batch sweep of both
+/// calibration machines ([`fit_trip_residuals`]), then kbuild's compute per page and the
+/// free memory at the start over a grid, each point a kbuild ablation with `tasks`
+/// tasks on spr-2s-224 (the full table uses 896; 224 keeps the fit to a few minutes),
+/// once per seed, with SPR's refitted residuals. The best point has the most steps in
+/// the published direction with every seed, then the least mean [`kbuild_error`].
+/// `progress` gets one line per grid point.
 ///
 /// # Errors
 /// A failed run.
 pub fn refit(
     tasks: u32,
     computes: &[u64],
-    colds: &[f64],
     headrooms: &[Headroom],
     seeds: &[u64],
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Refit, SimError> {
-    let trips = fit_batch_sweep();
+    let seed = seeds.first().copied().unwrap_or(1);
+    let trips = ["spr-2s-224", "icx-2s-128"]
+        .into_iter()
+        .map(|m| fit_trip_residuals(&Machine::by_name(m).expect("known machine"), seed))
+        .collect::<Result<Vec<_>, _>>()?;
     let spr = Machine::by_name("spr-2s-224").expect("known machine");
     let fit = trips
         .iter()
         .find(|t| t.machine == spr.name)
         .expect("spr fitted");
+    let cost = CostModel {
+        refill_trip_ns: fit.refill_trip_ns,
+        drain_trip_ns: fit.drain_trip_ns,
+        locked_line_ns: fit.locked_line_ns,
+        ..spr.cost
+    };
     let mut grid = Vec::new();
     for &compute in computes {
-        for (&cold, &headroom) in colds
-            .iter()
-            .flat_map(|c| headrooms.iter().map(move |h| (c, h)))
-        {
-            let cost = CostModel {
-                refill_trip_ns: fit.refill.intercept,
-                refill_block_ns: fit.refill.slope,
-                drain_trip_ns: fit.drain.intercept,
-                drain_page_ns: fit.drain.slope,
-                touch_cold_ns: cold,
-                ..spr.cost
-            };
+        for &headroom in headrooms {
             let overrides = vec![
                 ("tasks".to_owned(), tasks.to_string()),
                 ("compute_ns_per_page".to_owned(), compute.to_string()),
@@ -591,7 +721,6 @@ pub fn refit(
             }
             let p = GridPoint {
                 compute_ns_per_page: compute,
-                touch_cold_ns: cold,
                 headroom_mib: headroom.mib("kbuild"),
                 error,
                 directions: if seeds.is_empty() { 0 } else { directions },
@@ -610,9 +739,8 @@ pub fn refit(
 
 fn grid_line(p: &GridPoint) -> String {
     format!(
-        "compute_ns_per_page={:<6} touch_cold_ns={:<6} headroom_mib={:<6} rms error {:.2}, {} of 24 steps in the published direction (fewest over the seeds)",
+        "compute_ns_per_page={:<6} headroom_mib={:<6} rms error {:.2}, {} of 24 steps in the published direction (fewest over the seeds)",
         p.compute_ns_per_page,
-        p.touch_cold_ns,
         p.headroom_mib.map_or("all".to_owned(), |m| m.to_string()),
         p.error,
         p.directions
@@ -625,35 +753,27 @@ pub fn refit_report(r: &Refit) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "batch sweep: zone-lock trip = intercept + slope × pages (ns)"
+        "batch sweep: zone-lock hold = hand-off + Σ line latencies (cache hierarchy) + trip residual + line cost × lines (ns)"
     );
     for t in &r.trips {
         let m = Machine::by_name(t.machine).expect("known machine");
-        for (what, f, ic, sl) in [
-            (
-                "refill",
-                &t.refill,
-                m.cost.refill_trip_ns,
-                m.cost.refill_block_ns,
-            ),
-            (
-                "drain",
-                &t.drain,
-                m.cost.drain_trip_ns,
-                m.cost.drain_page_ns,
-            ),
-        ] {
+        let _ = writeln!(
+            s,
+            "  {:<10} fitted: refill_trip_ns {:.1}, drain_trip_ns {:.1}, locked_line_ns {:.2}   (in use: {:.1}, {:.1}, {:.2})",
+            t.machine,
+            t.refill_trip_ns,
+            t.drain_trip_ns,
+            t.locked_line_ns,
+            m.cost.refill_trip_ns,
+            m.cost.drain_trip_ns,
+            m.cost.locked_line_ns
+        );
+        for &(dir, batch, publ, lines, a, fitted) in &t.points {
             let _ = writeln!(
                 s,
-                "  {:<10} {:<6} fitted {:>7.1} + {:>5.2}/page   (constants in use: {:.1} + {:.2})",
-                t.machine, what, f.intercept, f.slope, ic, sl
+                "      {dir:<6} batch {batch:>4}: published {publ:>8.0} ns, lines/trip {lines:>7.0}, their latencies {a:>8.0} ns, fitted {fitted:>8.0} ns ({:+.1}%)",
+                100.0 * (fitted - publ) / publ
             );
-            let res: Vec<String> = f
-                .residuals
-                .iter()
-                .map(|(x, y, e)| format!("{x:.0}:{:+.1}%", 100.0 * e / y))
-                .collect();
-            let _ = writeln!(s, "      residuals (batch:rel.err) {}", res.join(" "));
         }
     }
     let _ = writeln!(
@@ -687,18 +807,16 @@ mod tests {
     }
 
     #[test]
-    fn machine_constants_match_the_batch_sweep_fit() {
-        for t in fit_batch_sweep() {
-            let m = Machine::by_name(t.machine).unwrap();
-            let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * b.abs() + 1.0;
-            assert!(close(m.cost.refill_trip_ns, t.refill.intercept), "{t:?}");
-            assert!(close(m.cost.drain_trip_ns, t.drain.intercept), "{t:?}");
-            assert!(
-                (m.cost.refill_block_ns - t.refill.slope).abs() < 0.1,
-                "{t:?}"
-            );
-            assert!((m.cost.drain_page_ns - t.drain.slope).abs() < 0.1, "{t:?}");
-        }
+    fn weighted_least_squares_recovers_coefficients() {
+        let rows: Vec<([f64; 3], f64, f64)> = (0..6)
+            .map(|i| {
+                let (r, l) = (f64::from(i % 2), f64::from(i * 7 + 1));
+                ([r, 1.0 - r, l], 100.0 * r + 40.0 * (1.0 - r) + 2.5 * l, 1.0)
+            })
+            .collect();
+        let b = weighted_ls(&rows);
+        assert!((b[0] - 100.0).abs() < 1e-9 && (b[1] - 40.0).abs() < 1e-9);
+        assert!((b[2] - 2.5).abs() < 1e-9);
     }
 
     #[test]

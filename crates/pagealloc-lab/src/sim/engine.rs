@@ -51,10 +51,13 @@ use std::sync::Arc;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use pagealloc::{Allocator, Config, Counters, Frame, Gfp, MigrateType, Platform};
+use pagealloc::{
+    Access, Allocator, Config, Counters, Frame, Gfp, Line, MigrateType, Platform, ZoneLine,
+};
 
-use super::cache::CacheModel;
+use super::hierarchy::{user_page, Charge, Hierarchy, Level, Span};
 use super::machine::{CostModel, Machine};
+use super::trace::{self, LineMap};
 use crate::row::{histogram, record_ns};
 use crate::workload::driver::{BarrierTable, ContractError, TraceBlock};
 use crate::workload::{
@@ -94,9 +97,14 @@ pub(crate) struct EngineOutput {
     /// Σ busy time (everything charged, waits included) over workload CPUs' measured
     /// windows, ns: their CPU time.
     pub(crate) busy_ns: u64,
-    /// Page touches (base pages) and how many were cold.
-    pub(crate) touched_pages: u64,
-    pub(crate) cold_pages: u64,
+    /// Page-data lines accessed by workload CPUs in their measured windows, and how many
+    /// missed the LLC (the cache miss % is their ratio).
+    pub(crate) data_lines: u64,
+    pub(crate) data_llc_misses: u64,
+    /// Allocator lines (reported accesses) charged, by hierarchy level, whole run.
+    pub(crate) meta_levels: [u64; 7],
+    /// Of those, `struct page` lines beyond L2 charged as prefetched (L2 streamer).
+    pub(crate) meta_prefetched: u64,
     /// Zone-lock trip hold times of refills/direct allocations and of drains/direct
     /// frees in the measured window, ns.
     pub(crate) alloc_trips: Histogram<u64>,
@@ -169,7 +177,6 @@ struct VCpu {
     measure_start: u64,
     end: u64,
     socket: u32,
-    home_zone: usize,
 }
 
 impl TraceBlock for Frame {
@@ -189,12 +196,74 @@ struct ZoneLock {
     last_socket: u32,
 }
 
-/// What an op did under zone locks, from counter deltas.
-#[derive(Clone, Copy, Debug, Default)]
-struct Trips {
-    trips: u64,
-    alloc_units: u64,
-    free_units: u64,
+/// Whose clock an allocator call's accesses are charged to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    /// A workload allocation: its trips are refills or direct allocations.
+    Alloc,
+    /// A workload free: its trips are drains or direct frees.
+    Free,
+    /// Decay ticks and the page-cache model's kswapd: they occupy the zone locks and
+    /// warm or cool the caches, but delay no workload CPU.
+    Background,
+}
+
+/// The L2 streamer of one CPU, as far as `struct page` accesses go: the hardware
+/// prefetcher detects accesses that walk a 4 KiB page line by line, forward or backward,
+/// and fetches the next lines ahead of them (Intel's optimization manual, "Data
+/// Prefetching": the L2 streamer tracks 32 streams, one per 4 KiB page, and runs up to
+/// 20 lines ahead). `struct page` is 64 bytes, so frames with neighbouring PFNs have
+/// neighbouring metadata lines: a refill that takes the frames of a split block one by
+/// one walks memmap sequentially, and its lines arrive prefetched. An access within two
+/// lines of the last one in a tracked page is charged an L2 hit (the line was on its
+/// way); anything else is charged what the hierarchy says.
+#[derive(Clone, Debug)]
+struct Streamer {
+    /// Per tracked memmap page: (page number + 1, offset of the last line); 0 = free.
+    pages: [(u64, u64); STREAMS],
+    next: usize,
+}
+
+/// Streams the model tracks per CPU (the L2 streamer's 32).
+const STREAMS: usize = 32;
+/// Lines of `struct page` per 4 KiB page of memmap.
+const METAS_PER_PAGE: u64 = 64;
+
+impl Streamer {
+    fn new() -> Streamer {
+        Streamer {
+            pages: [(0, 0); STREAMS],
+            next: 0,
+        }
+    }
+
+    /// Records an access to frame `pfn`'s metadata; true if the streamer had it coming.
+    #[inline]
+    fn prefetched(&mut self, pfn: u64) -> bool {
+        let (page, off) = (pfn / METAS_PER_PAGE + 1, pfn % METAS_PER_PAGE);
+        for e in self.pages.iter_mut() {
+            if e.0 == page {
+                let near = e.1.abs_diff(off) <= 2;
+                e.1 = off;
+                return near;
+            }
+        }
+        self.pages[self.next] = (page, off);
+        self.next = (self.next + 1) % STREAMS;
+        false
+    }
+}
+
+/// A zone-lock hold being replayed.
+#[derive(Clone, Copy, Debug)]
+struct Trip {
+    zone: usize,
+    /// When the hold began (after any wait), ns.
+    start: f64,
+    /// The wait before it, ns.
+    wait: f64,
+    /// The hold so far, ns.
+    hold: f64,
 }
 
 const NO_CPU: u32 = u32::MAX;
@@ -239,10 +308,17 @@ struct Engine<'a> {
     /// Counters and page-cache totals when the measured barrier opened.
     window_base: Option<(Counters, u64, u64)>,
     locks: Vec<ZoneLock>,
-    /// Counter snapshots per (machine CPU, zone): deltas are taken against them.
-    snaps: Vec<Counters>,
     nzones: usize,
-    cache: CacheModel,
+    /// The machine's caches: every reported allocator line and every page-data touch.
+    mem: Hierarchy,
+    /// Where each reported line lives.
+    lines: LineMap,
+    /// The accesses of the allocator call being replayed (reused buffer).
+    buf: Vec<Access>,
+    /// Per machine CPU: its L2 streamer over `struct page` lines.
+    streams: Vec<Streamer>,
+    /// An L2 hit, ns (what a prefetched line costs).
+    l2_ns: f64,
     out: EngineOutput,
     next_tick: u64,
     tick_ns: u64,
@@ -268,26 +344,25 @@ pub(crate) fn simulate(
         .layout(spec.mem_scale)
         .map_err(|e| EngineError::Build(e.to_string()))?;
     let platform = Arc::new(SimPlatform::default());
-    let a = Allocator::with_platform(&layout, spec.config.clone(), platform.clone())
+    let mut a = Allocator::with_platform(&layout, spec.config.clone(), platform.clone())
         .map_err(|e| EngineError::Build(e.to_string()))?;
+    a.set_access_sink(Arc::new(trace::ThreadSink));
+    trace::discard();
+    let lines = LineMap::new(&a, &layout);
     let nzones = a.nr_zones();
     let frames = layout.zones().map(|(_, z)| z.end_pfn()).max().unwrap_or(0);
     let n = scripts.len();
     let cpus: Vec<VCpu> = (0..n)
-        .map(|i| {
-            let node = a.cpu_node(i).expect("cpu_node: index in range");
-            VCpu {
-                time: 0,
-                busy: 0,
-                wait: 0,
-                state: State::Runnable,
-                parked_on: None,
-                measuring: false,
-                measure_start: 0,
-                end: 0,
-                socket: spec.machine.socket_of(i as u32),
-                home_zone: *a.node_zones(node).last().expect("every node has a zone"),
-            }
+        .map(|i| VCpu {
+            time: 0,
+            busy: 0,
+            wait: 0,
+            state: State::Runnable,
+            parked_on: None,
+            measuring: false,
+            measure_start: 0,
+            end: 0,
+            socket: spec.machine.socket_of(i as u32),
         })
         .collect();
     let tick_ns = spec.config.tick_interval_ms.max(1) * 1_000_000;
@@ -311,14 +386,12 @@ pub(crate) fn simulate(
             };
             nzones
         ],
-        snaps: (0..mcpus * nzones)
-            .map(|i| {
-                a.cpu_zone_counters(i / nzones, i % nzones)
-                    .expect("cpu_zone_counters: index in range")
-            })
-            .collect(),
         nzones,
-        cache: CacheModel::new(mcpus, spec.machine.llc_slice_bytes(), frames),
+        mem: Hierarchy::new(&spec.machine, frames).with_dense_lines(trace::K_META, frames),
+        lines,
+        buf: Vec::new(),
+        streams: vec![Streamer::new(); mcpus],
+        l2_ns: spec.machine.caches.l2_ns(),
         cpus,
         a,
         out: EngineOutput {
@@ -328,8 +401,10 @@ pub(crate) fn simulate(
             end: Vec::new(),
             lock_wait_ns: 0,
             busy_ns: 0,
-            touched_pages: 0,
-            cold_pages: 0,
+            data_lines: 0,
+            data_llc_misses: 0,
+            meta_levels: [0; 7],
+            meta_prefetched: 0,
             alloc_trips: histogram(),
             free_trips: histogram(),
             counters: Counters::default(),
@@ -365,11 +440,6 @@ pub(crate) fn simulate(
             e.hold_all_but(z, h);
         }
         e.base_counters = e.a.counters();
-        for (i, s) in e.snaps.iter_mut().enumerate() {
-            *s =
-                e.a.cpu_zone_counters(i / nzones, i % nzones)
-                    .expect("cpu_zone_counters: index in range");
-        }
     }
     if spec.page_cache {
         for z in 0..nzones {
@@ -439,24 +509,8 @@ impl Engine<'_> {
                 for cpu in 0..self.a.nr_cpus() {
                     self.platform.set(cpu, now);
                     self.a.tick(cpu);
-                    for z in 0..self.nzones {
-                        let t = self.trips(cpu, z, 0);
-                        for _ in 0..t.trips {
-                            // A decay drain: occupies the lock; its CPU is not delayed.
-                            let hold = self.hold_ns(
-                                cpu as u32,
-                                self.socket(cpu),
-                                z,
-                                0,
-                                t.free_units / t.trips.max(1),
-                            );
-                            let socket = self.socket(cpu);
-                            let l = &mut self.locks[z];
-                            l.free_at = l.free_at.max(now) + hold;
-                            l.last_cpu = cpu as u32;
-                            l.last_socket = socket;
-                        }
-                    }
+                    // Decay drains occupy the locks; their CPU is not delayed.
+                    self.replay(cpu, Call::Background, now);
                 }
                 self.next_tick += self.tick_ns;
             }
@@ -464,88 +518,121 @@ impl Engine<'_> {
     }
 
     fn socket(&self, cpu: usize) -> u32 {
-        self.spec.machine.socket_of(cpu as u32)
-    }
-
-    /// Counter deltas of `cpu` in `zone` since the last look. `order` is the order of the
-    /// op's block (a refill of order `k` moves `pages >> k` blocks).
-    fn trips(&mut self, cpu: usize, zone: usize, order: u8) -> Trips {
-        let now = self
-            .a
-            .cpu_zone_counters(cpu, zone)
-            .expect("cpu_zone_counters: index in range");
-        let snap = &mut self.snaps[cpu * self.nzones + zone];
-        if now.zone_lock == snap.zone_lock {
-            *snap = now;
-            return Trips::default();
-        }
-        let d = now.since(snap);
-        *snap = now;
-        let direct_allocs = d.alloc_direct;
-        let direct_frees = d.free_direct;
-        Trips {
-            trips: d.zone_lock,
-            alloc_units: (d.pcp_refill_pages >> order) + direct_allocs,
-            free_units: d.pcp_drain_pages + direct_frees,
+        match self.cpus.get(cpu) {
+            Some(v) => v.socket,
+            None => self.spec.machine.socket_of(cpu as u32),
         }
     }
 
-    /// Hold time of one trip by `cpu` on zone `z` moving the given units.
-    fn hold_ns(&self, cpu: u32, socket: u32, z: usize, alloc_units: u64, free_units: u64) -> u64 {
+    /// Replays the accesses the allocator reported during its last call, made as `cpu`
+    /// from time `at`: each line through the cache hierarchy; the lines reported with
+    /// the zone lock held go to that lock's hold (which starts once the lock is free and
+    /// costs a hand-off when another CPU held it last, plus the trip's own instructions),
+    /// the others to the CPU. Returns the time the call ends (`at` for background work,
+    /// whose CPU is not delayed).
+    fn replay(&mut self, cpu: usize, call: Call, at: u64) -> u64 {
+        trace::drain_into(&mut self.buf);
+        let buf = std::mem::take(&mut self.buf);
+        let line_ns = self.spec.cost.locked_line_ns;
+        let mut now = at as f64;
+        let mut trip: Option<Trip> = None;
+        for x in &buf {
+            if let Line::Zone {
+                zone,
+                line: ZoneLine::Lock,
+            } = x.line
+            {
+                if let Some(t) = trip.take() {
+                    now = self.close_trip(cpu, call, t);
+                }
+                trip = Some(self.open_trip(cpu, call, zone as usize, now));
+                continue;
+            }
+            let p = self.lines.place(x.line);
+            let c = self.mem.access(cpu, p.key, p.node, x.write);
+            let mut ns = c.ns;
+            if let Line::Frame(pfn) = x.line {
+                if self.streams[cpu].prefetched(pfn) && c.level > Level::L2 {
+                    ns = self.l2_ns;
+                    self.out.meta_prefetched += 1;
+                }
+            }
+            self.out.meta_levels[c.level as usize] += 1;
+            match trip.as_mut() {
+                Some(t) if x.locked => t.hold += ns + line_ns,
+                _ => {
+                    if let Some(t) = trip.take() {
+                        now = self.close_trip(cpu, call, t);
+                    }
+                    now += ns;
+                }
+            }
+        }
+        if let Some(t) = trip.take() {
+            now = self.close_trip(cpu, call, t);
+        }
+        self.buf = buf;
+        if call == Call::Background {
+            return at;
+        }
+        let end = now.round() as u64;
+        let v = &mut self.cpus[cpu];
+        if v.measuring {
+            v.busy += end.saturating_sub(v.time);
+        }
+        v.time = v.time.max(end);
+        end
+    }
+
+    /// A zone-lock trip by `cpu` on zone `z` begins at `now`: it waits until the lock is
+    /// free, then pays the hand-off and the trip's instructions.
+    fn open_trip(&mut self, cpu: usize, call: Call, z: usize, now: f64) -> Trip {
+        if self.spec.page_cache && call != Call::Background {
+            self.page_cache_reclaim(z, now.round() as u64);
+        }
         let c = &self.spec.cost;
+        let socket = self.socket(cpu);
         let l = &self.locks[z];
-        let handoff = if l.last_cpu == cpu || l.last_cpu == NO_CPU {
+        let start = now.max(l.free_at as f64);
+        let handoff = if l.last_cpu == cpu as u32 || l.last_cpu == NO_CPU {
             0.0
         } else if l.last_socket == socket {
             c.handoff_socket_ns
         } else {
             c.handoff_remote_ns
         };
-        let mut hold = handoff;
-        if alloc_units > 0 || free_units == 0 {
-            hold += c.refill_trip_ns + alloc_units as f64 * c.refill_block_ns;
+        let fixed = match call {
+            Call::Alloc => c.refill_trip_ns,
+            Call::Free | Call::Background => c.drain_trip_ns,
+        };
+        Trip {
+            zone: z,
+            start,
+            wait: start - now,
+            hold: handoff + fixed,
         }
-        if free_units > 0 {
-            hold += c.drain_trip_ns + free_units as f64 * c.drain_page_ns;
-        }
-        hold.round() as u64
     }
 
-    /// Charges the zone-lock trips `t` of zone `z` to `cpu`, starting at its clock.
-    fn charge_trips(&mut self, cpu: usize, z: usize, t: Trips) {
-        if t.trips == 0 {
-            return;
-        }
-        if self.spec.page_cache {
-            let now = self.cpus[cpu].time;
-            self.page_cache_reclaim(z, now);
-        }
-        let socket = self.cpus[cpu].socket;
-        for k in 0..t.trips {
-            // Spread the units over the trips (usually exactly one).
-            let share = |u: u64| u / t.trips + u64::from(k < u % t.trips);
-            let (au, fu) = (share(t.alloc_units), share(t.free_units));
-            let hold = self.hold_ns(cpu as u32, socket, z, au, fu);
+    /// The trip `t` ends: the lock is busy until then; returns the CPU's time after it.
+    /// In the CPU's measured window its wait is counted and the hold recorded.
+    fn close_trip(&mut self, cpu: usize, call: Call, t: Trip) -> f64 {
+        let end = t.start + t.hold;
+        let socket = self.socket(cpu);
+        let l = &mut self.locks[t.zone];
+        l.free_at = end.round() as u64;
+        l.last_cpu = cpu as u32;
+        l.last_socket = socket;
+        if call != Call::Background && self.cpus[cpu].measuring {
             let v = &mut self.cpus[cpu];
-            let l = &mut self.locks[z];
-            let start = v.time.max(l.free_at);
-            let wait = start - v.time;
-            l.free_at = start + hold;
-            l.last_cpu = cpu as u32;
-            l.last_socket = socket;
-            v.time = start + hold;
-            if !v.measuring {
-                continue;
-            }
-            v.busy += wait + hold;
-            v.wait += wait;
-            let h = if fu > 0 && au == 0 {
+            v.wait += t.wait.round() as u64;
+            let h = if call == Call::Free {
                 &mut self.out.free_trips
             } else {
                 &mut self.out.alloc_trips
             };
-            record_ns(h, hold);
+            record_ns(h, t.hold.round() as u64);
         }
+        end
     }
 
     /// Takes order-10 blocks of zone `z` on its home CPU until its free pages are below
@@ -574,6 +661,9 @@ impl Engine<'_> {
                 Err(_) => break,
             }
         }
+        // The rest of the system's allocations: not charged, and they leave the caches
+        // as they were.
+        trace::discard();
         (blocks, strays)
     }
 
@@ -606,16 +696,11 @@ impl Engine<'_> {
         self.out.cache_alloc_pages += (blocks.len() as u64 + strays) * 1024;
         self.out.cache_free_pages += strays * 1024;
         self.cache_blocks[z].extend(blocks);
-        let cpu = self.cache_cpu[z];
-        self.snaps[cpu * self.nzones + z] = self
-            .a
-            .cpu_zone_counters(cpu, z)
-            .expect("cpu_zone_counters: index in range");
     }
 
     /// kswapd: when zone `z`'s free pages fell below the low watermark, reclaim page
     /// cache (free its blocks) until they reach the high watermark. The frees occupy the
-    /// zone lock from `now`.
+    /// zone lock from `now` (replayed as background work of the zone's first CPU).
     fn page_cache_reclaim(&mut self, z: usize, now: u64) {
         let info = self.a.zone_info(z).expect("zone_info: index in range");
         let [_, low, high, _] = info.wmark;
@@ -637,16 +722,35 @@ impl Engine<'_> {
             free += 1024;
             blocks += 1;
         }
-        self.snaps[cpu * self.nzones + z] = self
-            .a
-            .cpu_zone_counters(cpu, z)
-            .expect("cpu_zone_counters: index in range");
-        let c = &self.spec.cost;
-        let hold = (c.drain_trip_ns + blocks as f64 * c.drain_page_ns).round() as u64;
-        let l = &mut self.locks[z];
-        l.free_at = l.free_at.max(now) + hold;
-        l.last_cpu = NO_CPU - 1;
-        l.last_socket = NO_CPU;
+        if blocks > 0 {
+            self.replay(cpu, Call::Background, now);
+        }
+    }
+
+    /// The first `bytes` of block `f` as page data.
+    fn span(&self, f: Frame, bytes: u64) -> Span {
+        Span {
+            page: f.pfn.0,
+            bytes,
+            node: self.lines.node_of_pfn(f.pfn.0),
+        }
+    }
+
+    /// Page-data work by `cpu` through the hierarchy: charged to its clock, and in its
+    /// measured window counted for the cache miss % (LLC misses ÷ data lines).
+    fn data(&mut self, cpu: usize, work: impl FnOnce(&mut Hierarchy) -> Charge) {
+        let before = self.mem.counters().data_lines;
+        let c = work(&mut self.mem);
+        if self.cpus[cpu].measuring {
+            let after = self.mem.counters().data_lines;
+            for (l, (a, b)) in Level::ALL.iter().zip(after.iter().zip(before)) {
+                self.out.data_lines += a - b;
+                if l.missed_llc() {
+                    self.out.data_llc_misses += a - b;
+                }
+            }
+        }
+        self.charge(cpu, c.ns);
     }
 
     /// Charges `ns` of work to `cpu`'s clock (and, in its measured window, its CPU time).
@@ -736,7 +840,6 @@ impl Backend for Engine<'_> {
         let cost = self.spec.cost;
         let t = self.cpus[cpu].time;
         self.platform.set(cpu, t);
-        let trips_before = self.a.cpu_zone_lock_count(cpu);
         let gfp = Gfp::from_migratetype(match kind {
             MigrateKind::Unmovable => MigrateType::Unmovable,
             MigrateKind::Movable => MigrateType::Movable,
@@ -750,67 +853,46 @@ impl Backend for Engine<'_> {
         };
         self.charge(cpu, cost.alloc_fast_ns + fault);
         self.out.page_ops += 1;
-        // The CPU's zone_lock count did not move: a pcp hit, no trip to charge.
-        let locked = self.a.cpu_zone_lock_count(cpu) != trips_before;
-        let home = self.cpus[cpu].home_zone;
-        if locked {
-            let tz = self.trips(cpu, home, order);
-            self.charge_trips(cpu, home, tz);
-        }
-        match r {
-            Ok(f) => {
-                let z = self
-                    .a
-                    .zone_of_pfn(f.pfn)
-                    .expect("allocated frame has a zone");
-                if locked && z != home {
-                    let tz = self.trips(cpu, z, order);
-                    self.charge_trips(cpu, z, tz);
-                }
-                Ok(Some(f))
-            }
-            Err(_) => {
-                for z in 0..self.nzones {
-                    if z != home {
-                        let tz = self.trips(cpu, z, order);
-                        self.charge_trips(cpu, z, tz);
-                    }
-                }
-                Ok(None)
-            }
-        }
+        self.replay(cpu, Call::Alloc, self.cpus[cpu].time);
+        Ok(r.ok())
     }
 
     fn free(&mut self, cpu: usize, f: Frame) -> Result<(), EngineError> {
         let t = self.cpus[cpu].time;
         self.platform.set(cpu, t);
-        let trips_before = self.a.cpu_zone_lock_count(cpu);
         self.a.free_on(cpu, f).map_err(|e| {
             EngineError::Contract(format!("cpu {cpu}: free of {f:?} refused: {e:?}"))
         })?;
         self.charge(cpu, self.spec.cost.free_fast_ns);
         self.out.page_ops += 1;
-        if self.a.cpu_zone_lock_count(cpu) != trips_before {
-            let z = self.a.zone_of_pfn(f.pfn).expect("freed frame has a zone");
-            let tz = self.trips(cpu, z, f.order);
-            self.charge_trips(cpu, z, tz);
-        }
+        self.replay(cpu, Call::Free, self.cpus[cpu].time);
         Ok(())
     }
 
     fn touch(&mut self, cpu: usize, f: Frame) -> Result<(), EngineError> {
-        let cost = self.spec.cost;
-        let pages = f.pages();
-        let hot = self.cache.touch(cpu, f.pfn.0, pages);
-        let cold = pages - hot;
-        if self.cpus[cpu].measuring {
-            self.out.touched_pages += pages;
-            self.out.cold_pages += cold;
+        let span = self.span(f, f.pages() * pagealloc::PAGE_SIZE as u64);
+        self.data(cpu, |m| m.touch(cpu, span, true));
+        Ok(())
+    }
+
+    fn copy(
+        &mut self,
+        cpu: usize,
+        f: Frame,
+        bytes: u32,
+        into_block: bool,
+    ) -> Result<(), EngineError> {
+        let block = self.span(f, u64::from(bytes));
+        let user = Span {
+            page: user_page(cpu as u32, 0),
+            bytes: u64::from(bytes),
+            node: self.lines.cpu_node(cpu),
+        };
+        if into_block {
+            self.data(cpu, |m| m.copy(cpu, user, block));
+        } else {
+            self.data(cpu, |m| m.copy(cpu, block, user));
         }
-        self.charge(
-            cpu,
-            hot as f64 * cost.touch_hot_ns + cold as f64 * cost.touch_cold_ns,
-        );
         Ok(())
     }
 

@@ -27,33 +27,29 @@ const MIB: u64 = 1 << 20;
 /// `docs/sim-cost-model.md` for the source of every value.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostModel {
-    /// An allocation served from the per-CPU list (the fast path), ns.
+    /// The instructions of an allocation's fast path (pcp trylock, list pop, counters),
+    /// ns; the memory it touches is charged through the cache hierarchy.
     pub alloc_fast_ns: f64,
-    /// A free to the per-CPU list (the fast path), ns.
+    /// The instructions of a free's fast path, ns; its memory as above.
     pub free_fast_ns: f64,
     /// The rest of a page fault around a movable (user) allocation: trap, page-table
     /// update, accounting, return; charged once per movable allocation, ns.
     pub fault_ns: f64,
-    /// Fixed part of one zone-lock trip for a refill (`rmqueue_bulk`) or a direct
-    /// allocation: acquire, bookkeeping, release, ns.
+    /// Residual per zone-lock trip of a refill (`rmqueue_bulk`) or a direct allocation:
+    /// what a trip costs beyond the lines it touches (the function calls and the
+    /// tracer's overhead that the batch sweep's figures contain), ns. Fitted.
     pub refill_trip_ns: f64,
-    /// Per block taken from the buddy lists under the zone lock (refill or direct), ns.
-    pub refill_block_ns: f64,
-    /// Fixed part of one zone-lock trip for a drain (`free_pcppages_bulk`) or a direct
-    /// free, ns.
+    /// The same for a drain (`free_pcppages_bulk`) or a direct free, ns. Fitted.
     pub drain_trip_ns: f64,
-    /// Per page returned to the buddy lists under the zone lock, ns.
-    pub drain_page_ns: f64,
+    /// Instructions per allocator line accessed under the zone lock (list and counter
+    /// updates around each access), ns. Fitted: the batch sweep's slope left after the
+    /// lines' own latencies.
+    pub locked_line_ns: f64,
     /// Extra hold time when the lock was last held by another CPU of the same socket:
     /// the lock's and the zone's cache lines move (hand-off), ns.
     pub handoff_socket_ns: f64,
     /// Extra hold time when the lock was last held by a CPU of another socket, ns.
     pub handoff_remote_ns: f64,
-    /// Writing a base page found in this CPU's cache (a hot `clear_page`), ns.
-    pub touch_hot_ns: f64,
-    /// Writing a base page not in this CPU's cache (cold: lines come from DRAM or
-    /// another cache), ns.
-    pub touch_cold_ns: f64,
     /// Passing a block to another CPU (`Send`) or taking one (`Recv`): a few cache-line
     /// transfers, ns.
     pub message_ns: f64,
@@ -66,30 +62,24 @@ impl CostModel {
         "free_fast_ns",
         "fault_ns",
         "refill_trip_ns",
-        "refill_block_ns",
         "drain_trip_ns",
-        "drain_page_ns",
+        "locked_line_ns",
         "handoff_socket_ns",
         "handoff_remote_ns",
-        "touch_hot_ns",
-        "touch_cold_ns",
         "message_ns",
     ];
 
     /// The parameters as `(name, value)`, in [`CostModel::KEYS`] order.
-    pub fn list(&self) -> [(&'static str, f64); 12] {
+    pub fn list(&self) -> [(&'static str, f64); 9] {
         [
             ("alloc_fast_ns", self.alloc_fast_ns),
             ("free_fast_ns", self.free_fast_ns),
             ("fault_ns", self.fault_ns),
             ("refill_trip_ns", self.refill_trip_ns),
-            ("refill_block_ns", self.refill_block_ns),
             ("drain_trip_ns", self.drain_trip_ns),
-            ("drain_page_ns", self.drain_page_ns),
+            ("locked_line_ns", self.locked_line_ns),
             ("handoff_socket_ns", self.handoff_socket_ns),
             ("handoff_remote_ns", self.handoff_remote_ns),
-            ("touch_hot_ns", self.touch_hot_ns),
-            ("touch_cold_ns", self.touch_cold_ns),
             ("message_ns", self.message_ns),
         ]
     }
@@ -113,13 +103,10 @@ impl CostModel {
             "free_fast_ns" => &mut self.free_fast_ns,
             "fault_ns" => &mut self.fault_ns,
             "refill_trip_ns" => &mut self.refill_trip_ns,
-            "refill_block_ns" => &mut self.refill_block_ns,
             "drain_trip_ns" => &mut self.drain_trip_ns,
-            "drain_page_ns" => &mut self.drain_page_ns,
+            "locked_line_ns" => &mut self.locked_line_ns,
             "handoff_socket_ns" => &mut self.handoff_socket_ns,
             "handoff_remote_ns" => &mut self.handoff_remote_ns,
-            "touch_hot_ns" => &mut self.touch_hot_ns,
-            "touch_cold_ns" => &mut self.touch_cold_ns,
             "message_ns" => &mut self.message_ns,
             other => return Err(MachineError::UnknownCost(other.to_owned())),
         };
@@ -150,14 +137,11 @@ pub const SPR_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
     fault_ns: 1500.0,
-    refill_trip_ns: 1267.8,
-    refill_block_ns: 23.25,
-    drain_trip_ns: 514.7,
-    drain_page_ns: 29.51,
+    refill_trip_ns: 0.0,
+    drain_trip_ns: 540.7,
+    locked_line_ns: 0.0,
     handoff_socket_ns: 120.0,
     handoff_remote_ns: 300.0,
-    touch_hot_ns: 60.0,
-    touch_cold_ns: 250.0,
     message_ns: 120.0,
 };
 
@@ -166,14 +150,11 @@ pub const ICX_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
     fault_ns: 1180.0,
-    refill_trip_ns: 843.3,
-    refill_block_ns: 19.94,
-    drain_trip_ns: 489.0,
-    drain_page_ns: 27.80,
+    refill_trip_ns: 0.0,
+    drain_trip_ns: 1039.3,
+    locked_line_ns: 0.0,
     handoff_socket_ns: 110.0,
     handoff_remote_ns: 280.0,
-    touch_hot_ns: 60.0,
-    touch_cold_ns: 250.0,
     message_ns: 110.0,
 };
 
@@ -199,13 +180,10 @@ const fn scaled(c: CostModel, k: f64) -> CostModel {
         free_fast_ns: c.free_fast_ns * k,
         fault_ns: c.fault_ns * k,
         refill_trip_ns: c.refill_trip_ns * k,
-        refill_block_ns: c.refill_block_ns * k,
         drain_trip_ns: c.drain_trip_ns * k,
-        drain_page_ns: c.drain_page_ns * k,
+        locked_line_ns: c.locked_line_ns * k,
         handoff_socket_ns: c.handoff_socket_ns * k,
         handoff_remote_ns: c.handoff_remote_ns * k,
-        touch_hot_ns: c.touch_hot_ns * k,
-        touch_cold_ns: c.touch_cold_ns * k,
         message_ns: c.message_ns * k,
     }
 }
@@ -599,15 +577,15 @@ mod tests {
     #[test]
     fn cost_overrides_parse_and_refuse() {
         let mut c = SPR_COST;
-        c.apply("touch_cold_ns=400, handoff_socket_ns=90").unwrap();
-        assert_eq!(c.touch_cold_ns, 400.0);
+        c.apply("locked_line_ns=4, handoff_socket_ns=90").unwrap();
+        assert_eq!(c.locked_line_ns, 4.0);
         assert_eq!(c.handoff_socket_ns, 90.0);
         assert!(c
             .apply("nope=1")
             .unwrap_err()
             .to_string()
             .contains("alloc_fast_ns"));
-        assert!(c.apply("touch_hot_ns=-1").is_err());
-        assert!(c.apply("touch_hot_ns").is_err());
+        assert!(c.apply("message_ns=-1").is_err());
+        assert!(c.apply("message_ns").is_err());
     }
 }

@@ -29,11 +29,11 @@
 //! [`Row::trace_hash`]. A failing run reports the seed and the command that replays it
 //! ([`SimError`]).
 
-mod cache;
 pub mod calibrate;
 mod engine;
 pub mod hierarchy;
 pub mod machine;
+mod trace;
 
 use std::fmt;
 use std::time::Instant;
@@ -295,7 +295,7 @@ fn row_of(
         zone_lock_wait_ns: Some(out.lock_wait_ns),
         cpu_time_ns: out.busy_ns,
         trips: Some((&out.alloc_trips, &out.free_trips)),
-        touches: Some((out.touched_pages, out.cold_pages)),
+        touches: Some((out.data_lines, out.data_llc_misses)),
         pcp_pages: Some((out.pcp_peak, out.pcp_final)),
         trace_hash: Some(out.trace_hash),
     });
@@ -314,6 +314,17 @@ fn row_of(
         ("page_cache_final_pages", out.cache_final_pages as f64),
         ("headroom_mib", headroom),
         ("held_pages", out.held_pages as f64),
+        ("alloc_lines", out.meta_levels.iter().sum::<u64>() as f64),
+        (
+            "alloc_lines_dram",
+            (out.meta_levels[hierarchy::Level::LocalDram as usize]
+                + out.meta_levels[hierarchy::Level::RemoteDram as usize]) as f64,
+        ),
+        ("alloc_lines_prefetched", out.meta_prefetched as f64),
+        (
+            "lines_per_page_moved",
+            c.zone_lock_meta as f64 / c.zone_lock_pages.max(1) as f64,
+        ),
     ] {
         r.extra.insert(k.into(), v);
     }

@@ -1,0 +1,224 @@
+//! The allocator's access stream in the simulator: the sink the engine installs
+//! (`Allocator::set_access_sink`), and the mapping of each reported [`Line`] to a cache
+//! line of the kernel's layout.
+//!
+//! # Design
+//! The allocator reports each line of its state it touches, in program order, from the
+//! thread that runs it ([`pagealloc::access`]). The simulator is single-threaded per run,
+//! so the sink appends to a thread-local buffer (no lock, no atomic per access) that the
+//! engine drains after each operation and replays through the cache hierarchy: accesses
+//! made with the zone lock held go to the lock's hold, the others to the CPU's clock.
+//!
+//! # The layout charged
+//! What is charged is the kernel's layout, not this crate's (whose metadata entry is 16
+//! bytes): the published tables were measured on Linux.
+//! - `struct page`: 64 bytes, one cache line per frame (`Line::Frame`).
+//! - `pageblock_flags`: 4 bits per pageblock, 128 pageblocks per line.
+//! - `struct zone`: one line per `free_area[order]` (6 list heads of 16 bytes and
+//!   `nr_free`: 104 bytes, so about 1.6 lines; one is charged), one for the vmstat
+//!   counters, one for watermarks and flags.
+//! - zonelist: `struct zoneref` is 16 bytes, 4 per line.
+//! - `struct per_cpu_pages`: lock, count, high, batch and the other scalars in the first
+//!   48 bytes, then `lists[NR_PCP_LISTS]` of 16 bytes: list `l` is in line
+//!   `(48 + 16 l) / 64`.
+//!
+//! Each line has a home NUMA node: the frame's node for `struct page` and pageblock bits
+//! (the memmap lives on its node), the zone's node, the zonelist's node, the CPU's node
+//! for its pagesets.
+
+use std::cell::RefCell;
+
+use pagealloc::{Access, AccessSink, Line, ZoneLine};
+
+thread_local! {
+    static BUF: RefCell<Vec<Access>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The engine's sink: appends to this thread's buffer.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ThreadSink;
+
+impl AccessSink for ThreadSink {
+    #[inline]
+    fn access(&self, a: Access) {
+        BUF.with(|b| b.borrow_mut().push(a));
+    }
+}
+
+/// Moves this thread's buffered accesses into `out` (cleared first).
+pub(crate) fn drain_into(out: &mut Vec<Access>) {
+    out.clear();
+    BUF.with(|b| std::mem::swap(&mut *b.borrow_mut(), out));
+}
+
+/// Drops this thread's buffered accesses (work no CPU is charged for).
+pub(crate) fn discard() {
+    BUF.with(|b| b.borrow_mut().clear());
+}
+
+// Disjoint key spaces: the top byte says what the key is.
+/// Key of frame 0's `struct page` line; frame `pfn`'s is `K_META | pfn` (a dense range of
+/// the hierarchy).
+pub(crate) const K_META: u64 = 1 << 56;
+const K_PAGEBLOCK: u64 = 2 << 56;
+const K_ZONE: u64 = 3 << 56;
+const K_ZONELIST: u64 = 4 << 56;
+const K_PCP: u64 = 5 << 56;
+
+/// Pageblocks per line of `pageblock_flags` (4 bits each).
+const PAGEBLOCKS_PER_LINE: u64 = 128;
+
+/// Where a reported line lives, for the cache hierarchy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Place {
+    /// Line key, unique across every kind of line.
+    pub(crate) key: u64,
+    /// NUMA node of the memory.
+    pub(crate) node: u32,
+}
+
+/// The facts of the machine the mapping needs.
+#[derive(Clone, Debug)]
+pub(crate) struct LineMap {
+    /// Node of each zone.
+    zone_node: Vec<u32>,
+    /// Node of each CPU.
+    cpu_node: Vec<u32>,
+    /// Per node `(start_pfn, end_pfn)`, sorted by start.
+    node_spans: Vec<(u64, u64, u32)>,
+}
+
+impl LineMap {
+    pub(crate) fn new(a: &pagealloc::Allocator, layout: &pagealloc::Layout) -> LineMap {
+        let zone_node: Vec<u32> = (0..a.nr_zones())
+            .map(|z| a.zone_info(z).map_or(0, |i| i.node as u32))
+            .collect();
+        let cpu_node = (0..a.nr_cpus())
+            .map(|c| a.cpu_node(c).unwrap_or(0) as u32)
+            .collect();
+        let mut node_spans: Vec<(u64, u64, u32)> = layout
+            .zones()
+            .map(|(node, z)| (z.start_pfn, z.end_pfn(), node as u32))
+            .collect();
+        node_spans.sort_unstable();
+        LineMap {
+            zone_node,
+            cpu_node,
+            node_spans,
+        }
+    }
+
+    /// Node of CPU `cpu`.
+    #[inline]
+    pub(crate) fn cpu_node(&self, cpu: usize) -> u32 {
+        self.cpu_node[cpu]
+    }
+
+    /// Node of the memory holding frame `pfn`.
+    #[inline]
+    pub(crate) fn node_of_pfn(&self, pfn: u64) -> u32 {
+        if self.node_spans.len() == 1 {
+            return self.node_spans[0].2;
+        }
+        let k = self.node_spans.partition_point(|s| s.0 <= pfn);
+        self.node_spans[k.saturating_sub(1)].2
+    }
+
+    /// The cache line and home node of a reported line.
+    #[inline]
+    pub(crate) fn place(&self, line: Line) -> Place {
+        match line {
+            Line::Frame(pfn) => Place {
+                key: K_META | pfn,
+                node: self.node_of_pfn(pfn),
+            },
+            Line::Pageblock(pfn) => Place {
+                key: K_PAGEBLOCK | ((pfn >> pagealloc::PAGEBLOCK_ORDER) / PAGEBLOCKS_PER_LINE),
+                node: self.node_of_pfn(pfn),
+            },
+            Line::Zone { zone, line } => {
+                let sub = match line {
+                    ZoneLine::FreeArea(o) => o as u64,
+                    ZoneLine::Counters => 32,
+                    ZoneLine::Watermarks => 33,
+                    ZoneLine::Lock => 34,
+                };
+                Place {
+                    key: K_ZONE | ((zone as u64) << 8) | sub,
+                    node: self.zone_node[zone as usize],
+                }
+            }
+            Line::Zonelist { node, pos } => Place {
+                key: K_ZONELIST | ((node as u64) << 16) | (pos as u64 / 4),
+                node: node as u32,
+            },
+            Line::Pcp { cpu, zone, list } => {
+                let l = if list == pagealloc::access::PCP_HEADER {
+                    0
+                } else {
+                    (48 + 16 * list as u64) / 64
+                };
+                Place {
+                    key: K_PCP | ((cpu as u64) << 24) | ((zone as u64) << 8) | l,
+                    node: self.cpu_node[cpu as usize],
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pagealloc::{Allocator, Config, Gfp, Layout, ManualPlatform};
+    use std::sync::Arc;
+
+    #[test]
+    fn the_sink_buffers_what_the_allocator_reports() {
+        let mut a = Allocator::with_platform(
+            &Layout::single(1 << 14, 2),
+            Config::default(),
+            Arc::new(ManualPlatform::new()),
+        )
+        .unwrap();
+        a.set_access_sink(Arc::new(ThreadSink));
+        discard();
+        let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+        let mut out = Vec::new();
+        drain_into(&mut out);
+        assert!(out.iter().any(|x| x.line == Line::Frame(f.pfn.0)));
+        drain_into(&mut out);
+        assert!(out.is_empty(), "drained");
+        a.free_on(0, f).unwrap();
+        discard();
+    }
+
+    #[test]
+    fn lines_map_to_distinct_keys_and_their_nodes() {
+        let layout = Layout::numa(2, 1 << 14, 2);
+        let a =
+            Allocator::with_platform(&layout, Config::default(), Arc::new(ManualPlatform::new()))
+                .unwrap();
+        let m = LineMap::new(&a, &layout);
+        let hi = layout.zones().nth(1).unwrap().1.start_pfn;
+        assert_eq!(m.place(Line::Frame(0)).node, 0);
+        assert_eq!(m.place(Line::Frame(hi)).node, 1);
+        assert_ne!(m.place(Line::Frame(1)).key, m.place(Line::Pageblock(1)).key);
+        // 128 pageblocks share a line.
+        assert_eq!(
+            m.place(Line::Pageblock(0)).key,
+            m.place(Line::Pageblock(127 << pagealloc::PAGEBLOCK_ORDER))
+                .key
+        );
+        let pcp = |list| {
+            m.place(Line::Pcp {
+                cpu: 1,
+                zone: 0,
+                list,
+            })
+        };
+        assert_eq!(pcp(pagealloc::access::PCP_HEADER).key, pcp(0).key);
+        assert_ne!(pcp(0).key, pcp(1).key);
+        assert_eq!(pcp(0).node, a.cpu_node(1).unwrap() as u32);
+    }
+}
