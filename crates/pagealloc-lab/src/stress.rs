@@ -256,6 +256,9 @@ struct Shared {
     /// Pressure phase: true while filling memory, false while releasing it.
     fill: AtomicBool,
     ops: AtomicU64,
+    /// `--ops` (`u64::MAX`: no limit): workers stop themselves at it, so a run ends on
+    /// its budget however fast the build is (the controller only polls every 2 ms).
+    op_limit: u64,
     allocs: AtomicU64,
     local_frees: AtomicU64,
     remote_frees: AtomicU64,
@@ -356,8 +359,10 @@ fn worker(sh: &Shared, id: u64, cpu: usize, seed: u64, budget: u64) {
     let mut done = 0u64;
     let foreign = Frame::new(Pfn(1 << 40), 0);
     while done < budget && !sh.stop.load(Relaxed) {
+        if sh.ops.fetch_add(1, Relaxed) >= sh.op_limit {
+            break;
+        }
         done += 1;
-        sh.ops.fetch_add(1, Relaxed);
         let fill = sh.fill.load(Relaxed);
         let p_alloc = if fill { 70 } else { 25 };
         let roll = r.below(100);
@@ -475,6 +480,7 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
         stop: AtomicBool::new(false),
         fill: AtomicBool::new(true),
         ops: AtomicU64::new(0),
+        op_limit: if args.ops == 0 { u64::MAX } else { args.ops },
         allocs: AtomicU64::new(0),
         local_frees: AtomicU64::new(0),
         remote_frees: AtomicU64::new(0),
@@ -631,7 +637,8 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
     if c.pgalloc != c.pgfree {
         sh.error("pgalloc_ne_pgfree");
     }
-    rep.ops = sh.ops.load(Relaxed);
+    // A worker that found the budget spent counted one operation it did not do.
+    rep.ops = sh.ops.load(Relaxed).min(sh.op_limit);
     rep.allocs = sh.allocs.load(Relaxed);
     rep.local_frees = sh.local_frees.load(Relaxed);
     rep.remote_frees = sh.remote_frees.load(Relaxed);
