@@ -25,6 +25,20 @@ fn bad_input_gives_codes() {
     let bad = unsafe { pagealloc_create(16 << 20, c"patch7,no_such_key=1".as_ptr(), &mut err) };
     assert!(bad.is_null());
     assert_eq!(err, PAGEALLOC_EINVAL);
+    // Issue 10: batches whose `batch << SCALE` overflowed used to hang the first drain;
+    // a batch above a quarter of the zone livelocked. All refused at creation now.
+    for cfg in [
+        c"linux-6.12,fixed_batch=67108864",
+        c"linux-6.12,fixed_batch=2147483648",
+        c"linux-6.12,fixed_batch=65535",
+        c"linux-6.12,checked=off",
+    ] {
+        err = 0;
+        // SAFETY: valid string, writable int.
+        let bad = unsafe { pagealloc_create(16 << 20, cfg.as_ptr(), &mut err) };
+        assert!(bad.is_null(), "{cfg:?}");
+        assert_eq!(err, PAGEALLOC_EINVAL, "{cfg:?}");
+    }
 
     let pa = create(c"patch7");
     let mut p: *mut c_void = ptr::null_mut();
