@@ -340,6 +340,22 @@ pub fn run(opts: &TwinOptions, progress: &mut dyn FnMut(&str)) -> Result<TwinRep
     let mut lines = sizing;
     lines.extend(compare::trajectories(&krun.kernel, &ours.trajectory));
     let mut notes = krun.notes.clone();
+    if let Some(z) = krun.start_zoneinfo.zone(krun.zone_node, &krun.zone_name) {
+        let high = z.high.saturating_sub(z.boost);
+        // One loop of every worker would take the zone below its high watermark.
+        let need = opts.pages() * cpus.len() as u64;
+        if opts.same_free && z.free < high + need {
+            notes.push(format!(
+                "node {} {} had {} free pages at the start (watermarks min {} low {} high {}),                  fewer than the high watermark plus one loop of every worker ({need}): the                  kernel reclaims page cache to stay above its watermarks, pagealloc (started                  with the same free pages) has no reclaim, so its zone stays below high and                  its pagesets stop growing; --all-free starts pagealloc with all memory free",
+                z.node,
+                z.name,
+                z.free,
+                z.min.saturating_sub(z.boost),
+                z.low.saturating_sub(z.boost),
+                high
+            ));
+        }
+    }
     notes.extend(ours.notes.iter().cloned());
     let report = TwinReport {
         workload: opts.workload,
