@@ -207,7 +207,9 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
     // by the fill stops refills from raising high until a drain clears the flag,
     // hence a few rounds.
     for (i, &c) in inp.cpus.iter().enumerate() {
-        let target = inp.start_high.get(i).copied().unwrap_or(0);
+        // Parking (below) raises high again by about the pages it parks.
+        let parked = i64::try_from(inp.parked.get(i).copied().unwrap_or(0)).unwrap_or(0);
+        let target = inp.start_high.get(i).copied().unwrap_or(0) - parked;
         for _ in 0..3 {
             let high = i64::from(pcp_info(a, c, inp.zone).high);
             if high >= target {
