@@ -119,7 +119,7 @@ pub use report::{VmstatDisplay, ZoneinfoDisplay};
 pub use stats::{Counters, PcpInfo, ZoneInfo};
 pub use topology::{CpuLayout, Layout, LayoutError, NodeLayout, ZoneKind, ZoneLayout};
 pub use validate::{PageTotals, ValidateError};
-pub use zone::{isqrt, min_free_kbytes, zone_wmarks};
+pub use zone::{min_free_kbytes, zone_wmarks};
 
 #[cfg(feature = "std")]
 pub use platform::OsPlatform;

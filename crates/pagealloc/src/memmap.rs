@@ -218,7 +218,7 @@ pub const fn metadata_size(frames: u64) -> usize {
 /// zone's free area), so `&mut List` proves the lock is held; the frames' links are
 /// touched only through it.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct List {
+pub(crate) struct List {
     head: u32,
     tail: u32,
     len: u32,
@@ -238,7 +238,7 @@ impl fmt::Debug for List {
 
 impl List {
     /// An empty list.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         List {
             head: NIL,
             tail: NIL,
@@ -247,22 +247,22 @@ impl List {
     }
     /// No entries.
     #[inline]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.head == NIL
     }
     /// Number of entries (blocks, not pages).
     #[inline]
-    pub fn len(&self) -> u32 {
+    pub(crate) fn len(&self) -> u32 {
         self.len
     }
     /// First entry.
     #[inline]
-    pub fn head(&self) -> Option<u32> {
+    pub(crate) fn head(&self) -> Option<u32> {
         (self.head != NIL).then_some(self.head)
     }
     /// Last entry.
     #[inline]
-    pub fn tail(&self) -> Option<u32> {
+    pub(crate) fn tail(&self) -> Option<u32> {
         (self.tail != NIL).then_some(self.tail)
     }
     /// Insert `i` at the head.
@@ -486,7 +486,7 @@ impl List {
         self.len += n;
     }
     /// Walk the entries head to tail.
-    pub fn iter<'a>(&self, m: &'a [PageMeta]) -> ListIter<'a> {
+    pub(crate) fn iter<'a>(&self, m: &'a [PageMeta]) -> ListIter<'a> {
         ListIter {
             m,
             cur: self.head,
@@ -498,7 +498,7 @@ impl List {
 /// Iterator over a [`List`], head to tail (bounded by the recorded length, so a corrupted
 /// list cannot loop forever).
 #[derive(Debug)]
-pub struct ListIter<'a> {
+pub(crate) struct ListIter<'a> {
     m: &'a [PageMeta],
     cur: u32,
     left: u32,

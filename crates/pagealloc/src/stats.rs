@@ -5,7 +5,7 @@
 //! Each counter cell is owned by one lock: the pageset's (`pcp` path events), the zone's
 //! (events under the zone lock, kept per CPU inside the zone), or nobody (rare lock-free
 //! events, updated with an atomic add). A cell is written with a plain load and store
-//! under its lock ([`StatCell::add`]), so counting costs an add, and a read sums every
+//! under its lock (`StatCell::add`), so counting costs an add, and a read sums every
 //! cell without taking locks ([`Counters`]). Fields marked `max` are maxima, merged with
 //! `max` instead of `+`.
 

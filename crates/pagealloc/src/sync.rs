@@ -226,7 +226,7 @@ impl StatCell {
     }
     /// Add `v`; the caller holds the lock that owns this cell.
     #[inline]
-    pub fn add(&self, v: u64) {
+    pub(crate) fn add(&self, v: u64) {
         let o = self.0.load(atomic::Ordering::Relaxed);
         self.0.store(o.wrapping_add(v), atomic::Ordering::Relaxed);
     }

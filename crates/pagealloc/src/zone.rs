@@ -440,7 +440,7 @@ pub fn min_free_kbytes(lowmem_pages: u64, nr_zones: u64, thp: bool) -> u64 {
 }
 
 /// Integer square root (`u64::isqrt`: exact, and in `core`, so no_std builds).
-pub fn isqrt(x: u64) -> u64 {
+pub(crate) fn isqrt(x: u64) -> u64 {
     x.isqrt()
 }
 
