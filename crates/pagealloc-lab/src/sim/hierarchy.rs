@@ -32,18 +32,19 @@
 //! subtractions. The error against exact LRU is measured on traces shaped like the
 //! workloads (tests below; docs/sim-cost-model.md states it).
 //!
-//! **Coherence, single owner.** An entry remembers one owner: the last CPU that touched
-//! it (its private caches and its socket's LLC hold it). Another CPU's access moves it:
+//! **Coherence.** An entry remembers one owner: the last CPU that touched it (its
+//! private caches and its socket's LLC hold it). Lines of the hash map (the read-mostly
+//! ones: zone, zonelist, pageblock lines) also keep sharers, CPUs with a clean copy
+//! (see `LineEntry`); for every other entry another CPU's access moves it:
 //! - same socket: from the owner's private cache when the owner wrote it and still holds
 //!   it (`Peer`: a snoop hit on a modified line), else from the LLC if resident;
 //! - other socket: from that socket's caches if resident there (`RemoteCache`);
 //! - otherwise from DRAM, local or remote by the line's home node.
 //!
-//! A write by another core thus invalidates the former owner's copy, as MESI does. A
-//! *read* by another core also takes the line away from the former owner (which in
-//! MESI would keep a shared copy): lines read alternately by several CPUs cost an LLC
-//! hit (or a cross-socket transfer) per alternation here. The traces measure what this
-//! costs in accuracy.
+//! A write by another core thus invalidates the former owner's copy (and every
+//! sharer's), as MESI does. For page data and dense lines a *read* by another core also
+//! takes the line away from the former owner (which in MESI would keep a shared copy);
+//! the traces measure what this costs in accuracy.
 //!
 //! # What it cannot see
 //! Set conflicts (caches are fully associative), inclusive/non-inclusive differences
@@ -239,6 +240,24 @@ const L2_SHIFT: u32 = 32;
 const L2_MASK: u32 = (1 << 31) - 1;
 const DIRTY: u64 = 1 << 63;
 
+/// A line of the hash map: its entry, and the CPUs that keep a shared (clean) copy
+/// besides the owner (bit `c` of `sharers[c / 64]`, CPUs below 256).
+///
+/// The map holds the lines many CPUs read and few write (zone watermarks and counters,
+/// free-area heads, zonelist entries, pageblock bits): a read of a clean line by a CPU
+/// that is not its owner leaves the owner in place and makes the reader a sharer, whose
+/// next reads hit its L1 (a shared copy of a read-mostly line is taken as hot: sharers'
+/// evictions are not modelled); a write by anyone clears the sharers (invalidation) and
+/// takes ownership as for any line. Dense lines (one per frame) keep the single owner.
+#[derive(Clone, Copy, Debug, Default)]
+struct LineEntry {
+    e: Entry,
+    sharers: [u64; 4],
+}
+
+/// CPUs that can be sharers of a map line; others take ownership on every access.
+const MAX_SHARERS: usize = 256;
+
 /// The cache hierarchy of one simulated machine. See the module docs.
 #[derive(Debug)]
 pub struct Hierarchy {
@@ -254,8 +273,8 @@ pub struct Hierarchy {
     dense_base: u64,
     dense_count: usize,
     dense: Vec<u64>,
-    /// Entries of the other line keys.
-    lines: FxHashMap<u64, Entry>,
+    /// Entries of the other line keys, with their sharers.
+    lines: FxHashMap<u64, LineEntry>,
     state: State,
 }
 
@@ -409,8 +428,29 @@ impl Hierarchy {
             let e: &mut Entry = words.try_into().expect("two words");
             self.state.visit(cpu, e, 1, home, write)
         } else {
-            let e = self.lines.entry(line).or_default();
-            self.state.visit(cpu, e, 1, home, write)
+            let le = self.lines.entry(line).or_default();
+            let owner = (le.e[0] >> OWNER_SHIFT) as usize;
+            let (word, bit) = (cpu / 64, 1u64 << (cpu % 64));
+            if write {
+                le.sharers = [0; 4];
+                self.state.visit(cpu, &mut le.e, 1, home, true)
+            } else if owner == 0 || owner == cpu + 1 || cpu >= MAX_SHARERS {
+                // First touch or the owner's own read: as any line.
+                self.state.visit(cpu, &mut le.e, 1, home, false)
+            } else if le.e[1] & DIRTY != 0 {
+                // A modified line: the reader takes it over, the writer's copy is
+                // written back and stays as a shared one (MESI's M -> S).
+                let level = self.state.visit(cpu, &mut le.e, 1, home, false);
+                if owner - 1 < MAX_SHARERS {
+                    le.sharers[(owner - 1) / 64] |= 1 << ((owner - 1) % 64);
+                }
+                level
+            } else if le.sharers[word] & bit != 0 {
+                Level::L1
+            } else {
+                le.sharers[word] |= bit;
+                self.state.share(cpu, &le.e, home)
+            }
         };
         let s = &mut self.state;
         s.counters.lines[level as usize] += 1;
@@ -498,6 +538,51 @@ impl State {
     /// `cpu` (its private caches and its socket's LLC, most recently used).
     #[inline]
     fn visit(&mut self, cpu: usize, e: &mut Entry, n: u64, home: u32, write: bool) -> Level {
+        let level = self.classify(cpu, e, n, home);
+        let owner = (e[0] >> OWNER_SHIFT) as usize;
+        self.insert(cpu, e, n, level);
+        let s = self.socket[cpu];
+        let dirty = write || (owner == cpu + 1 && e[1] & DIRTY != 0);
+        e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (self.llc_clock[s as usize] & LLC_MASK);
+        e[1] = u64::from(self.l1_clock[cpu])
+            | u64::from(self.l2_clock[cpu] & L2_MASK) << L2_SHIFT
+            | if dirty { DIRTY } else { 0 };
+        level
+    }
+
+    /// A read by `cpu` of a clean line another CPU owns, which `cpu` keeps a shared copy
+    /// of from now on ([`LineEntry::sharers`]): classified as [`State::visit`] would,
+    /// the misses inserted into `cpu`'s caches, the owner left as it is.
+    fn share(&mut self, cpu: usize, e: &Entry, home: u32) -> Level {
+        let level = self.classify(cpu, e, 1, home);
+        self.insert(cpu, e, 1, level);
+        level
+    }
+
+    /// Advances `cpu`'s insertion clocks for an access of `n` lines of `e` served from
+    /// `level`: into L1 unless it hit there, into L2 unless it hit L1 or L2, into the
+    /// socket's LLC unless it was there.
+    #[inline]
+    fn insert(&mut self, cpu: usize, e: &Entry, n: u64, level: Level) {
+        let owner = (e[0] >> OWNER_SHIFT) as usize;
+        let llc_at = e[0] & LLC_MASK;
+        let s = self.socket[cpu];
+        let n32 = n as u32;
+        if level != Level::L1 {
+            self.l1_clock[cpu] = self.l1_clock[cpu].wrapping_add(n32);
+        }
+        if level > Level::L2 {
+            self.l2_clock[cpu] = self.l2_clock[cpu].wrapping_add(n32);
+        }
+        let in_this_llc = owner != 0 && self.socket[owner - 1] == s && self.in_llc(s, llc_at, n);
+        if !in_this_llc {
+            self.llc_clock[s as usize] += n;
+        }
+    }
+
+    /// Where an access of `n` lines of `e` by `cpu` is served from (no state change).
+    #[inline]
+    fn classify(&self, cpu: usize, e: &Entry, n: u64, home: u32) -> Level {
         let owner = (e[0] >> OWNER_SHIFT) as usize;
         let llc_at = e[0] & LLC_MASK;
         let s = self.socket[cpu];
@@ -506,7 +591,7 @@ impl State {
         } else {
             Level::RemoteDram
         };
-        let level = if owner == cpu + 1 {
+        if owner == cpu + 1 {
             let d1 = self.l1_clock[cpu].wrapping_sub(e[1] as u32);
             if u64::from(d1) < self.l1_lines.saturating_sub(n - 1) {
                 Level::L1
@@ -536,25 +621,7 @@ impl State {
             }
         } else {
             dram
-        };
-        // Insert where it missed; a hit only refreshes the stamps.
-        let n32 = n as u32;
-        if level != Level::L1 {
-            self.l1_clock[cpu] = self.l1_clock[cpu].wrapping_add(n32);
         }
-        if level > Level::L2 {
-            self.l2_clock[cpu] = self.l2_clock[cpu].wrapping_add(n32);
-        }
-        let in_this_llc = owner != 0 && self.socket[owner - 1] == s && self.in_llc(s, llc_at, n);
-        if !in_this_llc {
-            self.llc_clock[s as usize] += n;
-        }
-        let dirty = write || (owner == cpu + 1 && e[1] & DIRTY != 0);
-        e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (self.llc_clock[s as usize] & LLC_MASK);
-        e[1] = u64::from(self.l1_clock[cpu])
-            | u64::from(self.l2_clock[cpu] & L2_MASK) << L2_SHIFT
-            | if dirty { DIRTY } else { 0 };
-        level
     }
 }
 

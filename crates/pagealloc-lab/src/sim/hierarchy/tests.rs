@@ -590,37 +590,61 @@ fn approximation_error_against_exact_lru_is_small() {
 }
 
 #[test]
-fn dense_line_keys_behave_like_mapped_ones() {
-    // 2^12 keys share the frames' records; 2^17 (more than the 2^16 frames) get a
-    // table of their own.
-    for count in [1 << 12, 1 << 17] {
-        dense_against_mapped(count);
-    }
-}
-
-fn dense_against_mapped(count: u64) {
+fn dense_lines_in_the_frames_records_or_apart_agree() {
+    // 2^12 keys share the frames' records (2^16 frames); the same keys in a range of
+    // 2^17, more than the frames, get a table of their own. Keys past 2^12 go to the
+    // map in the first and stay dense in the second: only keys below 2^12 are compared.
     let base = 1 << 56;
-    let mut dense = hier().with_dense_lines(base, count);
-    let mut mapped = hier();
+    let mut shared = hier().with_dense_lines(base, 1 << 12);
+    let mut apart = hier().with_dense_lines(base, 1 << 17);
     let mut x = 12345u64;
     for i in 0..20_000u64 {
         x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
         let cpu = (x >> 33) as usize % 8;
-        // Keys inside the dense range and a few beyond it.
-        let key = base + (x >> 40) % count + if i % 10 == 0 { count } else { 0 };
+        let key = base + (x >> 40) % (1 << 12);
         let write = x >> 63 == 1;
         assert_eq!(
-            dense.access(cpu, key, 0, write),
-            mapped.access(cpu, key, 0, write),
+            shared.access(cpu, key, 0, write),
+            apart.access(cpu, key, 0, write),
             "access {i}"
         );
         // Page touches of the same frames must not disturb the lines, nor the reverse.
         if i % 7 == 0 {
-            let p = page(key % (1 << 16));
-            assert_eq!(dense.touch(cpu, p, write), mapped.touch(cpu, p, write));
+            let p = page(key % (1 << 12));
+            assert_eq!(shared.touch(cpu, p, write), apart.touch(cpu, p, write));
         }
     }
-    assert_eq!(dense.counters(), mapped.counters());
+    assert_eq!(shared.counters(), apart.counters());
+}
+
+#[test]
+fn read_mostly_lines_are_shared_until_written() {
+    let mut h = hier();
+    let zonelist = 42;
+    h.access(0, zonelist, 0, true);
+    // Every CPU reads it: once from where it is, then from its own L1 — no ping-pong.
+    for round in 0..3 {
+        for cpu in 0..8 {
+            let l = h.access(cpu, zonelist, 0, false).level;
+            match (round, cpu) {
+                (_, 0) => assert_eq!(l, Level::L1),
+                (0, 1) => assert_eq!(l, Level::Peer, "modified in CPU 0's cache"),
+                (0, 2 | 3) => assert_eq!(l, Level::Llc),
+                (0, _) => assert_eq!(l, Level::RemoteCache, "cpu {cpu}"),
+                _ => assert_eq!(l, Level::L1, "round {round} cpu {cpu}"),
+            }
+        }
+    }
+    // A write invalidates the shared copies.
+    h.access(5, zonelist, 0, true);
+    assert_eq!(h.access(4, zonelist, 0, false).level, Level::Peer);
+    assert_eq!(h.access(0, zonelist, 0, false).level, Level::RemoteCache);
+    // Dense lines (one per frame) keep a single owner: a reader takes it over.
+    let mut d = hier().with_dense_lines(1 << 56, 16);
+    let meta = (1 << 56) + 3;
+    d.access(0, meta, 0, false);
+    d.access(1, meta, 0, false);
+    assert_eq!(d.access(0, meta, 0, false).level, Level::Llc);
 }
 
 #[test]
