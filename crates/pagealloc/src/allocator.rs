@@ -463,13 +463,7 @@ impl Allocator {
                 runs.push((p, zl.end_pfn()));
             }
             let mut g = z.lock.lock();
-            let mut b = Buddy {
-                z,
-                inner: &mut g,
-                m: &a.meta,
-                cfg: &a.cfg,
-                st: &z.cpu_stats[0],
-            };
+            let mut b = Buddy::new(z, &mut g, &z.cpu_stats[0], &a.meta, &a.cfg);
             for (s, e) in runs {
                 let mut p = s;
                 while p < e {
@@ -870,15 +864,7 @@ impl Allocator {
         f: impl FnOnce(&mut Buddy<'_>) -> R,
     ) -> R {
         let mut g = z.lock(cpu, &*self.platform);
-        let st = g.st;
-        let mut b = Buddy {
-            z,
-            inner: &mut g,
-            m: &self.meta,
-            cfg: &self.cfg,
-            st,
-        };
-        f(&mut b)
+        f(&mut g.buddy(&self.meta, &self.cfg))
     }
 
     /// `rmqueue_buddy` (docs/mechanisms.md §4.5).

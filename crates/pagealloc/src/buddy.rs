@@ -69,6 +69,29 @@ pub(crate) struct Buddy<'a> {
     pub(crate) st: &'a Stats,
 }
 
+impl<'a> Buddy<'a> {
+    /// The buddy state of `z`, whose lock the caller holds (`inner` is the locked data),
+    /// counting the hold's events into `st`. The one way to build a `Buddy`:
+    /// [`ZoneGuard::buddy`](crate::zone::ZoneGuard::buddy) for a CPU's trip, directly only
+    /// when the allocator is built.
+    #[inline]
+    pub(crate) fn new(
+        z: &'a Zone,
+        inner: &'a mut ZoneInner,
+        st: &'a Stats,
+        m: &'a [PageMeta],
+        cfg: &'a Config,
+    ) -> Self {
+        Buddy {
+            z,
+            inner,
+            m,
+            cfg,
+            st,
+        }
+    }
+}
+
 impl Buddy<'_> {
     #[inline]
     fn idx(&self, pfn: u64) -> u32 {

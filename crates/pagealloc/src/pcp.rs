@@ -336,13 +336,7 @@ impl Allocator {
         let m = &self.meta[..];
         let mut g = zone.lock(cpu, &*self.platform);
         let st = g.st;
-        let mut b = Buddy {
-            z: zone,
-            inner: &mut g,
-            m,
-            cfg: &self.cfg,
-            st,
-        };
+        let mut b = g.buddy(m, &self.cfg);
         let mut got = 0;
         let mut touched = 0u64;
         if order == 0 && self.cfg.clustered_refill {
@@ -501,18 +495,11 @@ impl Allocator {
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
         let mut g = zone.lock(cpu, &*self.platform);
-        let st = g.st;
         let isolated = zone
             .nr_isolate_pageblock
             .load(crate::sync::atomic::Ordering::Relaxed)
             > 0;
-        let mut b = Buddy {
-            z: zone,
-            inner: &mut g,
-            m,
-            cfg: &self.cfg,
-            st,
-        };
+        let mut b = g.buddy(m, &self.cfg);
         if self.cfg.clustered_refill {
             // A drain's order-0 frees open fresh clusters: a drain of one batch of one
             // migratetype becomes one cluster.

@@ -381,6 +381,19 @@ pub(crate) struct ZoneGuard<'a> {
     t_acq: u64,
 }
 
+impl ZoneGuard<'_> {
+    /// The buddy state under this hold, its events counted for the holder CPU.
+    #[inline]
+    pub(crate) fn buddy<'b>(
+        &'b mut self,
+        m: &'b [crate::memmap::PageMeta],
+        cfg: &'b crate::Config,
+    ) -> crate::buddy::Buddy<'b> {
+        let (z, st) = (self.zone, self.st);
+        crate::buddy::Buddy::new(z, self, st, m, cfg)
+    }
+}
+
 impl Deref for ZoneGuard<'_> {
     type Target = ZoneInner;
     fn deref(&self) -> &ZoneInner {
