@@ -334,31 +334,8 @@ impl Buddy<'_> {
         let mut spins = 0u32;
         while self.z.cluster_inflight.load(Acquire) != 0 {
             spins += 1;
-            relax(spins);
+            crate::sync::backoff(spins);
         }
-    }
-}
-
-/// Back off while another CPU finishes a fix-up.
-#[inline]
-fn relax(spins: u32) {
-    #[cfg(loom)]
-    {
-        let _ = spins;
-        loom::thread::yield_now();
-    }
-    #[cfg(all(not(loom), feature = "std"))]
-    {
-        if spins < 128 {
-            core::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-    #[cfg(all(not(loom), not(feature = "std")))]
-    {
-        let _ = spins;
-        core::hint::spin_loop();
     }
 }
 

@@ -97,11 +97,7 @@ impl<T> SpinLock<T> {
             loop {
                 while self.locked.load(Ordering::Relaxed) {
                     spins += 1;
-                    if spins < 128 {
-                        core::hint::spin_loop();
-                    } else {
-                        relax_hard();
-                    }
+                    backoff(spins);
                 }
                 if let Some(g) = self.try_lock() {
                     return g;
@@ -141,14 +137,30 @@ impl<T> SpinLock<T> {
     }
 }
 
-#[cfg(all(not(loom), feature = "std"))]
-fn relax_hard() {
-    std::thread::yield_now();
-}
-
-#[cfg(all(not(loom), not(feature = "std")))]
-fn relax_hard() {
-    core::hint::spin_loop();
+/// One round of a wait loop's backoff, `spins` the rounds waited so far: spin for the
+/// first 128 rounds, then yield the thread (std; no_std keeps spinning). Under loom every
+/// round yields to the model's scheduler, so a waiter never spins through the model.
+/// Used by the spinlock's slow path and by waits on a cluster fix-up (`cluster.rs`).
+#[inline]
+pub(crate) fn backoff(spins: u32) {
+    #[cfg(loom)]
+    {
+        let _ = spins;
+        loom::thread::yield_now();
+    }
+    #[cfg(all(not(loom), feature = "std"))]
+    {
+        if spins < 128 {
+            core::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    #[cfg(all(not(loom), not(feature = "std")))]
+    {
+        let _ = spins;
+        core::hint::spin_loop();
+    }
 }
 
 impl<T> fmt::Debug for SpinLock<T> {
