@@ -534,14 +534,8 @@ impl Allocator {
                 (lo, hi, batch)
             };
             let triple = [hmin as u32, hmax as u32, batch as u32];
-            let cached = [
-                z.pageset[0].load(Relaxed),
-                z.pageset[1].load(Relaxed),
-                z.pageset[2].load(Relaxed),
-            ];
-            for (a, v) in z.pageset.iter().zip(triple) {
-                a.store(v, Relaxed);
-            }
+            let cached = z.pageset_sizes();
+            z.set_pageset_sizes(triple);
             for cpu in 0..self.cpus.len() {
                 let on = self.cpus[cpu].online.load(Relaxed);
                 if !on {

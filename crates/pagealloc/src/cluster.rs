@@ -266,7 +266,7 @@ impl Buddy<'_> {
     /// Batch of the zone's pagesets: the cluster size cap.
     #[inline]
     fn cluster_cap(&self) -> u32 {
-        self.z.pageset[2].load(Relaxed)
+        self.z.pageset_batch()
     }
 
     /// Cluster bookkeeping after `i` joined the order-0 `mt` list.

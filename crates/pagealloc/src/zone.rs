@@ -106,8 +106,9 @@ pub(crate) struct Zone {
     pub(crate) nr_isolate_pageblock: AtomicU32,
     /// Bit `mt` set in `nonempty[o]` while `free_area[o].free_list[mt]` is not empty.
     nonempty: [AtomicU8; NR_ORDERS],
-    /// (high_min, high_max, batch) last given to all pcps (`pageset_high_min`, ...).
-    pub(crate) pageset: [AtomicU32; 3],
+    /// (high_min, high_max, batch) last given to all pcps (`pageset_high_min`, ...):
+    /// read through [`Zone::pageset_sizes`] and [`Zone::pageset_batch`].
+    pageset: [AtomicU32; 3],
     /// Merge-skipping disable depth (Appendix A): raised by callers that need contiguity.
     pub(crate) merge_disable: AtomicU32,
     /// Refill cuts of order-0 clusters not yet fixed up (clustered refill, the RFC's
@@ -332,6 +333,29 @@ impl Zone {
             }
         }
         self.watermark_ok(order, mark, aflags, fa)
+    }
+
+    /// `(high_min, high_max, batch)` last given to the zone's pagesets
+    /// (`zone->pageset_high_min`, `pageset_high_max`, `pageset_batch`).
+    pub(crate) fn pageset_sizes(&self) -> [u32; 3] {
+        [
+            self.pageset[0].load(Relaxed),
+            self.pageset[1].load(Relaxed),
+            self.pageset[2].load(Relaxed),
+        ]
+    }
+
+    /// Record the sizes just given to the pagesets (see [`Zone::pageset_sizes`]).
+    pub(crate) fn set_pageset_sizes(&self, sizes: [u32; 3]) {
+        for (a, v) in self.pageset.iter().zip(sizes) {
+            a.store(v, Relaxed);
+        }
+    }
+
+    /// `zone->pageset_batch`: the batch last given to the zone's pagesets.
+    #[inline]
+    pub(crate) fn pageset_batch(&self) -> u32 {
+        self.pageset[2].load(Relaxed)
     }
 
     /// Take the zone lock, counting contention, wait and hold time for `cpu`.
