@@ -1244,26 +1244,19 @@ impl Allocator {
                 .claim_for_free(*f, false)
                 .map_err(|error| BulkFreeError { index, error })?;
             let z = &self.zones[zi];
+            let slot = self.slot(cpu, zi);
             let pfn = f.pfn.0;
-            let pb = z.pageblock_mt(pfn);
-            if !self.pcp_allowed(f.order) || pb == MigrateType::Isolate {
+            let Some((mt, pb)) = crate::pcp::pcp_free_types(slot, z, pfn, f.order) else {
                 held = None;
                 self.free_to_zone(cpu, z, pfn, f.order);
                 continue;
-            }
-            let mt = if pb.is_mergeable() {
-                pb
-            } else {
-                MigrateType::Movable
             };
             if held.as_ref().is_none_or(|(hz, _)| *hz != zi) {
                 drop(held.take());
-                held = self.slot(cpu, zi).pcp.try_lock().map(|g| (zi, g));
+                held = slot.pcp.try_lock().map(|g| (zi, g));
             }
             match held.as_mut() {
-                Some((_, pcp)) => {
-                    self.commit_free(cpu, z, self.slot(cpu, zi), pcp, pfn, f.order, mt, pb)
-                }
+                Some((_, pcp)) => self.commit_free(cpu, z, slot, pcp, pfn, f.order, mt, pb),
                 None => self.free_to_zone(cpu, z, pfn, f.order),
             }
         }

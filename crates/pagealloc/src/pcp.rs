@@ -392,17 +392,8 @@ impl Allocator {
     #[inline(always)]
     pub(crate) fn free_unref_page(&self, cpu: usize, zone: &Zone, pfn: u64, order: u8) {
         let slot = self.slot(cpu, zone.idx);
-        if !slot.hot.allows(order) {
+        let Some((mt, pb_mt)) = pcp_free_types(slot, zone, pfn, order) else {
             return self.free_to_zone(cpu, zone, pfn, order);
-        }
-        let pb_mt = zone.pageblock_mt(pfn);
-        let mt = if (pb_mt as usize) >= NR_PCPTYPES {
-            if pb_mt == MigrateType::Isolate {
-                return self.free_to_zone(cpu, zone, pfn, order);
-            }
-            MigrateType::Movable
-        } else {
-            pb_mt
         };
         match slot.pcp.try_lock() {
             Some(mut pcp) => self.commit_free(cpu, zone, slot, &mut pcp, pfn, order, mt, pb_mt),
@@ -629,6 +620,31 @@ impl Allocator {
         } else {
             pcp.st.flags &= !tune::PCPF_FREE_HIGH_BATCH;
         }
+    }
+}
+
+/// The first half of `free_unref_page`: whether a block of `order` at `pfn` goes to the
+/// pageset, and on which list. `None` when the lists do not serve the order
+/// (`pcp_allowed_order`) or the pageblock is isolated (`is_migrate_isolate`): the block
+/// goes straight to the zone. Otherwise `(list type, pageblock type)`: a HIGHATOMIC
+/// pageblock's block is cached on the MOVABLE list, as the kernel does.
+#[inline(always)]
+pub(crate) fn pcp_free_types(
+    slot: &PcpSlot,
+    zone: &Zone,
+    pfn: u64,
+    order: u8,
+) -> Option<(MigrateType, MigrateType)> {
+    if !slot.hot.allows(order) {
+        return None;
+    }
+    let pb_mt = zone.pageblock_mt(pfn);
+    if (pb_mt as usize) < NR_PCPTYPES {
+        Some((pb_mt, pb_mt))
+    } else if pb_mt == MigrateType::Isolate {
+        None
+    } else {
+        Some((MigrateType::Movable, pb_mt))
     }
 }
 
