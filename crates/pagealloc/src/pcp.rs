@@ -356,7 +356,9 @@ impl Allocator {
             e.set_order(order);
             e.set_state(State::Pcp);
             if self.cfg.pcp_migratetype_cache {
-                e.set_mt(b.pb_mt(pfn) as u8);
+                // ≤ 6.9 `__rmqueue_smallest`: `set_pcppage_migratetype(page, migratetype)`
+                // with the type of the free list it came from (no pageblock lookup).
+                e.set_mt(mt as u8);
             }
             pcp.lists[pi].push_tail_t(m, i, &mut b.rec());
             got += 1;

@@ -321,6 +321,13 @@ fn row_of(
                 + out.meta_levels[hierarchy::Level::RemoteDram as usize]) as f64,
         ),
         ("alloc_lines_prefetched", out.meta_prefetched as f64),
+        ("zone_lock_meta", c.zone_lock_meta as f64),
+        ("zone_lock_lines", c.zone_lock_lines as f64),
+        ("zone_lock_pages", c.zone_lock_pages as f64),
+        ("merge_skipped", c.merge_skipped as f64),
+        ("cluster_cut", c.cluster_cut as f64),
+        ("zonelist_scanned", c.zonelist_scanned as f64),
+        ("zonelist_skipped", c.zonelist_skipped as f64),
         (
             "lines_per_page_moved",
             c.zone_lock_meta as f64 / c.zone_lock_pages.max(1) as f64,
