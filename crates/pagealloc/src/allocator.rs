@@ -462,7 +462,7 @@ impl Allocator {
             if p < zl.end_pfn() {
                 runs.push((p, zl.end_pfn()));
             }
-            let mut g = z.lock.lock();
+            let mut g = z.lock_inspect();
             let mut b = Buddy::new(z, &mut g, &z.cpu_stats[0], &a.meta, &a.cfg);
             for (s, e) in runs {
                 let mut p = s;
@@ -1611,7 +1611,7 @@ impl Allocator {
     pub fn zone_info(&self, zone: usize) -> Option<ZoneInfo> {
         let z = self.zones.get(zone)?;
         let nr_free = {
-            let g = z.lock.lock();
+            let g = z.lock_inspect();
             g.free.nr_free
         };
         Some(ZoneInfo {
@@ -1678,7 +1678,7 @@ impl Allocator {
     pub fn free_block_of(&self, pfn: Pfn) -> Option<(Pfn, u8, MigrateType)> {
         let zi = self.zone_of(pfn.0)?;
         let z = &self.zones[zi];
-        let _g = z.lock.lock();
+        let _g = z.lock_inspect();
         for o in 0..=MAX_ORDER {
             let head = pfn.0 & !((1u64 << o) - 1);
             if !z.contains(head) {

@@ -89,7 +89,7 @@ impl Allocator {
         let pcps: Vec<_> = (0..self.cpus.len())
             .map(|c| self.slot(c, zi).pcp.lock())
             .collect();
-        let g = z.lock.lock();
+        let g = z.lock_inspect();
         let mut t = PageTotals {
             managed: z.managed,
             ..Default::default()

@@ -121,7 +121,9 @@ pub(crate) struct Zone {
     pub(crate) nr_free_pages: ZoneCounter,
     pub(crate) nr_free_highatomic: ZoneCounter,
     pub(crate) nr_reserved_highatomic: ZoneCounter,
-    pub(crate) lock: SpinLock<ZoneInner>,
+    /// `zone->lock`: taken through [`Zone::lock`] (a CPU's trip, counted) or
+    /// [`Zone::lock_inspect`] (building and inspection, not a trip).
+    lock: SpinLock<ZoneInner>,
     /// Per-CPU counters of events under this zone's lock.
     pub(crate) cpu_stats: Box<[Stats]>,
     /// Where accesses are reported (`Allocator::set_access_sink`), if anywhere.
@@ -356,6 +358,15 @@ impl Zone {
     #[inline]
     pub(crate) fn pageset_batch(&self) -> u32 {
         self.pageset[2].load(Relaxed)
+    }
+
+    /// Take the zone lock for building or inspecting the zone (`validate`, `zone_info`,
+    /// `free_block_of`): not a CPU's trip, so nothing is counted in the zone-lock
+    /// counters and nothing is reported to the access sink. The simulator and the lab's
+    /// per-operation trip detection read those while they inspect zones mid-run; a trip
+    /// made by the allocator's own paths always goes through [`Zone::lock`].
+    pub(crate) fn lock_inspect(&self) -> SpinGuard<'_, ZoneInner> {
+        self.lock.lock()
     }
 
     /// Take the zone lock, counting contention, wait and hold time for `cpu`.
