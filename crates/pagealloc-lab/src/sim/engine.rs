@@ -9,16 +9,16 @@
 //! instant*, on the real allocator (`alloc_on`/`free_on` as that CPU, the
 //! `SimPlatform` clock set to the CPU's time), and charges the op's cost to the
 //! CPU's clock:
-//! - a fast-path allocation or free: a constant (plus the rest of a page fault for a
-//!   movable allocation);
-//! - each zone-lock trip the op made (learned from the allocator's counters: the CPU's
-//!   `zone_lock` count, [`pagealloc::Allocator::cpu_zone_lock_count`], tells a pcp hit
-//!   from a trip; the per-(CPU, zone) deltas of
-//!   [`pagealloc::Allocator::cpu_zone_counters`] tell what the trip moved): the lock is a resource in virtual
-//!   time (`free_at`); a CPU arriving before `free_at` waits (that wait is the zone-lock
-//!   %); the hold is a fixed trip cost plus a cost per block moved plus a hand-off cost
-//!   when the previous holder was another CPU (same socket or not);
-//! - a touch: hot or cold per page, from the [`CacheModel`];
+//! - an allocation or free: the fast path's instructions (a constant, plus the rest of
+//!   a page fault for a movable allocation), then every line of allocator state the call
+//!   touched, as the allocator reported it (`pagealloc::access`, buffered by
+//!   [`trace::ThreadSink`], mapped by [`LineMap`]), each charged the latency the cache
+//!   [`Hierarchy`] gives it. Lines reported with a zone lock held belong to that lock's
+//!   hold: the lock is a resource in virtual time (`free_at`); a CPU arriving before
+//!   `free_at` waits (that wait is the zone-lock %); the hold is the hand-off when the
+//!   previous holder was another CPU (same socket or not), a fitted residual per trip,
+//!   and the latencies of the lines touched under the lock;
+//! - a touch or a copy: page data through the hierarchy;
 //! - a compute: its duration; a send or receive: a message cost.
 //!
 //! Blocked ops (`Recv` on an empty inbox, `Send` to a full one, `Barrier`) park the CPU
@@ -42,7 +42,8 @@
 //! and not over the op's duration; two CPUs never interleave inside the allocator. Lock
 //! trips of remote drains (`drain_all_pages` from another CPU's slow path) are charged
 //! to the drained CPU's next op. Decay ticks occupy the zone lock but do not delay the
-//! CPU they run on. There is no scheduler: a CPU runs one script, never migrates, and
+//! CPU they run on. Independent cache misses are charged one after the other (no
+//! memory-level parallelism beyond the L2 streamer over `struct page`). There is no scheduler: a CPU runs one script, never migrates, and
 //! never idles except when blocked.
 
 use std::cmp::Reverse;
