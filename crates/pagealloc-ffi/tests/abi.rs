@@ -171,7 +171,9 @@ fn threads_share_one_allocator() {
                     } else {
                         assert_eq!(rc, PAGEALLOC_ENOMEM);
                     }
-                    if i % 3 == 2 {
+                    // 16 MiB cannot hold every thread's blocks at once, so a run of
+                    // ENOMEMs can leave this thread holding nothing: free only what it has.
+                    if i % 3 == 2 && !mine.is_empty() {
                         let (p, o) = mine.swap_remove(0);
                         // SAFETY: as above; the block is still ours.
                         assert_eq!(unsafe { p.cast::<u32>().read() }, t);
