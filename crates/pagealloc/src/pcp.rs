@@ -60,10 +60,38 @@ pub(crate) struct Pcp {
     pub(crate) expire: u8,
     /// Used since the last tick (stands for "folded a counter delta").
     pub(crate) active: bool,
+    /// The sizes were rewritten (`set_pcp_sizes`) with `high` or `count` outside the new
+    /// bounds, which the kernel allows: `high` is re-clamped at its next use and `count`
+    /// drains at the next free or tick. Cleared by the next refill or tick that finds the
+    /// pageset inside its bounds again; until then `validate` accepts the stale values.
+    pub(crate) resized: bool,
     pub(crate) lists: [List; NR_PCP_LISTS],
 }
 
 impl Pcp {
+    /// What `validate` checks of every pageset not [`resized`](Pcp::resized) since:
+    /// `high_min <= high <= high_max` and `count <= high_max`, each up to what refills may
+    /// add beyond `high` ([`refill_overshoot`]): a refill may leave `count` above
+    /// `high_max`, and `decay_pcp_high` then sets `high` to `count - (batch << SCALE)`,
+    /// above `high_max` too, as the kernel does. A zone so small that its low-watermark
+    /// share exceeds its high-fraction share has `high_min > high_max`; the kernel's
+    /// `clamp` then yields `high_max` and a cut under pressure stops at `high_min`, so the
+    /// bounds are the smaller and the larger of the two.
+    pub(crate) fn within_bounds(&self) -> bool {
+        let st = &self.st;
+        let (lo, hi) = (st.high_min.min(st.high_max), st.high_min.max(st.high_max));
+        let top = hi as i64 + refill_overshoot(st.batch) as i64;
+        lo <= st.high && st.high as i64 <= top && st.count as i64 <= top
+    }
+
+    /// Clear `resized` once the pageset is inside its bounds again (a refill or a tick).
+    #[inline]
+    pub(crate) fn settle_resize(&mut self) {
+        if self.resized && self.within_bounds() {
+            self.resized = false;
+        }
+    }
+
     pub(crate) fn new() -> Pcp {
         Pcp {
             st: PcpState {
@@ -72,6 +100,7 @@ impl Pcp {
             },
             expire: 0,
             active: false,
+            resized: false,
             lists: [List::new(); NR_PCP_LISTS],
         }
     }
@@ -139,6 +168,27 @@ impl PcpSlot {
             stats: Stats::default(),
         }
     }
+}
+
+/// The most pages refills can leave on a pageset beyond its `high`: `nr_pcp_alloc`
+/// caps an order-0 refill at `max(high - count - batch, batch)`, so one refill may end
+/// `batch` above `high`; a higher-order refill takes `max(batch >> order, 2)` blocks (one
+/// block when `batch` is 1) whatever `count` is. A list is refilled only when empty, so
+/// each of the 14 lists adds at most one such refill; frees past `high` drain.
+pub(crate) fn refill_overshoot(batch: i32) -> i32 {
+    let batch = batch.max(1);
+    let blocks = |order: u8| -> i32 {
+        let n = if batch > 1 {
+            (batch >> order).max(2)
+        } else {
+            1
+        };
+        n << order
+    };
+    let low: i32 = (0..=3u8)
+        .map(|o| if o == 0 { batch } else { blocks(o) })
+        .sum();
+    3 * low + 2 * blocks(THP_ORDER)
 }
 
 /// `order_to_pindex` (docs/mechanisms.md §1.4); `mt` is a pcp type (0..=2).
@@ -305,6 +355,7 @@ impl Allocator {
     ) {
         let n = tune::nr_pcp_alloc(&mut pcp.st, zone.tune_flags(), order, &self.tune);
         let got = self.rmqueue_bulk(cpu, zone, order, n, pcp, pi, mt, aflags);
+        pcp.settle_resize();
         if got > 0 {
             let pages = (got as u64) << order;
             slot.stats.pcp_refill.add(1);
@@ -591,6 +642,7 @@ impl Allocator {
                 }
             }
         }
+        pcp.settle_resize();
         drop(pcp);
         self.reclaim_progress(zone);
         todo
@@ -615,6 +667,9 @@ impl Allocator {
             // `high` starts at 0 and is clamped to high_min on first use; start there.
             pcp.st.high = high_min;
         }
+        // As `pageset_update`, `high` and `count` are left alone: they may now lie outside
+        // the new bounds until the next clamp or drain.
+        pcp.resized |= !pcp.within_bounds();
         let big = self.cfg.free_high_bounded
             && tune::free_high_batch(self.cpus[cpu].llc_slice_bytes, batch);
         if big {

@@ -6,6 +6,12 @@
 //!    the zone; `nr_free[o]` equals the lists' lengths; Σ non-isolated pages equals
 //!    NR_FREE_PAGES and the HIGHATOMIC lists equal `nr_free_highatomic`;
 //! 2. every pcp entry is a `Pcp` head of the list's order; `count` equals the lists' pages;
+//!    `high_min, high_max >= 0`, `batch >= 1`, and `high_min <= high <= high_max`,
+//!    `count <= high_max`, the upper bounds up to what refills add beyond `high` (`Pcp::within_bounds`
+//!    has the exact rule, with the tiny-zone case `high_min > high_max`), unless the
+//!    sizes were rewritten since (a CPU going on- or
+//!    offline, a new high fraction: `pageset_update` leaves `high` and `count` alone, so
+//!    they may lie outside the new bounds until the next refill or tick settles them);
 //! 3. walking the span frame by frame, blocks do not overlap (no frame both free and
 //!    allocated), holes are `Reserved` and inside no block, and
 //!    `buddy + pcp + allocated == managed`;
@@ -20,8 +26,10 @@
 use crate::allocator::Allocator;
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
 use crate::memmap::{State, FLAG_MERGE_SKIPPED};
-use crate::pcp::order_of;
-use crate::sync::atomic::Ordering::Relaxed;
+use crate::pcp::{order_of, Pcp};
+use crate::sync::atomic::Ordering::{Acquire, Relaxed};
+use crate::sync::SpinGuard;
+use crate::zone::{Zone, ZoneInner};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -84,18 +92,27 @@ impl Allocator {
 
     fn validate_zone(&self, zi: usize) -> Result<PageTotals, ValidateError> {
         let z = &self.zones[zi];
-        let m = &self.meta[..];
         let err = |what: String| ValidateError { zone: zi, what };
         let pcps: Vec<_> = (0..self.cpus.len())
             .map(|c| self.slot(c, zi).pcp.lock())
             .collect();
         let g = z.lock_inspect();
-        let mut t = PageTotals {
+        let buddy = self.check_free_lists(z, &g).map_err(err)?;
+        let pcp = self.check_pagesets(z, &pcps).map_err(err)?;
+        let allocated = self.check_span(z, buddy, pcp).map_err(err)?;
+        Ok(PageTotals {
+            buddy,
+            pcp,
+            allocated,
             managed: z.managed,
-            ..Default::default()
-        };
-        // 1. free lists
-        let (mut nonisolated, mut highatomic) = (0u64, 0u64);
+        })
+    }
+
+    /// 1. The free lists of a locked zone: entries, lengths, `nr_free`, NR_FREE_PAGES,
+    /// the HIGHATOMIC total and the clusters. Pages on the lists (all types).
+    fn check_free_lists(&self, z: &Zone, g: &ZoneInner) -> Result<u64, String> {
+        let m = &self.meta[..];
+        let (mut buddy, mut nonisolated, mut highatomic) = (0u64, 0u64, 0u64);
         for o in 0..NR_ORDERS {
             let mut blocks = 0;
             for mt in 0..NR_MIGRATETYPES {
@@ -107,25 +124,21 @@ impl Allocator {
                     let pfn = z.pfn_of(i);
                     if e.state() != State::Buddy || e.order() as usize != o || e.mt() as usize != mt
                     {
-                        return Err(err(format!(
-                            "free list o{o}/{mt} holds pfn {pfn:#x} with {e:?}"
-                        )));
+                        return Err(format!("free list o{o}/{mt} holds pfn {pfn:#x} with {e:?}"));
                     }
                     if pfn & ((1 << o) - 1) != 0 || pfn + (1 << o) > z.end_pfn {
-                        return Err(err(format!(
-                            "free block {pfn:#x}/o{o} misaligned or outside"
-                        )));
+                        return Err(format!("free block {pfn:#x}/o{o} misaligned or outside"));
                     }
                 }
                 if n != l.len() {
-                    return Err(err(format!(
+                    return Err(format!(
                         "free list o{o}/{mt} length {} but {n} entries",
                         l.len()
-                    )));
+                    ));
                 }
                 blocks += n as u64;
                 let pages = (n as u64) << o;
-                t.buddy += pages;
+                buddy += pages;
                 if mt != MigrateType::Isolate as usize {
                     nonisolated += pages;
                 }
@@ -134,10 +147,10 @@ impl Allocator {
                 }
             }
             if g.free.nr_free[o] != blocks {
-                return Err(err(format!(
+                return Err(format!(
                     "nr_free[{o}] = {} but {blocks} blocks listed",
                     g.free.nr_free[o]
-                )));
+                ));
             }
         }
         // 1b. clusters of the order-0 lists (clustered refill)
@@ -145,27 +158,32 @@ impl Allocator {
             g.free
                 .clusters
                 .check(&g.free.lists[0], m)
-                .map_err(|w| err(format!("clusters: {w}")))?;
+                .map_err(|w| format!("clusters: {w}"))?;
         }
-        if z.cluster_inflight
-            .load(crate::sync::atomic::Ordering::Acquire)
-            != 0
-        {
-            return Err(err("a cluster cut was not fixed up".into()));
+        if z.cluster_inflight.load(Acquire) != 0 {
+            return Err("a cluster cut was not fixed up".into());
         }
         if nonisolated != z.free_pages() {
-            return Err(err(format!(
+            return Err(format!(
                 "NR_FREE_PAGES {} but {nonisolated} on the lists",
                 z.free_pages()
-            )));
+            ));
         }
         if highatomic != z.nr_free_highatomic.get() {
-            return Err(err(format!(
+            return Err(format!(
                 "nr_free_highatomic {} but {highatomic} on the lists",
                 z.nr_free_highatomic.get()
-            )));
+            ));
         }
-        // 2. pagesets
+        Ok(buddy)
+    }
+
+    /// 2. Every CPU's pageset of the zone: list entries, `count`, and the sizes
+    /// (`high_min <= high <= high_max`, `count <= high_max`, unless the sizes were just
+    /// rewritten: `Pcp::resized`). Pages cached in all of them.
+    fn check_pagesets(&self, z: &Zone, pcps: &[SpinGuard<'_, Pcp>]) -> Result<u64, String> {
+        let m = &self.meta[..];
+        let mut total = 0u64;
         for (cpu, p) in pcps.iter().enumerate() {
             let mut pages = 0i64;
             for (pi, l) in p.lists.iter().enumerate() {
@@ -173,30 +191,50 @@ impl Allocator {
                 for i in l.iter(m) {
                     let e = &m[i as usize];
                     if e.state() != State::Pcp || e.order() != o {
-                        return Err(err(format!(
+                        return Err(format!(
                             "cpu {cpu} pcp list {pi} holds pfn {:#x} with {e:?}",
                             z.pfn_of(i)
-                        )));
+                        ));
                     }
                     pages += 1 << o;
                 }
             }
-            if pages != p.st.count as i64 {
-                return Err(err(format!(
+            let st = &p.st;
+            if pages != st.count as i64 {
+                return Err(format!(
                     "cpu {cpu} pcp count {} but {pages} on its lists",
-                    p.st.count
-                )));
+                    st.count
+                ));
             }
-            t.pcp += pages as u64;
+            if st.high_min < 0 || st.high_max < 0 || st.batch < 1 {
+                return Err(format!(
+                    "cpu {cpu} pcp sizes high_min {} high_max {} batch {}",
+                    st.high_min, st.high_max, st.batch
+                ));
+            }
+            if !p.resized && !p.within_bounds() {
+                return Err(format!(
+                    "cpu {cpu} pcp out of bounds: high {} outside high_min {} .. high_max {}, or high or count {} above high_max by more than refills add ({})",
+                    st.high, st.high_min, st.high_max, st.count, crate::pcp::refill_overshoot(st.batch)
+                ));
+            }
+            total += pages as u64;
         }
-        // 3. the span, frame by frame
+        Ok(total)
+    }
+
+    /// 3. The span, frame by frame: blocks do not overlap, holes lie in no block, free
+    /// buddies are merged (4.), free frames hold the poison (5.), and the walk agrees
+    /// with the lists' totals. Pages allocated.
+    fn check_span(&self, z: &Zone, buddy: u64, pcp: u64) -> Result<u64, String> {
+        let m = &self.meta[..];
         let mut pfn = z.start_pfn;
-        let (mut walk_buddy, mut walk_pcp) = (0u64, 0u64);
+        let (mut walk_buddy, mut walk_pcp, mut allocated) = (0u64, 0u64, 0u64);
         while pfn < z.end_pfn {
             let e = &m[z.meta_index(pfn) as usize];
             let s = e.state();
             if s == State::Tail {
-                return Err(err(format!("pfn {pfn:#x} belongs to no block")));
+                return Err(format!("pfn {pfn:#x} belongs to no block"));
             }
             if s == State::Reserved {
                 pfn += 1;
@@ -205,16 +243,16 @@ impl Allocator {
             let o = e.order();
             let end = pfn + (1u64 << o);
             if end > z.end_pfn || pfn & ((1 << o) - 1) != 0 {
-                return Err(err(format!(
+                return Err(format!(
                     "block {pfn:#x}/o{o} misaligned or outside the zone"
-                )));
+                ));
             }
             for q in pfn + 1..end {
                 let s2 = m[z.meta_index(q) as usize].state();
                 if s2 != State::Tail {
-                    return Err(err(format!(
+                    return Err(format!(
                         "pfn {q:#x} ({s2:?}) lies inside block {pfn:#x}/o{o} ({s:?})"
-                    )));
+                    ));
                 }
             }
             match s {
@@ -229,38 +267,37 @@ impl Allocator {
                                 && be.order() == o
                                 && be.flags() & FLAG_MERGE_SKIPPED == 0
                             {
-                                return Err(err(format!(
+                                return Err(format!(
                                     "free buddies {pfn:#x} and {b:#x} (o{o}) unmerged"
-                                )));
+                                ));
                             }
                         }
                     }
                     #[cfg(feature = "std")]
-                    self.check_poison(pfn, o).map_err(err)?;
+                    self.check_poison(pfn, o)?;
                 }
                 State::Pcp => {
                     walk_pcp += 1 << o;
                     #[cfg(feature = "std")]
-                    self.check_poison(pfn, o).map_err(err)?;
+                    self.check_poison(pfn, o)?;
                 }
-                State::Allocated | State::Freeing => t.allocated += 1 << o,
+                State::Allocated | State::Freeing => allocated += 1 << o,
                 _ => unreachable!(),
             }
             pfn = end;
         }
-        if walk_buddy != t.buddy || walk_pcp != t.pcp {
-            return Err(err(format!(
-                "span walk found {walk_buddy} buddy / {walk_pcp} pcp pages, lists hold {} / {}",
-                t.buddy, t.pcp
-            )));
+        if walk_buddy != buddy || walk_pcp != pcp {
+            return Err(format!(
+                "span walk found {walk_buddy} buddy / {walk_pcp} pcp pages, lists hold {buddy} / {pcp}"
+            ));
         }
-        if t.buddy + t.pcp + t.allocated != z.managed {
-            return Err(err(format!(
-                "frames not conserved: buddy {} + pcp {} + allocated {} != managed {}",
-                t.buddy, t.pcp, t.allocated, z.managed
-            )));
+        if buddy + pcp + allocated != z.managed {
+            return Err(format!(
+                "frames not conserved: buddy {buddy} + pcp {pcp} + allocated {allocated} != managed {}",
+                z.managed
+            ));
         }
-        Ok(t)
+        Ok(allocated)
     }
 
     #[cfg(feature = "std")]
@@ -280,5 +317,85 @@ impl Allocator {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Allocator, Config, Gfp, Layout};
+    use alloc::vec::Vec;
+
+    /// 1 GiB, THP off, with CPU 0's pageset filled by a burst of frees.
+    fn filled() -> Allocator {
+        let cfg: Config = "linux-6.12,thp=off".parse().expect("config");
+        let a = Allocator::new(&Layout::single(262_144, 2), cfg).expect("build");
+        let mut frames = Vec::new();
+        a.alloc_bulk_on(0, 0, Gfp::USER, None, 8000, &mut frames)
+            .expect("alloc");
+        a.free_bulk_on(0, &frames).expect("free");
+        a.validate().expect("valid after the burst");
+        a
+    }
+
+    #[test]
+    fn high_above_high_max_is_caught() {
+        let a = filled();
+        {
+            let mut p = a.slot(0, 0).pcp.lock();
+            p.st.high = p.st.high_max + crate::pcp::refill_overshoot(p.st.batch) + 1;
+        }
+        let e = a.validate().unwrap_err();
+        assert!(e.what.contains("cpu 0 pcp out of bounds"), "{e}");
+    }
+
+    #[test]
+    fn high_below_high_min_is_caught() {
+        let a = filled();
+        a.slot(1, 0).pcp.lock().st.high = -1;
+        let e = a.validate().unwrap_err();
+        assert!(e.what.contains("cpu 1 pcp out of bounds"), "{e}");
+    }
+
+    #[test]
+    fn count_above_high_max_is_caught() {
+        let a = filled();
+        {
+            // Shrink the bounds behind the allocator's back (not `set_pcp_sizes`, which
+            // marks the pageset resized): the cached pages now exceed them.
+            let mut p = a.slot(0, 0).pcp.lock();
+            assert!(p.st.count > 64 + crate::pcp::refill_overshoot(p.st.batch));
+            p.st.high_min = 32;
+            p.st.high_max = 64;
+            p.st.high = 64;
+        }
+        let e = a.validate().unwrap_err();
+        assert!(e.what.contains("count"), "{e}");
+    }
+
+    #[test]
+    fn broken_sizes_are_caught() {
+        let a = filled();
+        a.slot(0, 0).pcp.lock().st.batch = 0;
+        let e = a.validate().unwrap_err();
+        assert!(e.what.contains("cpu 0 pcp sizes"), "{e}");
+    }
+
+    #[test]
+    fn a_resize_below_count_is_accepted_until_it_settles() {
+        let a = filled();
+        let before = a.pcp_info(0, 0).expect("pageset");
+        // high = managed / 1024 / CPUs: far below what CPU 0 caches, as in the kernel
+        // after `percpu_pagelist_high_fraction` is raised.
+        a.set_high_fraction(1024).expect("fraction");
+        let p = a.pcp_info(0, 0).expect("pageset");
+        assert!(p.high_max < before.count && p.count == before.count);
+        assert!(a.slot(0, 0).pcp.lock().resized);
+        a.validate()
+            .expect("a stale count is allowed right after the resize");
+        // The tick drains the excess and settles the pageset.
+        while a.tick(0) {}
+        assert!(!a.slot(0, 0).pcp.lock().resized);
+        assert!(a.pcp_info(0, 0).expect("pageset").count <= p.high_max);
+        a.validate().expect("settled");
     }
 }
