@@ -108,8 +108,9 @@ impl Allocator {
         })
     }
 
-    /// 1. The free lists of a locked zone: entries, lengths, `nr_free`, NR_FREE_PAGES,
-    /// the HIGHATOMIC total and the clusters. Pages on the lists (all types).
+    /// Check 1 of the module docs, the free lists of a locked zone: entries, lengths,
+    /// `nr_free`, NR_FREE_PAGES, the HIGHATOMIC total and the clusters. Pages on the lists
+    /// (all types).
     fn check_free_lists(&self, z: &Zone, g: &ZoneInner) -> Result<u64, String> {
         let m = &self.meta[..];
         let (mut buddy, mut nonisolated, mut highatomic) = (0u64, 0u64, 0u64);
@@ -178,7 +179,7 @@ impl Allocator {
         Ok(buddy)
     }
 
-    /// 2. Every CPU's pageset of the zone: list entries, `count`, and the sizes
+    /// Check 2, every CPU's pageset of the zone: list entries, `count`, and the sizes
     /// (`high_min <= high <= high_max`, `count <= high_max`, unless the sizes were just
     /// rewritten: `Pcp::resized`). Pages cached in all of them.
     fn check_pagesets(&self, z: &Zone, pcps: &[SpinGuard<'_, Pcp>]) -> Result<u64, String> {
@@ -223,8 +224,8 @@ impl Allocator {
         Ok(total)
     }
 
-    /// 3. The span, frame by frame: blocks do not overlap, holes lie in no block, free
-    /// buddies are merged (4.), free frames hold the poison (5.), and the walk agrees
+    /// Checks 3 to 5, the span frame by frame: blocks do not overlap, holes lie in no
+    /// block, free buddies are merged, free frames hold the poison, and the walk agrees
     /// with the lists' totals. Pages allocated.
     fn check_span(&self, z: &Zone, buddy: u64, pcp: u64) -> Result<u64, String> {
         let m = &self.meta[..];
