@@ -540,10 +540,12 @@ impl Allocator {
                 let on = self.cpus[cpu].online.load(Relaxed);
                 if !on {
                     self.set_pcp_sizes(cpu, z.idx, 0, 0, 1, init);
-                } else if init
-                    || cached != triple
-                    || self.slot(cpu, z.idx).pcp.lock().st.batch != batch
-                {
+                } else if init || cached != triple || {
+                    // A CPU back online still has the boot pageset: with fixed sizes the
+                    // zone's triple did not change, so compare the CPU's own sizes.
+                    let st = self.slot(cpu, z.idx).pcp.lock().st;
+                    (st.high_min, st.high_max, st.batch) != (hmin, hmax, batch)
+                } {
                     self.set_pcp_sizes(cpu, z.idx, hmin, hmax, batch, init);
                 }
             }

@@ -356,3 +356,29 @@ fn host_layout_from_sysfs() {
     a.free_pages(f).unwrap();
     a.validate().unwrap();
 }
+
+#[test]
+fn a_cpu_back_online_gets_its_sizes_with_fixed_high_and_batch_one() {
+    // Fixed sizes: onlining CPU 1 leaves the zone's (high_min, high_max, batch) as it was,
+    // and a batch of 1 equals the boot pageset's; the CPU must still be resized.
+    let a = Allocator::new(
+        &Layout::single(65_536, 2),
+        cfg("linux-6.12,fixed_high=100,fixed_batch=1"),
+    )
+    .unwrap();
+    a.cpu_offline(1).unwrap();
+    let off = a.pcp_info(1, 0).unwrap();
+    assert_eq!((off.high_min, off.high_max, off.batch), (0, 0, 1));
+    a.cpu_online(1).unwrap();
+    let on = a.pcp_info(1, 0).unwrap();
+    assert_eq!(
+        (on.high_min, on.high_max, on.batch, on.high),
+        (100, 100, 1, 100)
+    );
+    // Its pageset caches again: a freed page stays on CPU 1's lists.
+    let f = a.alloc_on(1, 0, Gfp::USER, None).unwrap();
+    a.free_on(1, f).unwrap();
+    assert_eq!(a.pcp_info(1, 0).unwrap().count, 1);
+    assert_eq!(a.counters().free_direct, 0);
+    a.validate().unwrap();
+}
