@@ -1,0 +1,311 @@
+//! Construction: `Allocator::new` and friends, the build itself, the watermarks.
+
+use super::{Allocator, BuildError, CpuInfo, MetaStore};
+use crate::buddy::Buddy;
+use crate::config::{Config, ConfigError};
+use crate::frame::{MigrateType, MAX_ORDER};
+use crate::memmap::{PageMeta, State};
+use crate::pcp::PcpSlot;
+use crate::platform::Platform;
+use crate::stats::Stats;
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use crate::sync::SpinLock;
+use crate::topology::Layout;
+use crate::tune::Tune;
+use crate::zone::*;
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+/// `n` values made by `f(i)` in a boxed slice, or [`BuildError::OutOfMemory`] when the
+/// memory for them cannot be had (instead of aborting the process).
+fn try_boxed<T>(
+    what: &'static str,
+    n: usize,
+    f: impl FnMut(usize) -> T,
+) -> Result<Box<[T]>, BuildError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| BuildError::OutOfMemory {
+            what,
+            bytes: n.saturating_mul(core::mem::size_of::<T>()),
+        })?;
+    v.extend((0..n).map(f));
+    Ok(v.into_boxed_slice())
+}
+
+impl Allocator {
+    /// An allocator over `layout` with the host's CPU identity and clock
+    /// ([`OsPlatform`](crate::OsPlatform)); frames are numbers only, no memory is mapped
+    /// (see [`Allocator::with_memory`] for that).
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, BuildError, Config, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::numa(2, 8192, 2), "patch7".parse()?)?;
+    /// assert_eq!((a.nr_nodes(), a.nr_cpus()), (2, 4));
+    /// // A layout with no memory is refused, not built.
+    /// let empty = Allocator::new(&Layout::single(0, 1), Config::default());
+    /// assert!(matches!(empty, Err(BuildError::Layout(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "std")]
+    pub fn new(layout: &Layout, config: Config) -> Result<Allocator, BuildError> {
+        Self::with_platform(layout, config, Arc::new(crate::platform::OsPlatform))
+    }
+
+    /// An allocator whose CPU identity and clock come from `platform`: a kernel's hooks,
+    /// or a [`ManualPlatform`](crate::ManualPlatform) that a test or a simulator steers.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pagealloc::{Allocator, Config, Gfp, Layout, ManualPlatform};
+    ///
+    /// let clock = Arc::new(ManualPlatform::new());
+    /// let a = Allocator::with_platform(&Layout::single(16384, 2), Config::default(), clock.clone())?;
+    /// clock.set_cpu(1);
+    /// assert_eq!(a.current_cpu(), 1);
+    /// let f = a.alloc_pages(0, Gfp::KERNEL)?; // from CPU 1's pageset
+    /// assert_eq!(a.cpu_counters(1).unwrap().pgalloc, 1);
+    /// a.free_pages(f)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_platform(
+        layout: &Layout,
+        config: Config,
+        platform: Arc<dyn Platform>,
+    ) -> Result<Allocator, BuildError> {
+        layout.validate()?;
+        let n = layout.spanned_pages() as usize;
+        let meta = try_boxed("frame metadata", n, |_| PageMeta::new())?;
+        Self::build(layout, config, platform, MetaStore::Owned(meta))
+    }
+
+    /// An allocator using a caller-supplied metadata buffer of at least
+    /// `layout.metadata_size()` bytes (`layout.spanned_pages()` entries), e.g. a static
+    /// array in a kernel. The buffer's previous contents are overwritten. Works without
+    /// the `std` feature; a buffer too small is refused with [`BuildError::Metadata`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pagealloc::{Allocator, BuildError, Config, Gfp, Layout, ManualPlatform, PageMeta};
+    ///
+    /// // One entry per spanned frame; a kernel would put this in its image or its early
+    /// // boot memory instead.
+    /// static META: [PageMeta; 4096] = [const { PageMeta::new() }; 4096];
+    /// let layout = Layout::single(4096, 1);
+    /// assert!(layout.metadata_size() <= core::mem::size_of_val(&META));
+    /// let hooks = Arc::new(ManualPlatform::new());
+    /// let a = Allocator::with_metadata(&layout, Config::default(), hooks.clone(), &META)?;
+    /// let f = a.alloc_pages(3, Gfp::KERNEL)?;
+    /// a.free_pages(f)?;
+    ///
+    /// static SMALL: [PageMeta; 16] = [const { PageMeta::new() }; 16];
+    /// let e = Allocator::with_metadata(&layout, Config::default(), hooks, &SMALL).unwrap_err();
+    /// assert!(matches!(e, BuildError::Metadata(4096)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_metadata(
+        layout: &Layout,
+        config: Config,
+        platform: Arc<dyn Platform>,
+        meta: &'static [PageMeta],
+    ) -> Result<Allocator, BuildError> {
+        layout.validate()?;
+        let n = layout.spanned_pages() as usize;
+        if meta.len() < n {
+            return Err(BuildError::Metadata(n));
+        }
+        for e in &meta[..n] {
+            e.set_state(State::Tail);
+            e.set_order(0);
+        }
+        Self::build(layout, config, platform, MetaStore::Borrowed(&meta[..n]))
+    }
+
+    /// An allocator over a fresh anonymous mapping that backs every frame of `layout`
+    /// (frame address = region start + (pfn - lowest pfn) × 4096).
+    ///
+    /// ```
+    /// use pagealloc::os::mmap::HugePages;
+    /// use pagealloc::{Allocator, Config, Gfp, Layout, PAGE_SIZE};
+    ///
+    /// let a = Allocator::with_memory(&Layout::single(4096, 1), Config::default(), HugePages::None)?;
+    /// let f = a.alloc_on(0, 1, Gfp::KERNEL, None)?; // two pages
+    /// let p = a.frame_ptr(f).expect("memory-backed");
+    /// // SAFETY: the block is ours until it is freed and spans 2 * PAGE_SIZE bytes of
+    /// // the allocator's mapping.
+    /// unsafe { p.as_ptr().write_bytes(0x5a, 2 * PAGE_SIZE) };
+    /// assert_eq!(a.pfn_of_ptr(p.as_ptr()), Some(f.pfn));
+    /// a.free_on(0, f)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "std")]
+    pub fn with_memory(
+        layout: &Layout,
+        config: Config,
+        huge: crate::os::mmap::HugePages,
+    ) -> Result<Allocator, BuildError> {
+        layout.validate()?;
+        let lo = layout.zones().map(|(_, z)| z.start_pfn).min().unwrap_or(0);
+        let hi = layout.zones().map(|(_, z)| z.end_pfn()).max().unwrap_or(0);
+        let region =
+            crate::os::mmap::MmapRegion::new(((hi - lo) as usize) * crate::frame::PAGE_SIZE, huge)
+                .map_err(BuildError::Mmap)?;
+        let mut a = Self::new(layout, config)?;
+        if a.cfg.poison {
+            region.poison(0, hi - lo, crate::config::POISON_BYTE);
+        }
+        a.region = Some(region);
+        a.region_base_pfn = lo;
+        Ok(a)
+    }
+
+    fn build(
+        layout: &Layout,
+        cfg: Config,
+        platform: Arc<dyn Platform>,
+        meta: MetaStore,
+    ) -> Result<Allocator, BuildError> {
+        cfg.validate()?;
+        if let Some(b) = cfg.fixed_batch {
+            // A pageset's high is at least 4 batches (`zone_highsize`): a batch larger
+            // than a quarter of a zone would move most of the zone on every refill.
+            if layout.zones().any(|(_, z)| 4 * b as u64 > z.managed()) {
+                return Err(BuildError::Config(ConfigError::Invalid {
+                    key: "fixed_batch",
+                    why: "must be at most a quarter of every zone's managed pages",
+                }));
+            }
+        }
+        let ncpus = layout.cpus.len();
+        let mut zones = Vec::new();
+        let mut base = 0u32;
+        let mut kinds = Vec::new();
+        let mut node_zones: Vec<Vec<usize>> = alloc::vec![Vec::new(); layout.nodes.len()];
+        for (node, zl) in layout.zones() {
+            let idx = zones.len();
+            zones.push(Zone::new(
+                idx,
+                node,
+                zl.kind,
+                zl.start_pfn,
+                zl.end_pfn(),
+                base,
+                zl.managed(),
+                ncpus,
+            ));
+            kinds.push((node, zl.kind));
+            node_zones[node].push(idx);
+            base += zl.pages as u32;
+        }
+        let mut by_pfn: Vec<_> = zones
+            .iter()
+            .map(|z| (z.start_pfn, z.end_pfn, z.idx))
+            .collect();
+        by_pfn.sort_unstable();
+        let zonelists: Box<[Box<[usize]>]> = crate::zonelist::build(layout, &kinds)
+            .into_iter()
+            .map(Vec::into_boxed_slice)
+            .collect();
+        let zone_node: Vec<usize> = zones.iter().map(|z| z.node).collect();
+        let has_memory: Vec<bool> = (0..layout.nodes.len())
+            .map(|n| zones.iter().any(|z| z.node == n && z.managed > 0))
+            .collect();
+        let zlc = zonelists
+            .iter()
+            .map(|zl| crate::zonelist::ZonelistCache::new(zl, &zone_node, &has_memory))
+            .collect();
+        let cpus = layout
+            .cpus
+            .iter()
+            .map(|c| CpuInfo {
+                node: c.node,
+                home_zone: zonelists
+                    .get(c.node)
+                    .and_then(|zl| zl.first().copied())
+                    .unwrap_or(usize::MAX),
+                llc_slice_bytes: c.llc_slice_bytes,
+                online: AtomicBool::new(c.online),
+                stats: Stats::default(),
+            })
+            .collect();
+        let nz = zones.len();
+        let pcps = try_boxed("pagesets", ncpus * nz, |i| {
+            PcpSlot::new(crate::pcp::Hot::new(&cfg, &zones[i % nz]))
+        })?;
+        let a = Allocator {
+            tune: Tune::from_config(&cfg),
+            high_fraction: AtomicU32::new(cfg.high_fraction),
+            poison_first_damaged: AtomicU64::new(u64::MAX),
+            cfg,
+            meta,
+            zones: zones.into_boxed_slice(),
+            by_pfn: by_pfn.into_boxed_slice(),
+            zonelists,
+            zlc,
+            node_zones: node_zones.into_iter().map(Vec::into_boxed_slice).collect(),
+            cpus,
+            pcps,
+            platform,
+            setup_lock: SpinLock::new(()),
+            drain_lock: SpinLock::new(()),
+            #[cfg(feature = "std")]
+            region: None,
+            region_base_pfn: 0,
+            #[cfg(feature = "std")]
+            ticker: std::sync::Mutex::new(None),
+        };
+        // Holes are never memory; everything else is handed to the buddy lists in the
+        // largest aligned blocks (`memblock_free_all`), all pageblocks MOVABLE.
+        for ((_, zl), z) in layout.zones().zip(a.zones.iter()) {
+            for &(s, e) in &zl.holes {
+                for pfn in s..e {
+                    a.meta[z.meta_index(pfn) as usize].set_state(State::Reserved);
+                }
+            }
+            let mut holes = zl.holes.clone();
+            holes.sort_unstable();
+            let mut runs = Vec::new();
+            let mut p = zl.start_pfn;
+            for (s, e) in holes {
+                if s > p {
+                    runs.push((p, s));
+                }
+                p = p.max(e);
+            }
+            if p < zl.end_pfn() {
+                runs.push((p, zl.end_pfn()));
+            }
+            let mut g = z.lock_inspect();
+            let mut b = Buddy::new(z, &mut g, &z.cpu_stats[0], &a.meta, &a.cfg);
+            for (s, e) in runs {
+                let mut p = s;
+                while p < e {
+                    let mut o = MAX_ORDER.min(p.trailing_zeros().min(63) as u8);
+                    while p + (1u64 << o) > e {
+                        o -= 1;
+                    }
+                    b.free_one(p, o, MigrateType::Movable, false);
+                    p += 1u64 << o;
+                }
+            }
+            // Building is nobody's trip: start the access tally at zero.
+            b.inner.tally = Default::default();
+        }
+        a.setup_wmarks();
+        a.update_all_pcp_sizes(true);
+        Ok(a)
+    }
+
+    /// `setup_per_zone_wmarks`.
+    fn setup_wmarks(&self) {
+        for (z, w) in self
+            .zones
+            .iter()
+            .zip(collect_wmarks(&self.zones, &self.cfg))
+        {
+            z.set_wmarks(w);
+        }
+    }
+}

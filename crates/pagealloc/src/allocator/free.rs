@@ -1,0 +1,189 @@
+//! Free: the public entry points, the ownership check, bulk free.
+
+use super::{Allocator, BulkFreeError};
+use crate::frame::{Frame, FreeError, MAX_ORDER};
+use crate::memmap::State;
+use crate::zone::*;
+
+impl Allocator {
+    /// Free a block on the current CPU.
+    #[inline]
+    pub fn free_pages(&self, frame: Frame) -> Result<(), FreeError> {
+        self.free_on(self.current_cpu(), frame)
+    }
+
+    /// Index of the zone containing `pfn`.
+    #[inline]
+    pub(crate) fn zone_of(&self, pfn: u64) -> Option<usize> {
+        if self.by_pfn.len() == 1 {
+            let (s, e, i) = self.by_pfn[0];
+            return (pfn >= s && pfn < e).then_some(i);
+        }
+        let k = self.by_pfn.partition_point(|&(s, _, _)| s <= pfn);
+        let (s, e, i) = *self.by_pfn.get(k.checked_sub(1)?)?;
+        (pfn >= s && pfn < e).then_some(i)
+    }
+
+    /// Check that `frame` is an allocated block of this allocator and take ownership of
+    /// it: one compare-and-swap `Allocated -> Freeing` on the head's state, then the order
+    /// (stable once the block is ours). `trusted` (only from
+    /// [`Allocator::free_on_unchecked`]) skips the state transition and the order check.
+    #[inline(always)]
+    fn claim_for_free(&self, frame: Frame, trusted: bool) -> Result<usize, FreeError> {
+        let pfn = frame.pfn.0;
+        if frame.order > MAX_ORDER {
+            return Err(FreeError::InvalidOrder(frame.order));
+        }
+        let zi = self
+            .zone_of(pfn)
+            .ok_or(FreeError::ForeignFrame(frame.pfn))?;
+        let z = &self.zones[zi];
+        if trusted {
+            // The block the caller vouches for must at least lie aligned inside the zone.
+            if pfn & ((1u64 << frame.order) - 1) != 0 || pfn + (1u64 << frame.order) > z.end_pfn {
+                return Err(FreeError::InvalidOrder(frame.order));
+            }
+        } else {
+            // An allocated head of this order is aligned and inside its zone.
+            let e = &self.meta[z.meta_index(pfn) as usize];
+            match e.begin_free() {
+                Ok(()) => {}
+                Err(State::Reserved) => return Err(FreeError::ForeignFrame(frame.pfn)),
+                Err(_) => return Err(FreeError::NotAllocated(frame.pfn)),
+            }
+            let allocated = e.order();
+            if allocated != frame.order {
+                // Give the block back to its owner untouched: only this thread moves a
+                // `Freeing` head.
+                e.set_state(State::Allocated);
+                return Err(FreeError::OrderMismatch {
+                    pfn: frame.pfn,
+                    allocated,
+                    given: frame.order,
+                });
+            }
+        }
+        #[cfg(feature = "std")]
+        if self.cfg.poison {
+            if let Some(r) = &self.region {
+                r.poison(
+                    pfn - self.region_base_pfn,
+                    frame.pages(),
+                    crate::config::POISON_BYTE,
+                );
+            }
+        }
+        Ok(zi)
+    }
+
+    /// Free a block as CPU `cpu`. A double free, a frame this allocator did not hand out
+    /// (never allocated, in a hole, outside every zone, inside a larger block) or a wrong
+    /// order is refused with a [`FreeError`] and changes nothing; of two threads freeing
+    /// one block at once exactly one succeeds.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Frame, FreeError, Gfp, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(16384, 2), Config::default())?;
+    /// let f = a.alloc_on(0, 1, Gfp::USER, None)?; // two pages
+    /// let wrong_order = Frame::new(f.pfn, 0);
+    /// assert!(matches!(a.free_on(0, wrong_order), Err(FreeError::OrderMismatch { .. })));
+    /// a.free_on(1, f)?; // any CPU may free it: it joins CPU 1's pageset
+    /// assert!(matches!(a.free_on(1, f), Err(FreeError::NotAllocated(_))));
+    /// a.validate()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn free_on(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
+        if cpu >= self.cpus.len() {
+            return Err(FreeError::InvalidCpu(cpu));
+        }
+        let zi = self.claim_for_free(frame, false)?;
+        self.free_unref_page(cpu, &self.zones[zi], frame.pfn.0, frame.order);
+        Ok(())
+    }
+
+    /// [`Allocator::free_on`] without the ownership check (the compare-and-swap on the
+    /// frame's state and the order check), for callers that track ownership themselves,
+    /// as a kernel trusts its own callers. Still refused: a CPU, order or frame outside
+    /// this allocator, and a misaligned frame.
+    ///
+    /// # Safety
+    /// `frame` must be a block this allocator handed out with exactly this order and not
+    /// freed since, and no other thread may free it concurrently. Otherwise the
+    /// allocator's lists are corrupted: the same frames are handed out to several owners
+    /// (aliasing the memory behind `Allocator::frame_ptr`), a pageset list can loop on
+    /// itself so that allocation never runs out, and `validate()` fails.
+    #[inline]
+    pub unsafe fn free_on_unchecked(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
+        if cpu >= self.cpus.len() {
+            return Err(FreeError::InvalidCpu(cpu));
+        }
+        let zi = self.claim_for_free(frame, true)?;
+        self.free_unref_page(cpu, &self.zones[zi], frame.pfn.0, frame.order);
+        Ok(())
+    }
+
+    /// Free to the buddy lists directly (`free_one_page`).
+    #[cold]
+    pub(crate) fn free_to_zone(&self, cpu: usize, z: &Zone, pfn: u64, order: u8) {
+        self.with_buddy(cpu, z, |b| {
+            self.meta[z.meta_index(pfn) as usize].set_state(State::Tail);
+            b.free_pages(pfn, order);
+            b.rec().moved(1 << order);
+            b.st.pgfree.add(1 << order);
+            b.st.free_direct.add(1);
+        });
+        self.reclaim_progress(z);
+    }
+
+    /// Free many blocks (`free_unref_folios`): the pageset stays locked across consecutive
+    /// frames of one zone. Stops at the first refused frame: the frames before it are
+    /// freed, the ones from it on are not.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// // Frees are checked in every build: a double free is refused.
+    /// let a = Allocator::new(&Layout::single(16384, 1), Config::default())?;
+    /// let mut frames = Vec::new();
+    /// a.alloc_bulk_on(0, 0, Gfp::USER, None, 3, &mut frames)?;
+    /// frames.insert(1, frames[0]); // the same frame twice
+    /// let e = a.free_bulk_on(0, &frames).unwrap_err();
+    /// assert_eq!(e.index, 1); // the first copy was freed, the rest was not
+    /// a.free_bulk_on(0, &frames[2..])?;
+    /// a.validate()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn free_bulk_on(&self, cpu: usize, frames: &[Frame]) -> Result<(), BulkFreeError> {
+        if cpu >= self.cpus.len() && !frames.is_empty() {
+            return Err(BulkFreeError {
+                index: 0,
+                error: FreeError::InvalidCpu(cpu),
+            });
+        }
+        let mut held: Option<(usize, crate::sync::SpinGuard<'_, crate::pcp::Pcp>)> = None;
+        for (index, f) in frames.iter().enumerate() {
+            let zi = self
+                .claim_for_free(*f, false)
+                .map_err(|error| BulkFreeError { index, error })?;
+            let z = &self.zones[zi];
+            let slot = self.slot(cpu, zi);
+            let pfn = f.pfn.0;
+            let Some((mt, pb)) = crate::pcp::pcp_free_types(slot, z, pfn, f.order) else {
+                held = None;
+                self.free_to_zone(cpu, z, pfn, f.order);
+                continue;
+            };
+            if held.as_ref().is_none_or(|(hz, _)| *hz != zi) {
+                drop(held.take());
+                held = slot.pcp.try_lock().map(|g| (zi, g));
+            }
+            match held.as_mut() {
+                Some((_, pcp)) => self.commit_free(cpu, z, slot, pcp, pfn, f.order, mt, pb),
+                None => self.free_to_zone(cpu, z, pfn, f.order),
+            }
+        }
+        Ok(())
+    }
+}

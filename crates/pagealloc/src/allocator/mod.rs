@@ -1,0 +1,204 @@
+//! The allocator: construction, the public API, the zonelist walk
+//! (`get_page_from_freelist`), the slow path, drains, CPU hotplug and sizing updates.
+//!
+//! # Design
+//! One [`Allocator`] owns the per-frame metadata, the zones, and one pageset per (CPU,
+//! zone). Every entry point exists in two forms: one that asks the [`Platform`] which CPU
+//! it runs on ([`Allocator::alloc_pages`], [`Allocator::free_pages`]) and one that names
+//! the CPU ([`Allocator::alloc_on`], [`Allocator::free_on`]), which the simulator and
+//! pinned benchmark threads use. Naming a CPU another thread is using is safe (every
+//! pageset is locked) but its counters then mix two threads' work.
+//!
+//! # Files
+//! The struct and its shared types live here; the `impl Allocator` blocks are split by
+//! concept: `build` (construction), `alloc` (allocation, the zonelist walk, the slow
+//! path), `free`, `hotplug` (CPU hotplug, drains, the tick, pageset sizing) and
+//! `inspect` (getters, counters, zone and pageblock queries).
+
+mod alloc;
+mod build;
+mod free;
+mod hotplug;
+mod inspect;
+
+use crate::config::{Config, ConfigError};
+use crate::frame::FreeError;
+use crate::memmap::PageMeta;
+use crate::pcp::PcpSlot;
+use crate::platform::Platform;
+use crate::stats::Stats;
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use crate::sync::SpinLock;
+use crate::topology::LayoutError;
+use crate::tune::Tune;
+use crate::zone::*;
+use ::alloc::boxed::Box;
+use ::alloc::sync::Arc;
+use core::fmt;
+
+/// Per-frame metadata storage: owned, or a caller-supplied buffer (no_std).
+pub(crate) enum MetaStore {
+    Owned(Box<[PageMeta]>),
+    Borrowed(&'static [PageMeta]),
+}
+
+impl core::ops::Deref for MetaStore {
+    type Target = [PageMeta];
+    #[inline]
+    fn deref(&self) -> &[PageMeta] {
+        match self {
+            MetaStore::Owned(b) => b,
+            MetaStore::Borrowed(s) => s,
+        }
+    }
+}
+
+/// Per-CPU data that is not per zone.
+pub(crate) struct CpuInfo {
+    pub(crate) node: usize,
+    /// The first zone of the node's zonelist (`usize::MAX`: none), where the PCP hit
+    /// looks first.
+    pub(crate) home_zone: usize,
+    pub(crate) llc_slice_bytes: u64,
+    pub(crate) online: AtomicBool,
+    /// Lock-free events (atomic adds).
+    pub(crate) stats: Stats,
+}
+
+/// Why an allocator could not be built.
+#[derive(Debug)]
+pub enum BuildError {
+    /// The config is out of range.
+    Config(ConfigError),
+    /// The layout is inconsistent.
+    Layout(LayoutError),
+    /// A caller-supplied metadata buffer is too small (needed entries).
+    Metadata(usize),
+    /// Allocating the allocator's own structures failed (`try_reserve`).
+    OutOfMemory {
+        /// What was being allocated.
+        what: &'static str,
+        /// Bytes asked for.
+        bytes: usize,
+    },
+    /// Mapping memory failed.
+    #[cfg(feature = "std")]
+    Mmap(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Config(e) => e.fmt(f),
+            BuildError::Layout(e) => e.fmt(f),
+            BuildError::Metadata(n) => write!(f, "metadata buffer too small: {n} entries needed"),
+            BuildError::OutOfMemory { what, bytes } => {
+                write!(f, "cannot allocate {bytes} bytes for the {what}")
+            }
+            #[cfg(feature = "std")]
+            BuildError::Mmap(e) => write!(f, "mmap failed: {e}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for BuildError {}
+
+impl From<ConfigError> for BuildError {
+    fn from(e: ConfigError) -> Self {
+        BuildError::Config(e)
+    }
+}
+impl From<LayoutError> for BuildError {
+    fn from(e: LayoutError) -> Self {
+        BuildError::Layout(e)
+    }
+}
+
+/// A frame in a bulk free that was refused; the frames before it were freed, the ones
+/// from it on were not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BulkFreeError {
+    /// Index of the refused frame.
+    pub index: usize,
+    /// Why.
+    pub error: FreeError,
+}
+
+impl fmt::Display for BulkFreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bulk free refused frame {}: {}", self.index, self.error)
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for BulkFreeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// A Linux-style page-frame allocator. See the crate docs.
+///
+/// The main path: build it over a [`Layout`](crate::Layout), allocate and free as a
+/// named CPU (or as the calling thread's CPU with [`Allocator::alloc_pages`]), read the
+/// counters.
+///
+/// ```
+/// use pagealloc::{Allocator, Config, Gfp, Layout};
+///
+/// // 64 MiB (16 384 frames) on one node with 2 CPUs, Linux 6.12 behaviour.
+/// let a = Allocator::new(&Layout::single(16384, 2), Config::default())?;
+/// let page = a.alloc_on(0, 0, Gfp::USER, None)?; // CPU 0, one movable page
+/// let huge = a.alloc_on(1, 9, Gfp::USER, None)?; // CPU 1, a 2 MiB block
+/// assert_eq!(huge.pages(), 512);
+/// a.free_on(0, page)?;
+/// a.free_on(1, huge)?;
+///
+/// let c = a.counters();
+/// assert_eq!((c.pgalloc, c.pgfree), (513, 513));
+/// // Nothing is lost: free in the buddy lists + cached in pagesets = managed.
+/// assert_eq!(a.nr_free_pages() + a.nr_pcp_pages(), a.managed_pages());
+/// a.validate()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Allocator {
+    pub(crate) cfg: Config,
+    pub(crate) tune: Tune,
+    pub(crate) meta: MetaStore,
+    pub(crate) zones: Box<[Zone]>,
+    /// Zone indices sorted by start PFN, for frame lookups.
+    by_pfn: Box<[(u64, u64, usize)]>,
+    pub(crate) zonelists: Box<[Box<[usize]>]>,
+    /// The full-zone cache of each zonelist (used with `Config::zonelist_cache`).
+    pub(crate) zlc: Box<[crate::zonelist::ZonelistCache]>,
+    node_zones: Box<[Box<[usize]>]>,
+    pub(crate) cpus: Box<[CpuInfo]>,
+    pub(crate) pcps: Box<[PcpSlot]>,
+    pub(crate) platform: Arc<dyn Platform>,
+    /// `pcp_batch_high_lock`: serializes sizing updates.
+    setup_lock: SpinLock<()>,
+    /// Serializes `drain_all_pages`.
+    drain_lock: SpinLock<()>,
+    high_fraction: AtomicU32,
+    /// PFN of the first block found written after free when handed out again
+    /// (`Config::poison`); `u64::MAX`: none.
+    pub(crate) poison_first_damaged: AtomicU64,
+    #[cfg(feature = "std")]
+    pub(crate) region: Option<crate::os::mmap::MmapRegion>,
+    /// PFN of the first frame of the region (frame address = base + (pfn - this) * 4096).
+    #[cfg_attr(not(feature = "std"), allow(dead_code))] // read by the mmap-backed paths
+    pub(crate) region_base_pfn: u64,
+    #[cfg(feature = "std")]
+    pub(crate) ticker: std::sync::Mutex<Option<crate::ticker::TickerHandle>>,
+}
+
+impl fmt::Debug for Allocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Allocator")
+            .field("config", &::alloc::format!("{}", self.cfg))
+            .field("zones", &self.zones)
+            .field("cpus", &self.cpus.len())
+            .finish_non_exhaustive()
+    }
+}
