@@ -35,7 +35,8 @@
 //! **Coherence.** An entry remembers one owner: the last CPU that touched it (its
 //! private caches and its socket's LLC hold it). Lines of the hash map (the read-mostly
 //! ones: zone, zonelist, pageblock lines) also keep sharers, CPUs with a clean copy
-//! (see `LineEntry`); for every other entry another CPU's access moves it:
+//! that ages in their own L1 and L2 (see `LineEntry`); for every other entry another
+//! CPU's access moves it:
 //! - same socket: from the owner's private cache when the owner wrote it and still holds
 //!   it (`Peer`: a snoop hit on a modified line), else from the LLC if resident;
 //! - other socket: from that socket's caches if resident there (`RemoteCache`);
@@ -246,9 +247,12 @@ const DIRTY: u64 = 1 << 63;
 /// The map holds the lines many CPUs read and few write (zone watermarks and counters,
 /// free-area heads, zonelist entries, pageblock bits): a read of a clean line by a CPU
 /// that is not its owner leaves the owner in place and makes the reader a sharer, whose
-/// next reads hit its L1 (a shared copy of a read-mostly line is taken as hot: sharers'
-/// evictions are not modelled); a write by anyone clears the sharers (invalidation) and
-/// takes ownership as for any line. Dense lines (one per frame) keep the single owner.
+/// next reads hit its private caches while the copy is still there: a sharer's copy
+/// ages in its L1 and L2 like any line it inserted (its stamps are in
+/// [`Hierarchy::shared`]), and once it has left them the sharer is served again from
+/// wherever the line is (the owner's caches, the LLCs, its home node's DRAM). A write
+/// by anyone clears the sharers (invalidation) and takes ownership as for any line.
+/// Dense lines (one per frame) keep the single owner.
 #[derive(Clone, Copy, Debug, Default)]
 struct LineEntry {
     e: Entry,
@@ -275,6 +279,9 @@ pub struct Hierarchy {
     dense: Vec<u64>,
     /// Entries of the other line keys, with their sharers.
     lines: FxHashMap<u64, LineEntry>,
+    /// Per (line key, sharer CPU): where the sharer's copy was last inserted, on its L1
+    /// clock (low word) and its L2 clock (high word), as `Entry[1]` keeps an owner's.
+    shared: FxHashMap<(u64, u32), u64>,
     state: State,
 }
 
@@ -373,6 +380,7 @@ impl Hierarchy {
             dense_count: 0,
             dense: Vec::new(),
             lines: FxHashMap::default(),
+            shared: FxHashMap::default(),
             state,
         }
     }
@@ -432,7 +440,13 @@ impl Hierarchy {
             let owner = (le.e[0] >> OWNER_SHIFT) as usize;
             let (word, bit) = (cpu / 64, 1u64 << (cpu % 64));
             if write {
-                le.sharers = [0; 4];
+                for (w, bits) in le.sharers.iter_mut().enumerate() {
+                    while *bits != 0 {
+                        let c = 64 * w + bits.trailing_zeros() as usize;
+                        self.shared.remove(&(line, c as u32));
+                        *bits &= *bits - 1;
+                    }
+                }
                 self.state.visit(cpu, &mut le.e, 1, home, true)
             } else if owner == 0 || owner == cpu + 1 || cpu >= MAX_SHARERS {
                 // First touch or the owner's own read: as any line.
@@ -440,16 +454,26 @@ impl Hierarchy {
             } else if le.e[1] & DIRTY != 0 {
                 // A modified line: the reader takes it over, the writer's copy is
                 // written back and stays as a shared one (MESI's M -> S).
+                let o = owner - 1;
+                let stamps = le.e[1] & !DIRTY;
                 let level = self.state.visit(cpu, &mut le.e, 1, home, false);
-                if owner - 1 < MAX_SHARERS {
-                    le.sharers[(owner - 1) / 64] |= 1 << ((owner - 1) % 64);
+                if o < MAX_SHARERS {
+                    le.sharers[o / 64] |= 1 << (o % 64);
+                    self.shared.insert((line, o as u32), stamps);
                 }
+                le.sharers[word] &= !bit;
+                self.shared.remove(&(line, cpu as u32));
                 level
-            } else if le.sharers[word] & bit != 0 {
-                Level::L1
             } else {
+                let stamps = self.shared.entry((line, cpu as u32)).or_insert(0);
+                let level = if le.sharers[word] & bit != 0 {
+                    self.state.reread(cpu, &le.e, stamps, home)
+                } else {
+                    self.state.share(cpu, &le.e, home)
+                };
                 le.sharers[word] |= bit;
-                self.state.share(cpu, &le.e, home)
+                *stamps = self.state.stamps(cpu);
+                level
             }
         };
         let s = &mut self.state;
@@ -548,6 +572,27 @@ impl State {
             | u64::from(self.l2_clock[cpu] & L2_MASK) << L2_SHIFT
             | if dirty { DIRTY } else { 0 };
         level
+    }
+
+    /// `cpu`'s L1 and L2 clocks as an entry's second word keeps them (not dirty).
+    fn stamps(&self, cpu: usize) -> u64 {
+        u64::from(self.l1_clock[cpu]) | u64::from(self.l2_clock[cpu] & L2_MASK) << L2_SHIFT
+    }
+
+    /// A read by sharer `cpu` of its shared copy, inserted at `stamps`
+    /// ([`Hierarchy::shared`]): an L1 or L2 hit while the copy is still there (an L2
+    /// hit brings it back into L1), else served as a new sharer's read
+    /// ([`State::share`]).
+    fn reread(&mut self, cpu: usize, e: &Entry, stamps: &u64, home: u32) -> Level {
+        let d1 = self.l1_clock[cpu].wrapping_sub(*stamps as u32);
+        if u64::from(d1) < self.l1_lines {
+            Level::L1
+        } else if self.in_l2(cpu, *stamps, 1) {
+            self.l1_clock[cpu] = self.l1_clock[cpu].wrapping_add(1);
+            Level::L2
+        } else {
+            self.share(cpu, e, home)
+        }
     }
 
     /// A read by `cpu` of a clean line another CPU owns, which `cpu` keeps a shared copy

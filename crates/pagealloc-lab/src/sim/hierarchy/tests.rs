@@ -648,6 +648,33 @@ fn read_mostly_lines_are_shared_until_written() {
 }
 
 #[test]
+fn shared_copies_age_out_of_the_sharers_caches() {
+    let mut h = hier();
+    let zone = 42;
+    h.access(0, zone, 0, true);
+    assert_eq!(h.access(1, zone, 0, false).level, Level::Peer);
+    assert_eq!(h.access(2, zone, 0, false).level, Level::Llc);
+    assert_eq!(h.access(2, zone, 0, false).level, Level::L1);
+    // CPU 2 clears 8 pages (L1 holds 4): its copy has left L1, not L2.
+    for p in 0..8 {
+        h.touch(2, page(100 + p), true);
+    }
+    assert_eq!(h.access(2, zone, 0, false).level, Level::L2);
+    assert_eq!(h.access(2, zone, 0, false).level, Level::L1);
+    // 64 more pages (L2 holds 32): gone from its private caches too, so it is served
+    // from where the line is (CPU 1 owns it, same socket: the LLC).
+    for p in 0..64 {
+        h.touch(2, page(200 + p), true);
+    }
+    assert_eq!(h.access(2, zone, 0, false).level, Level::Llc);
+    // CPU 0, a sharer since CPU 1 read its modified copy, has not moved: still in L1.
+    assert_eq!(h.access(0, zone, 0, false).level, Level::L1);
+    // A write drops every sharer's copy.
+    h.access(3, zone, 0, true);
+    assert_eq!(h.access(2, zone, 0, false).level, Level::Peer);
+}
+
+#[test]
 fn huge_blocks_are_one_entry() {
     let mut h = hier();
     let thp = Span {
