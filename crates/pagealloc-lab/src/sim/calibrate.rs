@@ -27,10 +27,10 @@ use crate::workload::{self, Scale};
 use crate::Row;
 
 /// kbuild's `compute_ns_per_page` fitted to the published table (§4.2 of
-/// docs/sim-cost-model.md): 4500 ns of work per page, of which `fault_ns` (1500 on SPR)
+/// docs/sim-cost-model.md): 5500 ns of work per page, of which `fault_ns` (1500 on SPR)
 /// is charged by the cost model at each fault; the simulator runs kbuild with it unless
 /// `-p` overrides it.
-pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 3000;
+pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 4000;
 
 /// kbuild's free memory at the start of the build, MiB above the high watermark of each
 /// zone (the headroom model, docs/sim-cost-model.md §4.3): fitted to the published
