@@ -170,6 +170,30 @@ struct Worker {
     allocated: u64,
 }
 
+/// Allocate up to `n` order-0 pages of type `gfp` on CPU `c` (fewer if the zone runs
+/// out) and free them all there: the pages end on the CPU's pageset and, through the
+/// refills, raise its `high` as the kernel's did. `what` names the step in an error.
+fn cycle_pages(
+    a: &Allocator,
+    c: usize,
+    gfp: Gfp,
+    n: i64,
+    what: impl Fn() -> String,
+) -> Result<(), TwinError> {
+    let mut got = Vec::new();
+    for _ in 0..n.max(0) {
+        match a.alloc_on(c, 0, gfp, None) {
+            Ok(f) => got.push(f),
+            Err(_) => break,
+        }
+    }
+    for f in got {
+        a.free_on(c, f)
+            .map_err(|e| TwinError::Failed(format!("{}: {e}", what())))?;
+    }
+    Ok(())
+}
+
 /// Drives pagealloc.
 ///
 /// # Errors
@@ -215,17 +239,9 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
             if high >= target {
                 break;
             }
-            let mut got = Vec::new();
-            for _ in high..target {
-                match a.alloc_on(c, 0, Gfp::USER, None) {
-                    Ok(f) => got.push(f),
-                    Err(_) => break,
-                }
-            }
-            for f in got {
-                a.free_on(c, f)
-                    .map_err(|e| TwinError::Failed(format!("warming CPU {c}'s pageset: {e}")))?;
-            }
+            cycle_pages(a, c, Gfp::USER, target - high, || {
+                format!("warming CPU {c}'s pageset")
+            })?;
             a.drain_cpu(c);
         }
     }
@@ -239,17 +255,9 @@ pub fn run(b: &BuiltLayout, inp: &ModelInput) -> Result<ModelRun, TwinError> {
             if have >= k {
                 break;
             }
-            let mut got = Vec::new();
-            for _ in have..k {
-                match a.alloc_on(c, 0, Gfp::KERNEL, None) {
-                    Ok(f) => got.push(f),
-                    Err(_) => break,
-                }
-            }
-            for f in got {
-                a.free_on(c, f)
-                    .map_err(|e| TwinError::Failed(format!("parking a page on CPU {c}: {e}")))?;
-            }
+            cycle_pages(a, c, Gfp::KERNEL, k - have, || {
+                format!("parking a page on CPU {c}")
+            })?;
         }
     }
     let start_high: Vec<i64> = inp
