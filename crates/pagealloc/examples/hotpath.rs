@@ -1,6 +1,6 @@
 //! Hot-path cost of an order-0 allocate+free pair on a PCP hit (a benchmark, not a test).
 //!
-//! `cargo run --release -p pagealloc --example hotpath` prints ns per pair, median of 9
+//! `cargo run --release -p pcp-pagealloc --example hotpath` prints ns per pair, median of 9
 //! runs of 2M pairs, side by side for: named CPU with the checked free (`alloc_on`/
 //! `free_on`, the default) and with the unchecked one (`unsafe free_on_unchecked`), and
 //! the current-CPU entry points (`alloc_pages`/`free_pages`, which ask `sched_getcpu`).

@@ -4,7 +4,7 @@
 //! maps, touches and unmaps 128 MiB per iteration).
 //!
 //! ```text
-//! cargo run --release -p pagealloc --example lock_hold -- [--threads 2] [--pages 16384]
+//! cargo run --release -p pcp-pagealloc --example lock_hold -- [--threads 2] [--pages 16384]
 //!     [--rounds 8] [--runs 5]
 //! ```
 //!
@@ -29,7 +29,7 @@ const CONFIGS: [(&str, &str); 4] = [
 
 const HELP: &str = "lock_hold: zone-lock hold time per refill and per drain, merge skipping + clustered refill on vs off
 
-USAGE: cargo run --release -p pagealloc --example lock_hold -- [OPTIONS]
+USAGE: cargo run --release -p pcp-pagealloc --example lock_hold -- [OPTIONS]
 
 OPTIONS:
   --threads <T>   threads, one CPU each, sharing one zone (default 2)

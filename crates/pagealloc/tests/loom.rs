@@ -7,7 +7,7 @@
 //! frame was handed out twice. Each model prints the interleavings it explored.
 //! Without `LOOM_MAX_PREEMPTIONS` the bound is 3 (under a second in all).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p pagealloc --test loom --release`
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p pcp-pagealloc --test loom --release`
 #![cfg(loom)]
 
 use loom::sync::Arc;

@@ -6,7 +6,7 @@
 //! refill on another CPU and checks at the end of every interleaving that `validate()`
 //! passes and every frame is free again.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pagealloc --test loom_clusters --release`
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pcp-pagealloc --test loom_clusters --release`
 #![cfg(loom)]
 
 use loom::sync::Arc;
