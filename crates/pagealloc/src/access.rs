@@ -9,7 +9,10 @@
 //! (a free-area head, the free-page counters, the watermarks and flags); the zonelist
 //! entries a walk reads (`get_page_from_freelist`); and the pageset's lock/count line and
 //! list heads (`rmqueue_pcplist`, `free_unref_page_commit`). Each report says whether the
-//! zone lock is held.
+//! zone lock is held, and how its address was found ([`Access::dep`]): computed (a buddy by
+//! PFN, a pageblock entry, a zone or pageset line), or read from a line reported just
+//! before (a list link followed) — the difference between misses a core overlaps and
+//! misses it takes one after the other. The code path that makes the access knows which.
 //!
 //! A user who wants the stream installs an [`AccessSink`] with
 //! [`Allocator::set_access_sink`](crate::Allocator::set_access_sink) (the simulator does,
@@ -94,6 +97,14 @@ pub struct Access {
     pub write: bool,
     /// With the zone lock held.
     pub locked: bool,
+    /// How the line's address was found, for a consumer modelling memory-level
+    /// parallelism: `0` when the code knew it without loading it from another reported
+    /// line (PFN arithmetic: a buddy, a pageblock entry, the frames of a block; an array
+    /// entry: a zonelist slot, a zone or pageset line; a pointer the code already held);
+    /// `k ≥ 1` when it was read from the line reported `k` reports earlier in the same
+    /// call (a list link followed: `list_del` reaching the neighbours through the frame's
+    /// `lru`), so that load cannot start before that line has arrived.
+    pub dep: u8,
 }
 
 /// Receives the allocator's accesses, in program order, from the thread that made them.
@@ -151,8 +162,9 @@ impl Tally {
 
 /// Where list operations report the frames whose metadata they touch (by metadata index).
 pub(crate) trait Touch {
-    /// Frame at metadata index `idx` read (`write == false`) or written.
-    fn meta(&mut self, idx: u32, write: bool);
+    /// Frame at metadata index `idx` read (`write == false`) or written; `dep` as
+    /// [`Access::dep`]: 0, or how many reports back the line holding its address is.
+    fn meta(&mut self, idx: u32, write: bool, dep: u8);
 }
 
 /// Reports nothing: the list operations of the untraced paths compile to what they were.
@@ -160,7 +172,7 @@ pub(crate) struct NoTouch;
 
 impl Touch for NoTouch {
     #[inline(always)]
-    fn meta(&mut self, _idx: u32, _write: bool) {}
+    fn meta(&mut self, _idx: u32, _write: bool, _dep: u8) {}
 }
 
 /// Reports for one zone, under its lock (`tally` given) or not.
@@ -185,20 +197,27 @@ impl<'a> Rec<'a> {
     }
 
     #[inline]
-    fn emit(&self, line: Line, write: bool) {
+    fn emit(&self, line: Line, write: bool, dep: u8) {
         if let Some(s) = self.z.trace.sink() {
-            emit_cold(s, line, write, self.tally.is_some());
+            emit_cold(s, line, write, self.tally.is_some(), dep);
         }
     }
 
-    /// The metadata of frame `pfn`.
+    /// The metadata of frame `pfn`, its address computed (PFN arithmetic).
     #[inline]
     pub(crate) fn frame(&self, pfn: u64, write: bool) {
+        self.frame_dep(pfn, write, 0);
+    }
+
+    /// The metadata of frame `pfn`, its address read from the line reported `dep`
+    /// reports earlier (0: computed), as [`Access::dep`].
+    #[inline]
+    pub(crate) fn frame_dep(&self, pfn: u64, write: bool, dep: u8) {
         if let Some(t) = self.tally {
             Tally::bump(&t.meta, 1);
             Tally::bump(&t.lines, 1);
         }
-        self.emit(Line::Frame(pfn), write);
+        self.emit(Line::Frame(pfn), write, dep);
     }
 
     /// The pageblock-type entry of the pageblock holding `pfn`.
@@ -207,7 +226,7 @@ impl<'a> Rec<'a> {
         if let Some(t) = self.tally {
             Tally::bump(&t.lines, 1);
         }
-        self.emit(Line::Pageblock(pfn), write);
+        self.emit(Line::Pageblock(pfn), write, 0);
     }
 
     /// A line of the zone.
@@ -222,6 +241,7 @@ impl<'a> Rec<'a> {
                 line,
             },
             write,
+            0,
         );
     }
 
@@ -238,6 +258,7 @@ impl<'a> Rec<'a> {
                 list,
             },
             write,
+            0,
         );
     }
 
@@ -252,17 +273,18 @@ impl<'a> Rec<'a> {
 
 impl Touch for Rec<'_> {
     #[inline]
-    fn meta(&mut self, idx: u32, write: bool) {
-        self.frame(self.z.pfn_of(idx), write);
+    fn meta(&mut self, idx: u32, write: bool, dep: u8) {
+        self.frame_dep(self.z.pfn_of(idx), write, dep);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn emit_cold(s: &dyn AccessSink, line: Line, write: bool, locked: bool) {
+fn emit_cold(s: &dyn AccessSink, line: Line, write: bool, locked: bool, dep: u8) {
     s.access(Access {
         line,
         write,
         locked,
+        dep,
     });
 }

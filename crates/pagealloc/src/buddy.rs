@@ -450,8 +450,12 @@ impl Buddy<'_> {
         }
         let (mut free, mut movable) = (0, 0);
         let mut p = start;
+        // After the first, each frame's PFN is computed from the order read in the one
+        // before: it waits for that line.
+        let mut back = 0;
         while p < start + PB_PAGES {
-            self.rec().frame(p, false);
+            self.rec().frame_dep(p, false, back);
+            back = 1;
             let e = self.meta(p);
             let step = match e.state() {
                 State::Buddy => {
@@ -606,9 +610,14 @@ impl Buddy<'_> {
         let mut held = List::new();
         for mt in MigrateType::ALL {
             let mut cur = self.inner.free.lists[0][mt as usize].head();
+            // After the head, each frame is the previous one's link (a pointer chase,
+            // one report back); after a removal the next frame was just reported as the
+            // unlinked frame's neighbour, and a consumer sees that line in flight.
+            let mut back = 0;
             while let Some(i) = cur {
                 let e = &m[i as usize];
-                self.rec().frame(self.z.pfn_of(i), false);
+                self.rec().frame_dep(self.z.pfn_of(i), false, back);
+                back = 1;
                 let next = e.next();
                 cur = (next != crate::memmap::NIL).then_some(next);
                 if e.flags() & FLAG_MERGE_SKIPPED == 0 {
@@ -618,6 +627,7 @@ impl Buddy<'_> {
                 self.account(-1, lmt);
                 e.set_state_flags(State::Tail, 0);
                 held.push_tail_t(m, i, &mut self.rec());
+                back = 0;
             }
         }
         let mut n = 0;

@@ -148,9 +148,11 @@ impl Clusters {
     ) -> Option<(Cut, u32)> {
         let mut cur = list.head()?;
         let (mut total, mut k, mut last) = (0u32, 0u32, NIL);
+        // Whether `cur` was read from `last`'s link, reported just before.
+        let mut chased = 0;
         loop {
             let c = m[cur as usize].aux();
-            t.meta(cur, false);
+            t.meta(cur, false, chased);
             let s = self.slots[c as usize];
             if total + s.len > max {
                 break;
@@ -160,8 +162,11 @@ impl Clusters {
             k += 1;
             self.release(c);
             cur = m[last as usize].next();
+            chased = 0;
             if last != cur {
-                t.meta(last, false);
+                // The slot table held the run's tail; the next run's head is its link.
+                t.meta(last, false, 0);
+                chased = 1;
             }
             if cur == NIL {
                 break;
@@ -250,11 +255,16 @@ pub(crate) fn fix_up(
     rec: &crate::access::Rec<'_>,
 ) {
     let mut i = cut.first;
+    // Each frame after the first was read from the previous one's link (reported one
+    // report back, or two with the pageblock lookup between).
+    let mut back = 0;
     for _ in 0..cut.len {
         let e = &m[i as usize];
         e.set_state(State::Pcp);
-        rec.frame(z.pfn_of(i), true);
+        rec.frame_dep(z.pfn_of(i), true, back);
+        back = 1;
         if mt_cache {
+            back = 2;
             rec.pageblock(z.pfn_of(i), false);
             e.set_mt(z.pageblock_mt(z.pfn_of(i)) as u8);
         }

@@ -301,10 +301,10 @@ impl List {
         let e = &m[i as usize];
         e.set_prev(NIL);
         e.set_next(self.head);
-        t.meta(i, true);
+        t.meta(i, true, 0);
         if self.head != NIL {
             m[self.head as usize].set_prev(i);
-            t.meta(self.head, true);
+            t.meta(self.head, true, 0);
         } else {
             self.tail = i;
         }
@@ -317,10 +317,10 @@ impl List {
         let e = &m[i as usize];
         e.set_next(NIL);
         e.set_prev(self.tail);
-        t.meta(i, true);
+        t.meta(i, true, 0);
         if self.tail != NIL {
             m[self.tail as usize].set_next(i);
-            t.meta(self.tail, true);
+            t.meta(self.tail, true, 0);
         } else {
             self.head = i;
         }
@@ -335,11 +335,12 @@ impl List {
             return None;
         }
         let n = m[i as usize].next();
-        t.meta(i, true);
+        t.meta(i, true, 0);
         self.head = n;
         if n != NIL {
             m[n as usize].set_prev(NIL);
-            t.meta(n, true);
+            // `n` was read from `i`'s link.
+            t.meta(n, true, 1);
         } else {
             self.tail = NIL;
         }
@@ -370,11 +371,11 @@ impl List {
             return None;
         }
         let p = m[i as usize].prev();
-        t.meta(i, true);
+        t.meta(i, true, 0);
         self.tail = p;
         if p != NIL {
             m[p as usize].set_next(NIL);
-            t.meta(p, true);
+            t.meta(p, true, 1);
         } else {
             self.head = NIL;
         }
@@ -387,17 +388,20 @@ impl List {
     pub(crate) fn remove_t(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
         let e = &m[i as usize];
         let (p, n) = (e.prev(), e.next());
-        t.meta(i, true);
+        t.meta(i, true, 0);
+        // Both neighbours were read from `i`'s links.
+        let mut back = 1;
         if p != NIL {
             m[p as usize].set_next(n);
-            t.meta(p, true);
+            t.meta(p, true, back);
+            back += 1;
         } else {
             debug_assert_eq!(self.head, i);
             self.head = n;
         }
         if n != NIL {
             m[n as usize].set_prev(p);
-            t.meta(n, true);
+            t.meta(n, true, back);
         } else {
             debug_assert_eq!(self.tail, i);
             self.tail = p;
@@ -423,11 +427,11 @@ impl List {
         debug_assert!(n >= 1 && n <= self.len);
         let first = self.head;
         let rest = m[last as usize].next();
-        t.meta(last, false);
+        t.meta(last, false, 0);
         self.head = rest;
         if rest != NIL {
             m[rest as usize].set_prev(NIL);
-            t.meta(rest, true);
+            t.meta(rest, true, 1);
         } else {
             self.tail = NIL;
         }
@@ -462,7 +466,7 @@ impl List {
             Some(a) => {
                 let nx = m[a as usize].next();
                 m[a as usize].set_next(first);
-                t.meta(a, true);
+                t.meta(a, true, 0);
                 nx
             }
             None => {
@@ -472,14 +476,20 @@ impl List {
             }
         };
         m[first as usize].set_prev(after.unwrap_or(NIL));
-        t.meta(first, true);
+        t.meta(first, true, 0);
         m[last as usize].set_next(next);
+        // `next` was read from `after`'s link (reported this many reports back), or
+        // held in the list head.
+        let mut back: u8 = if after.is_some() { 2 } else { 0 };
         if last != first {
-            t.meta(last, true);
+            t.meta(last, true, 0);
+            if back > 0 {
+                back += 1;
+            }
         }
         if next != NIL {
             m[next as usize].set_prev(last);
-            t.meta(next, true);
+            t.meta(next, true, back);
         } else {
             self.tail = last;
         }

@@ -393,6 +393,7 @@ impl Zone {
                 },
                 write: true,
                 locked: true,
+                dep: 0,
             });
         }
         ZoneGuard {

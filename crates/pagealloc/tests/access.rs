@@ -57,7 +57,8 @@ fn a_pcp_hit_reports_the_pageset_and_the_frames_without_the_zone_lock() {
     assert!(hit.contains(&Access {
         line: Line::Frame(f1.pfn.0),
         write: true,
-        locked: false
+        locked: false,
+        dep: 0
     }));
     assert!(hit.iter().any(|x| matches!(
         x.line,
@@ -173,4 +174,69 @@ fn merge_skipping_cuts_metadata_lines_per_page_moved() {
         on < 0.8 * off,
         "merge skipping: {on:.2} metadata lines per page moved, without: {off:.2}"
     );
+}
+
+/// Each report says how its address was found (`Access::dep`): a list link followed
+/// points back at the frame it was read from; buddy lookups while merging are computed
+/// from the PFN and do not wait for anything.
+#[test]
+fn reports_tag_pointer_chases_and_computed_addresses() {
+    let (a, log) = traced(Config {
+        merge_skip: false,
+        ..Config::default()
+    });
+    let fs: Vec<Frame> = (0..600)
+        .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+        .collect();
+    let allocs = log.take();
+    for f in fs {
+        a.free_on(0, f).unwrap();
+    }
+    a.drain_cpu(0);
+    let frees = log.take();
+    for all in [&allocs, &frees] {
+        for (i, x) in all.iter().enumerate() {
+            let k = x.dep as usize;
+            if k == 0 {
+                continue;
+            }
+            assert!(i >= k, "report {i} points before the stream: {x:?}");
+            let from = &all[i - k];
+            assert!(
+                matches!(from.line, Line::Frame(_)) && matches!(x.line, Line::Frame(_)),
+                "a chase goes from a frame to a frame: {from:?} -> {x:?}"
+            );
+            assert_eq!(from.locked, x.locked, "one call's chase: {from:?} -> {x:?}");
+        }
+    }
+    // A pcp hit pops the list head: the new head was read from the popped frame.
+    let (a2, log2) = traced(Config::default());
+    let _ = a2.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    log2.take();
+    let f = a2.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    let hit = log2.take();
+    let at = hit
+        .iter()
+        .position(|x| x.line == Line::Frame(f.pfn.0))
+        .expect("the popped frame is reported");
+    assert_eq!(hit[at].dep, 0, "the head is held in the list head");
+    assert!(
+        hit.iter()
+            .skip(at + 1)
+            .any(|x| x.dep == 1 && matches!(x.line, Line::Frame(p) if p != f.pfn.0)),
+        "the new head is a chase from the popped frame: {hit:?}"
+    );
+    // The drain merges: its buddy lookups (reads) are computed, its list unlinks chase.
+    let locked_frames = |dep: fn(u8) -> bool, write: bool| {
+        frees
+            .iter()
+            .filter(|x| {
+                x.locked && x.write == write && dep(x.dep) && matches!(x.line, Line::Frame(_))
+            })
+            .count()
+    };
+    let lookups = locked_frames(|d| d == 0, false);
+    let chased = locked_frames(|d| d > 0, true);
+    assert!(lookups > 100, "buddy lookups by PFN: {lookups}");
+    assert!(chased > 100, "list neighbours reached by a link: {chased}");
 }

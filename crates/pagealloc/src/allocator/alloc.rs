@@ -220,6 +220,7 @@ impl Allocator {
                             },
                             write: true,
                             locked: false,
+                            dep: 0,
                         });
                     }
                 }
@@ -568,6 +569,7 @@ fn zone_check_traced(s: &dyn crate::access::AccessSink, node: usize, pos: usize,
         },
         write: false,
         locked,
+        dep: 0,
     });
     for line in [ZoneLine::Watermarks, ZoneLine::Counters] {
         s.access(Access {
@@ -577,6 +579,7 @@ fn zone_check_traced(s: &dyn crate::access::AccessSink, node: usize, pos: usize,
             },
             write: false,
             locked,
+            dep: 0,
         });
     }
 }
