@@ -265,6 +265,47 @@ fn run_and_compare_print_rows_with_the_contract_keys() {
     );
 }
 
+/// `compare --sim --mem-scale N` simulates every config on the machine with its memory
+/// divided by N, the run `sim --mem-scale N` makes; the flag belongs to the simulator.
+#[test]
+fn compare_sim_takes_the_memory_scale() {
+    let common = [
+        "page_fault1",
+        "--machine",
+        "skx-2s-112",
+        "--cpus",
+        "2",
+        "-p",
+        "pages_per_loop=512",
+        "-p",
+        "loops=1",
+        "--mem-scale",
+        "64",
+        "--json",
+    ];
+    let mut args = vec!["compare", "--sim", "--configs", "linux-6.12,base"];
+    args.extend(common);
+    let rows = json_rows(&pagealloc(&args));
+    assert_eq!(rows.len(), 2);
+    let mut args = vec!["sim"];
+    args.extend(common);
+    let single = json_rows(&pagealloc(&args));
+    for r in &rows {
+        assert_eq!(r["extra"]["mem_scale"], 64.0, "{r}");
+    }
+    assert_eq!(rows[0]["config"], "linux-6.12");
+    assert_eq!(
+        rows[0]["trace_hash"], single[0]["trace_hash"],
+        "compare's first row is sim's run at the same scale"
+    );
+    let o = pagealloc(&["compare", "page_fault1", "--mem-scale", "8"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    refused(
+        &["compare", "page_fault1", "--sim", "--mem-scale", "0"],
+        &["scale"],
+    );
+}
+
 #[test]
 fn bench_prints_llfree_rows() {
     let o = pagealloc(&[

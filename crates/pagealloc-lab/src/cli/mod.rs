@@ -189,6 +189,12 @@ pub struct CompareArgs {
     /// calibrated value.
     #[arg(long, value_name = "SIZE|all", requires = "sim")]
     pub headroom: Option<String>,
+    /// With --sim: divide the machine's memory by this factor, as `pagealloc sim
+    /// --mem-scale` does (keeps the ratios of watermarks, high and pages per CPU; size
+    /// parameters such as zonelist_hog's `total_pages` are not scaled: give them for the
+    /// scaled machine). Every config runs at the same scale.
+    #[arg(long = "mem-scale", default_value_t = 1, requires = "sim")]
+    pub mem_scale: u64,
 }
 
 /// `pagealloc bench`.

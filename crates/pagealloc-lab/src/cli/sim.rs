@@ -209,7 +209,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
     }
     let f = SimFlags {
         common: a.opts.common.clone(),
-        mem_scale: 1,
+        mem_scale: a.mem_scale,
         cost: None,
         page_cache: None,
         headroom: a.headroom.clone(),
