@@ -20,11 +20,15 @@ use pagealloc::{Allocator, Config, Counters, Gfp, Layout};
 use std::sync::{Barrier, Mutex};
 use std::time::Instant;
 
-const CONFIGS: [(&str, &str); 4] = [
+const CONFIGS: [(&str, &str); 5] = [
     ("off", "linux-6.12"),
     ("merge_skip", "linux-6.12,merge_skip=on"),
     ("clustered", "linux-6.12,clustered_refill=on"),
     ("both", "linux-6.12,merge_skip=on,clustered_refill=on"),
+    (
+        "both+splice",
+        "linux-6.12,merge_skip=on,clustered_refill=on,splice_drain=on",
+    ),
 ];
 
 const HELP: &str = "lock_hold: zone-lock hold time per refill and per drain, merge skipping + clustered refill on vs off

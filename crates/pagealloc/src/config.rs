@@ -109,10 +109,11 @@ presets! {
     /// Not a kernel: `linux-6.12` with Aaron Lu's zone-lock mechanisms for users who want
     /// speed rather than 6.12's exact behaviour. Order-0 frees under the zone lock skip
     /// buddy merging and order-0 refills cut whole clusters, so a refill or drain touches
-    /// about one frame's metadata per cluster instead of per page; high-order requests
-    /// merge the skipped frames on demand (the slow path's compaction step).
+    /// about one frame's metadata per cluster instead of per page, and drains splice
+    /// their order-0 frames onto the free lists in runs; high-order requests merge the
+    /// skipped frames on demand (the slow path's compaction step).
     /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on";
 }
 
 impl Preset {
@@ -425,6 +426,12 @@ config_table! {
     merge_skip: bool = false, bound any;
     /// Aaron Lu's RFC: order-0 free lists kept in clusters cut whole by refills.
     clustered_refill: bool = false, bound any;
+    /// With `merge_skip`: a drain (`free_pcppages_bulk`) walks the order-0 frames it will
+    /// return before taking the zone lock, then moves each run of one migratetype onto its
+    /// free list in one splice instead of page by page (the pre-walk after Lu's 4.18
+    /// "do not hold lock when picking pages to free"; the splice is ours). Same lists,
+    /// order and counts as the page-by-page moves; fewer metadata lines under the lock.
+    splice_drain: bool = false, bound any;
     /// V2 09/10 (never merged): decay only pages that stayed idle (`count_min`).
     count_min: bool = false, bound any;
 

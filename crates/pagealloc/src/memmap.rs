@@ -438,6 +438,25 @@ impl List {
         self.len -= n;
         first
     }
+    /// Cut the last `n` entries, starting at `first`, off the back in O(1) (the tail
+    /// end of `list_cut_before`). The chain `first..=old tail` keeps its internal links;
+    /// `first`'s `prev` still points into this list until the caller relinks it. Reads
+    /// `first` and writes one frame of this list, the new tail's `next`, both reported.
+    pub(crate) fn cut_back_t(&mut self, m: &[PageMeta], first: u32, n: u32, t: &mut impl Touch) {
+        debug_assert!(n >= 1 && n <= self.len);
+        let p = m[first as usize].prev();
+        t.meta(first, false, 0);
+        if p != NIL {
+            m[p as usize].set_next(NIL);
+            // `p` was read from `first`'s link.
+            t.meta(p, true, 1);
+        } else {
+            debug_assert_eq!(self.head, first);
+            self.head = NIL;
+        }
+        self.tail = p;
+        self.len -= n;
+    }
     /// Insert the chain `first..=last` of `n` entries (linked by their `next`/`prev`,
     /// outer links ignored) after entry `after`, or at the head when `None`. O(1).
     #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
@@ -580,5 +599,20 @@ mod tests {
         c.splice_after(&m, None, 3, 4, 2);
         assert_eq!(c.tail(), Some(4));
         assert_eq!(c.pop_tail(&m), Some(4));
+        // cut_back: the last two of [0 1 2 3 4] go, then join another list whole
+        let mut d = List::new();
+        for i in 0..5 {
+            d.push_tail(&m, i);
+        }
+        d.cut_back_t(&m, 3, 2, &mut NoTouch);
+        assert_eq!(d.iter(&m).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!((d.tail(), d.len()), (Some(2), 3));
+        let mut e = List::new();
+        e.push_tail(&m, 7);
+        e.splice_after(&m, None, 3, 4, 2);
+        assert_eq!(e.iter(&m).collect::<Vec<_>>(), [3, 4, 7]);
+        d.cut_back_t(&m, 0, 3, &mut NoTouch);
+        assert!(d.is_empty() && d.tail().is_none());
+        assert_eq!(d.len(), 0);
     }
 }

@@ -42,8 +42,8 @@
 use crate::access::{Rec, PCP_HEADER};
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
-use crate::frame::{Gfp, MigrateType, NR_PCPTYPES, THP_ORDER};
-use crate::memmap::{List, State, FLAG_MERGE_SKIPPED};
+use crate::frame::{Gfp, MigrateType, NR_PCPTYPES, PAGEBLOCK_ORDER, THP_ORDER};
+use crate::memmap::{List, State, FLAG_MERGE_SKIPPED, NIL};
 use crate::stats::Stats;
 use crate::sync::{SpinGuard, SpinLock};
 use crate::tune::{self, PcpState};
@@ -538,6 +538,12 @@ impl Allocator {
         }
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
+        let splice = self.cfg.splice_drain && self.cfg.merge_skip;
+        let firsts = if splice {
+            drain_prewalk(cpu, zone, pcp, n, start, m)
+        } else {
+            [NIL; NR_PCP_LISTS]
+        };
         let mut g = zone.lock(cpu, &*self.platform);
         let isolated = zone
             .nr_isolate_pageblock
@@ -549,6 +555,9 @@ impl Allocator {
             // migratetype becomes one cluster.
             b.inner.free.clusters.start_fresh();
         }
+        // Checked under the lock: with an isolated pageblock or merging required, every
+        // frame goes through `free_order0` as usual.
+        let splice = splice && !isolated && b.can_skip_merge();
         let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         while n > 0 && pcp.st.count > 0 {
             loop {
@@ -559,6 +568,14 @@ impl Allocator {
             }
             let k = order_of(pi);
             b.rec().pcp(cpu, pi as u8, true);
+            if splice && k == 0 {
+                let cnt = pcp.lists[pi].len().min(n as u32);
+                debug_assert!(firsts[pi] != NIL);
+                self.drain_splice(&mut b, &mut pcp.lists[pi], firsts[pi], cnt);
+                n -= cnt as i32;
+                pcp.st.count -= cnt as i32;
+                continue;
+            }
             while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;
@@ -587,6 +604,66 @@ impl Allocator {
         slot.stats
             .pcp_drain_pages
             .add((moved_before - pcp.st.count) as u64);
+    }
+
+    /// The order-0 part of a drain with [`Config::splice_drain`](crate::Config::splice_drain),
+    /// zone lock held: the last `cnt` frames of `list`, from `first` (found by
+    /// [`drain_prewalk`] before the lock), leave it in one cut and join the order-0 free
+    /// lists, merge-skipped, one splice per run of one migratetype. Runs are moved from
+    /// the tail end first and each goes to its list's head, so every list ends up as the
+    /// page-by-page loop (pop the tail, push the head) would leave it, clusters included.
+    fn drain_splice(&self, b: &mut Buddy<'_>, list: &mut List, first: u32, cnt: u32) {
+        let m = b.m;
+        let last = list.tail().unwrap_or(NIL);
+        list.cut_back_t(m, first, cnt, &mut b.rec());
+        b.rec().moved(cnt as u64);
+        // Pass 1, the chase from the tail: each frame becomes a merge-skipped order-0
+        // `Buddy` head (its type is written in pass 2, before the zone lock is dropped;
+        // nobody reads these frames meanwhile: they are on no list, and only this zone-lock
+        // holder could look at them).
+        let mut i = last;
+        for k in 0..cnt {
+            let e = &m[i as usize];
+            e.set_order(0);
+            e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
+            // the tail's index is the list's; each next one was read from the previous frame
+            b.rec().frame_dep(b.z.pfn_of(i), true, u8::from(k > 0));
+            i = e.prev();
+        }
+        // Pass 2, over the same (now cached) lines: the free-list type of each frame, one
+        // pageblock lookup per pageblock met; a run ends where the type changes.
+        let mut pb = (u64::MAX, MigrateType::Movable);
+        let mut mt_of = |b: &Buddy<'_>, i: u32| {
+            if self.cfg.pcp_migratetype_cache {
+                // no isolated pageblock (checked by the caller): the cached type is valid
+                return MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
+            }
+            let pfn = b.z.pfn_of(i);
+            let block = pfn >> PAGEBLOCK_ORDER;
+            if pb.0 != block {
+                pb = (block, b.pb_mt(pfn));
+            }
+            pb.1
+        };
+        let (mut cur, mut run_last, mut len) = (last, last, 0u32);
+        let mut run_mt = mt_of(b, last);
+        loop {
+            let e = &m[cur as usize];
+            e.set_mt(run_mt as u8);
+            len += 1;
+            if cur == first {
+                b.splice_skipped(cur, run_last, len, run_mt);
+                break;
+            }
+            let p = e.prev();
+            let p_mt = mt_of(b, p);
+            if p_mt != run_mt {
+                b.splice_skipped(cur, run_last, len, run_mt);
+                (run_last, len, run_mt) = (p, 0, p_mt);
+            }
+            cur = p;
+        }
+        b.st.drain_spliced.add(cnt as u64);
     }
 
     /// `drain_pages_zone` (docs/mechanisms.md §5.4): empty one CPU's pageset of a zone, in chunks of
@@ -705,6 +782,52 @@ pub(crate) fn pcp_free_types(
     }
 }
 
+/// Before a spliced drain takes the zone lock: the plan of `free_pcppages_bulk`'s loop
+/// (lists round robin from `start`, each emptied until `n` pages are out), and for each
+/// order-0 list the first of the frames that will leave it, found by walking back from
+/// the tail. The walk reads each leaving frame's metadata once, under the pcp lock only
+/// (the frames are the pageset's), so the locked part finds them in cache. Reported as
+/// unlocked reads. `NIL` for lists the drain does not reach or that are not order 0.
+fn drain_prewalk(
+    cpu: usize,
+    zone: &Zone,
+    pcp: &Pcp,
+    n: i32,
+    start: usize,
+    m: &[crate::memmap::PageMeta],
+) -> [u32; NR_PCP_LISTS] {
+    let mut firsts = [NIL; NR_PCP_LISTS];
+    let r = Rec::unlocked(zone);
+    let mut left = n;
+    for step in 0..NR_PCP_LISTS {
+        if left <= 0 {
+            break;
+        }
+        let pi = (start + step) % NR_PCP_LISTS;
+        let l = &pcp.lists[pi];
+        let Some(mut i) = l.tail() else {
+            continue;
+        };
+        let k = order_of(pi);
+        if k != 0 {
+            let blocks = (left as u32).div_ceil(1 << k).min(l.len());
+            left -= (blocks << k) as i32;
+            continue;
+        }
+        let cnt = l.len().min(left as u32);
+        r.pcp(cpu, pi as u8, false);
+        // the tail was read from the list head, each next frame from the one before
+        r.frame_dep(zone.pfn_of(i), false, 1);
+        for _ in 1..cnt {
+            i = m[i as usize].prev();
+            r.frame_dep(zone.pfn_of(i), false, 1);
+        }
+        firsts[pi] = i;
+        left -= cnt as i32;
+    }
+    firsts
+}
+
 /// The pop of `take_from_list` with a sink installed: reports the pageset's count line,
 /// the list head, the popped frame and its successor (`rmqueue_pcplist` without the zone
 /// lock).
@@ -764,6 +887,29 @@ impl Buddy<'_> {
         } else {
             self.free_one(pfn, 0, mt, false);
         }
+    }
+
+    /// Put the chain `first..=last` of `len` order-0 frames, already marked `Buddy`,
+    /// merge-skipped and of type `mt` by the caller, on the head of the order-0 `mt`
+    /// list in one splice, with the accounting of `len` calls of [`Buddy::free_skip_merge`]
+    /// (clusters: the frames join as `len` head inserts from `last` back to `first`).
+    pub(crate) fn splice_skipped(&mut self, first: u32, last: u32, len: u32, mt: MigrateType) {
+        let inner = &mut *self.inner;
+        let mut r = Rec::locked(self.z, &inner.tally);
+        r.zone(crate::access::ZoneLine::FreeArea(0), true);
+        inner.free.lists[0][mt as usize].splice_after_t(self.m, None, first, last, len, &mut r);
+        if self.cfg.clustered_refill {
+            let mut i = last;
+            for _ in 0..len {
+                self.cluster_inserted(i, false, mt);
+                i = self.m[i as usize].prev();
+            }
+        }
+        self.inner.free.nr_free[0] += len as u64;
+        self.z.set_nonempty(0, mt, true);
+        self.account(len as i64, mt);
+        self.inner.free.nr_skipped += len as u64;
+        self.st.merge_skipped.add(len as u64);
     }
 
     /// Put an order-0 frame on the free list head, marked merge-skipped, without looking

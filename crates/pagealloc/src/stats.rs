@@ -133,6 +133,8 @@ counters! {
     refill_meta_touched: sum,
     /// Refill cuts of whole clusters (clustered refill).
     cluster_cut: sum,
+    /// Pages drains moved onto the order-0 free lists in spliced runs (splice_drain).
+    drain_spliced: sum,
     /// Blocks found written after their free when handed out again (`Config::poison`,
     /// `debug_pagealloc`'s poison check at allocation).
     poison_damaged: sum,

@@ -531,6 +531,112 @@ fn clustered_refill_fixups_race_safely_with_mergers_and_scanners() {
     assert!(a.counters().cluster_cut > 0);
 }
 
+// ---------------------------------------------------------------- 4b. spliced drains
+
+/// One deterministic mixed run (two CPUs, three migratetypes, orders 0–3, frees on the
+/// other CPU, pageblocks retagged while their frames sit on the pcp lists so that one
+/// pcp list holds runs of several free-list types, explicit drains): the frames handed
+/// out, in order, and the counters.
+fn mixed_run(extra: &str, splice: bool) -> (Vec<u64>, Counters) {
+    let c = with(
+        "linux-6.12",
+        &format!(
+            "merge_skip=on,thp=off,{extra},splice_drain={}",
+            if splice { "on" } else { "off" }
+        ),
+    );
+    let (a, _p) = manual(&Layout::single(1 << 15, 2), c);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let gfps = [
+        Gfp::USER,
+        Gfp::KERNEL,
+        Gfp(Gfp::KSWAPD.0 | Gfp::RECLAIMABLE.0),
+    ];
+    let types = [
+        MigrateType::Movable,
+        MigrateType::Unmovable,
+        MigrateType::Reclaimable,
+    ];
+    let mut handed = Vec::new();
+    let mut held: Vec<Frame> = Vec::new();
+    for round in 0..6 {
+        for _ in 0..3000 {
+            let r = next();
+            let order = if r % 8 == 0 { (r >> 8) as u8 % 4 } else { 0 };
+            if let Ok(f) = a.alloc_on(
+                (r >> 4) as usize % 2,
+                order,
+                gfps[(r >> 12) as usize % 3],
+                None,
+            ) {
+                handed.push(f.pfn.0);
+                held.push(f);
+            }
+        }
+        let half = held.len() / 2;
+        for f in held.drain(half..) {
+            a.free_on(next() as usize % 2, f).unwrap();
+        }
+        for t in types {
+            let f = held[(next() as usize) % held.len()];
+            a.set_pageblock_type(f.pfn, t).unwrap();
+        }
+        for f in held.drain(..) {
+            a.free_on(next() as usize % 2, f).unwrap();
+        }
+        if round % 2 == 1 {
+            a.drain_cpu(round % 2);
+        }
+        a.validate()
+            .unwrap_or_else(|e| panic!("{extra} splice {splice} round {round}: {e}"));
+    }
+    (handed, a.counters())
+}
+
+/// A spliced drain leaves the free lists, clusters and counters exactly as the
+/// page-by-page drain does (the same frames are handed out afterwards, in the same
+/// order), and touches fewer frames' metadata under the zone lock.
+#[test]
+fn splice_drain_matches_the_page_by_page_drain_with_fewer_lines_under_the_lock() {
+    for extra in [
+        "clustered_refill=off",
+        "clustered_refill=on",
+        "clustered_refill=on,fixed_batch=7",
+        "clustered_refill=on,pcp_migratetype_cache=on",
+    ] {
+        let (h_off, off) = mixed_run(extra, false);
+        let (h_on, on) = mixed_run(extra, true);
+        assert_eq!(h_off, h_on, "{extra}: frames handed out differ");
+        for (name, a, b) in [
+            ("pcp_drain_pages", off.pcp_drain_pages, on.pcp_drain_pages),
+            ("merge_skipped", off.merge_skipped, on.merge_skipped),
+            ("cluster_cut", off.cluster_cut, on.cluster_cut),
+            (
+                "refill_meta_touched",
+                off.refill_meta_touched,
+                on.refill_meta_touched,
+            ),
+            ("alloc_zone", off.alloc_zone, on.alloc_zone),
+            ("zone_lock_pages", off.zone_lock_pages, on.zone_lock_pages),
+        ] {
+            assert_eq!(a, b, "{extra}: {name}");
+        }
+        assert_eq!(off.drain_spliced, 0);
+        assert!(on.drain_spliced > on.pcp_drain_pages / 2, "{extra}: {on:?}");
+        eprintln!(
+            "{extra}: metadata lines under the zone lock {} -> {}, {} pages drained",
+            off.zone_lock_meta, on.zone_lock_meta, on.pcp_drain_pages
+        );
+        assert!(on.zone_lock_meta < off.zone_lock_meta, "{extra}");
+    }
+}
+
 // ---------------------------------------------------------------- 5. count_min
 
 /// count_min (V2 09/10, never merged): a pageset whose pages were all used between two

@@ -192,6 +192,8 @@ mechanisms! {
     merge_skip => "linux-6.12,merge_skip=on";
     clustered_refill => "linux-6.12,clustered_refill=on";
     merge_skip_clustered => "linux-6.12,merge_skip=on,clustered_refill=on,fixed_batch=7";
+    fast => "fast,fixed_batch=7";
+    splice_no_clusters => "linux-6.12,merge_skip=on,splice_drain=on,fixed_batch=7";
     count_min => "linux-6.12,count_min=on";
     pcp_migratetype_cache => "linux-6.12,pcp_migratetype_cache=on";
     all_on_base => "base,zonelist_cache=on,merge_skip=on,clustered_refill=on,count_min=on";
