@@ -14,15 +14,17 @@
 //! before (a list link followed) — the difference between misses a core overlaps and
 //! misses it takes one after the other. The code path that makes the access knows which.
 //!
-//! A user who wants the stream installs an [`AccessSink`] with
-//! [`Allocator::set_access_sink`](crate::Allocator::set_access_sink) (the simulator does,
-//! to charge each line through its cache model). Without one, the pageset hot path pays
-//! one never-taken branch per operation (the sink pointer is read from the zone, already
-//! in cache): the reporting code is in `#[cold]` functions. Under the zone lock the
-//! accesses are also counted, always, into per-CPU counters (`zone_lock_meta`,
-//! `zone_lock_lines`, beside `zone_lock_pages`), so real-thread runs can print "metadata
-//! lines per page moved under the lock" — the quantity Lu's merge-skipping and
-//! clustered-refill series reduce.
+//! A user who wants the stream builds the crate with the `access` feature and installs an
+//! [`AccessSink`] with `Allocator::set_access_sink` (the simulator does, to charge each
+//! line through its cache model). Without the feature the sink is a zero-sized type whose
+//! `sink()` is a constant `None`: every report site compiles away, and the allocator is
+//! instruction for instruction the one without the seam (docs/performance.md, "The
+//! access seam"). With the feature and no sink installed, each report site is one
+//! never-taken branch on the sink pointer, read from the zone; the reporting code itself
+//! is in `#[cold]` functions. Under the zone lock the accesses are also counted, always
+//! (feature or not), into per-CPU counters (`zone_lock_meta`, `zone_lock_lines`, beside
+//! `zone_lock_pages`), so real-thread runs can print "metadata lines per page moved under
+//! the lock" — the quantity Lu's merge-skipping and clustered-refill series reduce.
 //!
 //! # What it does not report
 //! The frames' data (a workload's concern), the stack, the allocator's own read-mostly
@@ -32,6 +34,7 @@
 //! type, state, links of one list insertion) is one report.
 
 use crate::zone::Zone;
+#[cfg(feature = "access")]
 use alloc::sync::Arc;
 use core::cell::Cell;
 use core::fmt;
@@ -116,24 +119,33 @@ pub trait AccessSink: Send + Sync + fmt::Debug {
     fn access(&self, a: Access);
 }
 
-/// The installed sink, if any (a field of every zone, read on every path).
+/// The installed sink, if any (a field of every zone, read on every path). With the
+/// `access` feature off it is zero-sized and [`Tracer::sink`] is a constant `None`.
 #[derive(Clone, Default)]
-pub(crate) struct Tracer(Option<Arc<dyn AccessSink>>);
+pub(crate) struct Tracer(#[cfg(feature = "access")] Option<Arc<dyn AccessSink>>);
 
 impl Tracer {
+    #[cfg(feature = "access")]
     pub(crate) fn new(sink: Arc<dyn AccessSink>) -> Tracer {
         Tracer(Some(sink))
     }
     /// The sink when one is installed.
+    #[cfg(feature = "access")]
     #[inline(always)]
     pub(crate) fn sink(&self) -> Option<&dyn AccessSink> {
         self.0.as_deref()
+    }
+    /// Never a sink: the feature is off, so every report site folds away.
+    #[cfg(not(feature = "access"))]
+    #[inline(always)]
+    pub(crate) fn sink(&self) -> Option<&dyn AccessSink> {
+        None
     }
 }
 
 impl fmt::Debug for Tracer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
+        f.write_str(if self.sink().is_some() {
             "Tracer(on)"
         } else {
             "Tracer(off)"

@@ -1,28 +1,37 @@
 //! The access-reporting seam (`pagealloc::access`): what the allocator reports, and the
-//! per-CPU totals it keeps under the zone lock.
+//! per-CPU totals it keeps under the zone lock. The tests that install a sink need the
+//! `access` feature (`cargo test -p pcp-pagealloc --features access --test access`; the
+//! workspace's tests have it, the lab enables it); the totals are kept without it.
 
+#[cfg(feature = "access")]
 use pagealloc::access::PCP_HEADER;
-use pagealloc::{
-    Access, AccessSink, Allocator, Config, Frame, Gfp, Layout, Line, ManualPlatform, ZoneLine,
-};
-use std::sync::{Arc, Mutex};
+#[cfg(feature = "access")]
+use pagealloc::{Access, AccessSink, Line, ZoneLine};
+use pagealloc::{Allocator, Config, Frame, Gfp, Layout, ManualPlatform};
+use std::sync::Arc;
+#[cfg(feature = "access")]
+use std::sync::Mutex;
 
 /// Records every access.
+#[cfg(feature = "access")]
 #[derive(Debug, Default)]
 struct Log(Mutex<Vec<Access>>);
 
+#[cfg(feature = "access")]
 impl AccessSink for Log {
     fn access(&self, a: Access) {
         self.0.lock().unwrap().push(a);
     }
 }
 
+#[cfg(feature = "access")]
 impl Log {
     fn take(&self) -> Vec<Access> {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
 
+#[cfg(feature = "access")]
 fn traced(cfg: Config) -> (Allocator, Arc<Log>) {
     let mut a = Allocator::with_platform(
         &Layout::single(1 << 16, 2),
@@ -35,6 +44,7 @@ fn traced(cfg: Config) -> (Allocator, Arc<Log>) {
     (a, log)
 }
 
+#[cfg(feature = "access")]
 #[test]
 fn a_pcp_hit_reports_the_pageset_and_the_frames_without_the_zone_lock() {
     let (a, log) = traced(Config::default());
@@ -81,6 +91,7 @@ fn a_pcp_hit_reports_the_pageset_and_the_frames_without_the_zone_lock() {
     a.validate().unwrap();
 }
 
+#[cfg(feature = "access")]
 #[test]
 fn counters_count_the_accesses_under_the_zone_lock_with_or_without_a_sink() {
     let run = |sink: bool| {
@@ -179,6 +190,7 @@ fn merge_skipping_cuts_metadata_lines_per_page_moved() {
 /// Each report says how its address was found (`Access::dep`): a list link followed
 /// points back at the frame it was read from; buddy lookups while merging are computed
 /// from the PFN and do not wait for anything.
+#[cfg(feature = "access")]
 #[test]
 fn reports_tag_pointer_chases_and_computed_addresses() {
     let (a, log) = traced(Config {

@@ -10,6 +10,7 @@ use crate::sync::atomic::Ordering::Relaxed;
 use crate::topology::ZoneKind;
 use crate::tune;
 use crate::zone::*;
+#[cfg(feature = "access")]
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
@@ -284,8 +285,10 @@ impl Allocator {
     }
 
     /// Report every memory access the allocator makes to `sink` from now on (see
-    /// [`crate::access`]); the simulator charges them through its cache model. Without a
-    /// sink the hot paths pay one never-taken branch.
+    /// [`crate::access`]); the simulator charges them through its cache model. Only with
+    /// the `access` feature: without it the seam is compiled out. With it and no sink
+    /// installed, each report site costs one never-taken branch.
+    #[cfg(feature = "access")]
     pub fn set_access_sink(&mut self, sink: Arc<dyn crate::access::AccessSink>) {
         for z in self.zones.iter_mut() {
             z.trace = crate::access::Tracer::new(sink.clone());
