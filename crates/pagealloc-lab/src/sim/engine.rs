@@ -220,9 +220,14 @@ enum Call {
 /// way); anything else is charged what the hierarchy says.
 #[derive(Clone, Debug)]
 struct Streamer {
-    /// Per tracked memmap page: (page number + 1, offset of the last line); 0 = free.
-    pages: [(u64, u64); STREAMS],
+    /// Per tracked memmap page: its number + 1 (0 = free slot), and the offset of the
+    /// last line accessed in it. A page is in at most one slot.
+    pages: [u64; STREAMS],
+    offs: [u64; STREAMS],
+    /// The slot to replace next (round robin), and the slot that matched last (checked
+    /// first: a refill walks one page for many accesses).
     next: usize,
+    last: usize,
 }
 
 /// Streams the model tracks per CPU (the L2 streamer's 32).
@@ -233,8 +238,10 @@ const METAS_PER_PAGE: u64 = 64;
 impl Streamer {
     fn new() -> Streamer {
         Streamer {
-            pages: [(0, 0); STREAMS],
+            pages: [0; STREAMS],
+            offs: [0; STREAMS],
             next: 0,
+            last: 0,
         }
     }
 
@@ -242,16 +249,27 @@ impl Streamer {
     #[inline]
     fn prefetched(&mut self, pfn: u64) -> bool {
         let (page, off) = (pfn / METAS_PER_PAGE + 1, pfn % METAS_PER_PAGE);
-        for e in self.pages.iter_mut() {
-            if e.0 == page {
-                let near = e.1.abs_diff(off) <= 2;
-                e.1 = off;
-                return near;
+        let found = if self.pages[self.last] == page {
+            Some(self.last)
+        } else {
+            self.pages.iter().position(|&p| p == page)
+        };
+        match found {
+            Some(k) => {
+                self.last = k;
+                let near = self.offs[k].abs_diff(off) <= 2;
+                self.offs[k] = off;
+                near
+            }
+            None => {
+                let k = self.next;
+                self.pages[k] = page;
+                self.offs[k] = off;
+                self.last = k;
+                self.next = (k + 1) % STREAMS;
+                false
             }
         }
-        self.pages[self.next] = (page, off);
-        self.next = (self.next + 1) % STREAMS;
-        false
     }
 }
 
@@ -350,6 +368,7 @@ pub(crate) fn simulate(
     a.set_access_sink(Arc::new(trace::ThreadSink));
     trace::discard();
     let lines = LineMap::new(&a, &layout);
+    let indexed = lines.indexed();
     let nzones = a.nr_zones();
     let frames = layout.zones().map(|(_, z)| z.end_pfn()).max().unwrap_or(0);
     let n = scripts.len();
@@ -388,7 +407,9 @@ pub(crate) fn simulate(
             nzones
         ],
         nzones,
-        mem: Hierarchy::new(&spec.machine, frames).with_dense_lines(trace::K_META, frames),
+        mem: Hierarchy::new(&spec.machine, frames)
+            .with_dense_lines(trace::K_META, frames)
+            .with_indexed_lines(indexed.0, indexed.1),
         lines,
         buf: Vec::new(),
         streams: vec![Streamer::new(); mcpus],

@@ -277,12 +277,77 @@ pub struct Hierarchy {
     dense_base: u64,
     dense_count: usize,
     dense: Vec<u64>,
+    /// The line keys `indexed_base..indexed_base + indexed_count` with their sharers, by
+    /// index ([`Hierarchy::with_indexed_lines`]), and per (line, sharer CPU) where the
+    /// sharer's copy was last inserted (`MAX_SHARERS` words per line, meaningful while
+    /// the sharer's bit is set; calloc'ed).
+    indexed_base: u64,
+    indexed_count: usize,
+    indexed: Vec<LineEntry>,
+    indexed_stamps: Vec<u64>,
     /// Entries of the other line keys, with their sharers.
     lines: FxHashMap<u64, LineEntry>,
-    /// Per (line key, sharer CPU): where the sharer's copy was last inserted, on its L1
-    /// clock (low word) and its L2 clock (high word), as `Entry[1]` keeps an owner's.
+    /// Per (line key, sharer CPU) of the lines in `lines`: where the sharer's copy was
+    /// last inserted, on its L1 clock (low word) and its L2 clock (high word), as
+    /// `Entry[1]` keeps an owner's.
     shared: FxHashMap<(u64, u32), u64>,
     state: State,
+}
+
+/// Where a map line's sharers keep their insertion stamps: the hash map for arbitrary
+/// keys, a dense row for indexed ones. `get` is read only while the sharer's bit is
+/// set; `clear` is called when it is cleared.
+trait Stamps {
+    fn get(&mut self, cpu: usize) -> u64;
+    fn set(&mut self, cpu: usize, stamps: u64);
+    fn clear(&mut self, cpu: usize);
+}
+
+/// The stamps of map line `1` in the map `0`.
+struct MapStamps<'a>(&'a mut FxHashMap<(u64, u32), u64>, u64);
+
+impl Stamps for MapStamps<'_> {
+    #[inline]
+    fn get(&mut self, cpu: usize) -> u64 {
+        *self.0.entry((self.1, cpu as u32)).or_insert(0)
+    }
+    #[inline]
+    fn set(&mut self, cpu: usize, stamps: u64) {
+        self.0.insert((self.1, cpu as u32), stamps);
+    }
+    #[inline]
+    fn clear(&mut self, cpu: usize) {
+        self.0.remove(&(self.1, cpu as u32));
+    }
+}
+
+/// The stamps of an indexed line: one word per CPU below `MAX_SHARERS` (a stale word is
+/// never read: the sharer bit says whether it is valid).
+struct RowStamps<'a>(&'a mut [u64]);
+
+impl Stamps for RowStamps<'_> {
+    #[inline]
+    fn get(&mut self, cpu: usize) -> u64 {
+        self.0[cpu]
+    }
+    #[inline]
+    fn set(&mut self, cpu: usize, stamps: u64) {
+        self.0[cpu] = stamps;
+    }
+    #[inline]
+    fn clear(&mut self, _cpu: usize) {}
+}
+
+/// Per CPU: its insertion clocks and placement (one record: one host cache line serves
+/// an access's lookups).
+#[derive(Clone, Copy, Debug, Default)]
+struct Core {
+    /// Lines inserted into its L1 and its L2 (wrapping).
+    l1_clock: u32,
+    l2_clock: u32,
+    /// Its socket and NUMA node.
+    socket: u16,
+    node: u32,
 }
 
 /// Everything but the entries: capacities, clocks, costs, counters.
@@ -293,12 +358,8 @@ struct State {
     l1_lines: u64,
     l2_lines: u64,
     llc_lines: u64,
-    /// Per CPU: socket and node.
-    socket: Vec<u16>,
-    node: Vec<u32>,
-    /// Per CPU: lines inserted into its L1 and its L2 (wrapping).
-    l1_clock: Vec<u32>,
-    l2_clock: Vec<u32>,
+    /// Per CPU: clocks, socket and node.
+    core: Vec<Core>,
     /// Per socket: lines inserted into its LLC.
     llc_clock: Vec<u64>,
     /// Per level: latency of one line, ns; and ns per further line when streaming.
@@ -356,16 +417,20 @@ impl Hierarchy {
             far_stream(spec.dram_local_ns),
             far_stream(spec.dram_remote_ns),
         ];
-        let n = cpus.len();
         let state = State {
             spec,
             l1_lines: lines(spec.l1_bytes),
             l2_lines: lines(spec.l2_bytes),
             llc_lines: (llc_bytes / LINE_BYTES).max(1),
-            socket: cpus.iter().map(|&(s, _)| s as u16).collect(),
-            node: cpus.iter().map(|&(_, nd)| nd).collect(),
-            l1_clock: vec![0; n],
-            l2_clock: vec![0; n],
+            core: cpus
+                .iter()
+                .map(|&(s, nd)| Core {
+                    l1_clock: 0,
+                    l2_clock: 0,
+                    socket: s as u16,
+                    node: nd,
+                })
+                .collect(),
             llc_clock: vec![0; sockets],
             latency,
             stream,
@@ -379,6 +444,10 @@ impl Hierarchy {
             dense_base: 0,
             dense_count: 0,
             dense: Vec::new(),
+            indexed_base: 0,
+            indexed_count: 0,
+            indexed: Vec::new(),
+            indexed_stamps: Vec::new(),
             lines: FxHashMap::default(),
             shared: FxHashMap::default(),
             state,
@@ -406,6 +475,21 @@ impl Hierarchy {
         self
     }
 
+    /// Keeps the line keys `base..base + count` in a table indexed by `key - base`
+    /// instead of the hash map, with the map lines' semantics (sharers): for the
+    /// read-mostly lines whose keys the caller can number densely (zone, zonelist,
+    /// pageblock and pageset lines). Other keys still go to the map. Call it right after
+    /// construction: it drops the entries so far.
+    pub fn with_indexed_lines(mut self, base: u64, count: u64) -> Self {
+        self.indexed_base = base;
+        self.indexed_count = count as usize;
+        self.indexed = vec![LineEntry::default(); self.indexed_count];
+        self.indexed_stamps = vec![0; self.indexed_count * MAX_SHARERS];
+        self.lines.clear();
+        self.shared.clear();
+        self
+    }
+
     /// The machine data in use.
     pub fn spec(&self) -> &CacheSpec {
         &self.state.spec
@@ -425,6 +509,7 @@ impl Hierarchy {
     /// CPU `cpu` reads (or, with `write`, writes) the 64-byte line `line`, whose memory
     /// is on NUMA node `home`. Line keys are the caller's; they are a key space of their
     /// own, apart from the page keys of [`Hierarchy::touch`].
+    #[inline]
     pub fn access(&mut self, cpu: usize, line: u64, home: u32, write: bool) -> Charge {
         let i = line.wrapping_sub(self.dense_base) as usize;
         let level = if i < self.dense_count {
@@ -436,44 +521,21 @@ impl Hierarchy {
             let e: &mut Entry = words.try_into().expect("two words");
             self.state.visit(cpu, e, 1, home, write)
         } else {
-            let le = self.lines.entry(line).or_default();
-            let owner = (le.e[0] >> OWNER_SHIFT) as usize;
-            let (word, bit) = (cpu / 64, 1u64 << (cpu % 64));
-            if write {
-                for (w, bits) in le.sharers.iter_mut().enumerate() {
-                    while *bits != 0 {
-                        let c = 64 * w + bits.trailing_zeros() as usize;
-                        self.shared.remove(&(line, c as u32));
-                        *bits &= *bits - 1;
-                    }
-                }
-                self.state.visit(cpu, &mut le.e, 1, home, true)
-            } else if owner == 0 || owner == cpu + 1 || cpu >= MAX_SHARERS {
-                // First touch or the owner's own read: as any line.
-                self.state.visit(cpu, &mut le.e, 1, home, false)
-            } else if le.e[1] & DIRTY != 0 {
-                // A modified line: the reader takes it over, the writer's copy is
-                // written back and stays as a shared one (MESI's M -> S).
-                let o = owner - 1;
-                let stamps = le.e[1] & !DIRTY;
-                let level = self.state.visit(cpu, &mut le.e, 1, home, false);
-                if o < MAX_SHARERS {
-                    le.sharers[o / 64] |= 1 << (o % 64);
-                    self.shared.insert((line, o as u32), stamps);
-                }
-                le.sharers[word] &= !bit;
-                self.shared.remove(&(line, cpu as u32));
-                level
+            let j = line.wrapping_sub(self.indexed_base) as usize;
+            if j < self.indexed_count {
+                let le = &mut self.indexed[j];
+                let row = &mut self.indexed_stamps[j * MAX_SHARERS..(j + 1) * MAX_SHARERS];
+                self.state
+                    .shared_access(cpu, le, &mut RowStamps(row), home, write)
             } else {
-                let stamps = self.shared.entry((line, cpu as u32)).or_insert(0);
-                let level = if le.sharers[word] & bit != 0 {
-                    self.state.reread(cpu, &le.e, stamps, home)
-                } else {
-                    self.state.share(cpu, &le.e, home)
-                };
-                le.sharers[word] |= bit;
-                *stamps = self.state.stamps(cpu);
-                level
+                let le = self.lines.entry(line).or_default();
+                self.state.shared_access(
+                    cpu,
+                    le,
+                    &mut MapStamps(&mut self.shared, line),
+                    home,
+                    write,
+                )
             }
         };
         let s = &mut self.state;
@@ -544,51 +606,105 @@ impl Hierarchy {
 }
 
 impl State {
+    /// An access of a line with sharers ([`LineEntry`]), its sharers' stamps in `st`.
+    #[inline]
+    fn shared_access(
+        &mut self,
+        cpu: usize,
+        le: &mut LineEntry,
+        st: &mut impl Stamps,
+        home: u32,
+        write: bool,
+    ) -> Level {
+        let owner = (le.e[0] >> OWNER_SHIFT) as usize;
+        let (word, bit) = (cpu / 64, 1u64 << (cpu % 64));
+        if write {
+            for (w, bits) in le.sharers.iter_mut().enumerate() {
+                while *bits != 0 {
+                    st.clear(64 * w + bits.trailing_zeros() as usize);
+                    *bits &= *bits - 1;
+                }
+            }
+            self.visit(cpu, &mut le.e, 1, home, true)
+        } else if owner == 0 || owner == cpu + 1 || cpu >= MAX_SHARERS {
+            // First touch or the owner's own read: as any line.
+            self.visit(cpu, &mut le.e, 1, home, false)
+        } else if le.e[1] & DIRTY != 0 {
+            // A modified line: the reader takes it over, the writer's copy is written
+            // back and stays as a shared one (MESI's M -> S).
+            let o = owner - 1;
+            let stamps = le.e[1] & !DIRTY;
+            let level = self.visit(cpu, &mut le.e, 1, home, false);
+            if o < MAX_SHARERS {
+                le.sharers[o / 64] |= 1 << (o % 64);
+                st.set(o, stamps);
+            }
+            le.sharers[word] &= !bit;
+            st.clear(cpu);
+            level
+        } else {
+            let stamps = st.get(cpu);
+            let level = if le.sharers[word] & bit != 0 {
+                self.reread(cpu, &le.e, &stamps, home)
+            } else {
+                self.share(cpu, &le.e, home)
+            };
+            le.sharers[word] |= bit;
+            st.set(cpu, self.stamps(cpu));
+            level
+        }
+    }
+
     /// Is an entry last stamped `at` on `socket`'s LLC clock still in that LLC, for an
     /// access of `n` lines?
+    #[inline(always)]
     fn in_llc(&self, socket: u16, at: u64, n: u64) -> bool {
         let now = self.llc_clock[socket as usize] & LLC_MASK;
         now.wrapping_sub(at) & LLC_MASK < self.llc_lines.saturating_sub(n - 1)
     }
 
     /// Is an entry stamped `w1` in CPU `cpu`'s L2, for an access of `n` lines?
+    #[inline(always)]
     fn in_l2(&self, cpu: usize, w1: u64, n: u64) -> bool {
         let at = (w1 >> L2_SHIFT) as u32 & L2_MASK;
-        let d = self.l2_clock[cpu].wrapping_sub(at) & L2_MASK;
+        let d = self.core[cpu].l2_clock.wrapping_sub(at) & L2_MASK;
         u64::from(d) < self.l2_lines.saturating_sub(n - 1)
     }
 
     /// Classifies an access of `n` lines of entry `e` by `cpu` and moves the entry to
     /// `cpu` (its private caches and its socket's LLC, most recently used).
-    #[inline]
+    #[inline(always)]
     fn visit(&mut self, cpu: usize, e: &mut Entry, n: u64, home: u32, write: bool) -> Level {
         let level = self.classify(cpu, e, n, home);
         let owner = (e[0] >> OWNER_SHIFT) as usize;
         self.insert(cpu, e, n, level);
-        let s = self.socket[cpu];
+        let c = self.core[cpu];
         let dirty = write || (owner == cpu + 1 && e[1] & DIRTY != 0);
-        e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (self.llc_clock[s as usize] & LLC_MASK);
-        e[1] = u64::from(self.l1_clock[cpu])
-            | u64::from(self.l2_clock[cpu] & L2_MASK) << L2_SHIFT
+        e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (self.llc_clock[c.socket as usize] & LLC_MASK);
+        e[1] = u64::from(c.l1_clock)
+            | u64::from(c.l2_clock & L2_MASK) << L2_SHIFT
             | if dirty { DIRTY } else { 0 };
         level
     }
 
     /// `cpu`'s L1 and L2 clocks as an entry's second word keeps them (not dirty).
+    #[inline]
     fn stamps(&self, cpu: usize) -> u64 {
-        u64::from(self.l1_clock[cpu]) | u64::from(self.l2_clock[cpu] & L2_MASK) << L2_SHIFT
+        let c = self.core[cpu];
+        u64::from(c.l1_clock) | u64::from(c.l2_clock & L2_MASK) << L2_SHIFT
     }
 
     /// A read by sharer `cpu` of its shared copy, inserted at `stamps`
     /// ([`Hierarchy::shared`]): an L1 or L2 hit while the copy is still there (an L2
     /// hit brings it back into L1), else served as a new sharer's read
     /// ([`State::share`]).
+    #[inline]
     fn reread(&mut self, cpu: usize, e: &Entry, stamps: &u64, home: u32) -> Level {
-        let d1 = self.l1_clock[cpu].wrapping_sub(*stamps as u32);
+        let d1 = self.core[cpu].l1_clock.wrapping_sub(*stamps as u32);
         if u64::from(d1) < self.l1_lines {
             Level::L1
         } else if self.in_l2(cpu, *stamps, 1) {
-            self.l1_clock[cpu] = self.l1_clock[cpu].wrapping_add(1);
+            self.core[cpu].l1_clock = self.core[cpu].l1_clock.wrapping_add(1);
             Level::L2
         } else {
             self.share(cpu, e, home)
@@ -598,6 +714,7 @@ impl State {
     /// A read by `cpu` of a clean line another CPU owns, which `cpu` keeps a shared copy
     /// of from now on ([`LineEntry::sharers`]): classified as [`State::visit`] would,
     /// the misses inserted into `cpu`'s caches, the owner left as it is.
+    #[inline]
     fn share(&mut self, cpu: usize, e: &Entry, home: u32) -> Level {
         let level = self.classify(cpu, e, 1, home);
         self.insert(cpu, e, 1, level);
@@ -607,37 +724,41 @@ impl State {
     /// Advances `cpu`'s insertion clocks for an access of `n` lines of `e` served from
     /// `level`: into L1 unless it hit there, into L2 unless it hit L1 or L2, into the
     /// socket's LLC unless it was there.
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, cpu: usize, e: &Entry, n: u64, level: Level) {
         let owner = (e[0] >> OWNER_SHIFT) as usize;
         let llc_at = e[0] & LLC_MASK;
-        let s = self.socket[cpu];
+        let c = &mut self.core[cpu];
+        let s = c.socket;
         let n32 = n as u32;
         if level != Level::L1 {
-            self.l1_clock[cpu] = self.l1_clock[cpu].wrapping_add(n32);
+            c.l1_clock = c.l1_clock.wrapping_add(n32);
         }
         if level > Level::L2 {
-            self.l2_clock[cpu] = self.l2_clock[cpu].wrapping_add(n32);
+            c.l2_clock = c.l2_clock.wrapping_add(n32);
         }
-        let in_this_llc = owner != 0 && self.socket[owner - 1] == s && self.in_llc(s, llc_at, n);
+        let in_this_llc = owner != 0
+            && (owner == cpu + 1 || self.core[owner - 1].socket == s)
+            && self.in_llc(s, llc_at, n);
         if !in_this_llc {
             self.llc_clock[s as usize] += n;
         }
     }
 
     /// Where an access of `n` lines of `e` by `cpu` is served from (no state change).
-    #[inline]
+    #[inline(always)]
     fn classify(&self, cpu: usize, e: &Entry, n: u64, home: u32) -> Level {
         let owner = (e[0] >> OWNER_SHIFT) as usize;
         let llc_at = e[0] & LLC_MASK;
-        let s = self.socket[cpu];
-        let dram = if self.node[cpu] == home {
+        let c = self.core[cpu];
+        let s = c.socket;
+        let dram = if c.node == home {
             Level::LocalDram
         } else {
             Level::RemoteDram
         };
         if owner == cpu + 1 {
-            let d1 = self.l1_clock[cpu].wrapping_sub(e[1] as u32);
+            let d1 = c.l1_clock.wrapping_sub(e[1] as u32);
             if u64::from(d1) < self.l1_lines.saturating_sub(n - 1) {
                 Level::L1
             } else if self.in_l2(cpu, e[1], n) {
@@ -649,7 +770,7 @@ impl State {
             }
         } else if owner != 0 {
             let o = owner - 1;
-            let so = self.socket[o];
+            let so = self.core[o].socket;
             let private = self.in_l2(o, e[1], n);
             if so == s {
                 if private && e[1] & DIRTY != 0 {

@@ -64,6 +64,14 @@ const K_PAGEBLOCK: u64 = 2 << 56;
 const K_ZONE: u64 = 3 << 56;
 const K_ZONELIST: u64 = 4 << 56;
 const K_PCP: u64 = 5 << 56;
+/// Key of the first indexed line ([`LineMap::indexed`]): zone, zonelist, pageset and
+/// pageblock lines numbered densely, in a table of the hierarchy instead of its map.
+const K_INDEXED: u64 = 6 << 56;
+
+/// Lines per zone: `free_area[0..32]`, counters, watermarks, lock.
+const ZONE_LINES: u64 = 35;
+/// Lines per pageset: the header and the list heads (`(48 + 16 l) / 64`).
+const PCP_LINES: u64 = (48 + 16 * pagealloc::NR_PCP_LISTS as u64) / 64 + 1;
 
 /// Pageblocks per line of `pageblock_flags` (4 bits each).
 const PAGEBLOCKS_PER_LINE: u64 = 128;
@@ -86,6 +94,14 @@ pub(crate) struct LineMap {
     cpu_node: Vec<u32>,
     /// Per node `(start_pfn, end_pfn)`, sorted by start.
     node_spans: Vec<(u64, u64, u32)>,
+    /// Nodes (of zones and CPUs), and zonelist lines per node.
+    nodes: u64,
+    zonelist_lines: u64,
+    /// Start of each kind's indexes among the indexed keys, and their count.
+    zonelist_at: u64,
+    pcp_at: u64,
+    pageblock_at: u64,
+    indexed: u64,
 }
 
 impl LineMap {
@@ -93,7 +109,7 @@ impl LineMap {
         let zone_node: Vec<u32> = (0..a.nr_zones())
             .map(|z| a.zone_info(z).map_or(0, |i| i.node as u32))
             .collect();
-        let cpu_node = (0..a.nr_cpus())
+        let cpu_node: Vec<u32> = (0..a.nr_cpus())
             .map(|c| a.cpu_node(c).unwrap_or(0) as u32)
             .collect();
         let mut node_spans: Vec<(u64, u64, u32)> = layout
@@ -101,11 +117,38 @@ impl LineMap {
             .map(|(node, z)| (z.start_pfn, z.end_pfn(), node as u32))
             .collect();
         node_spans.sort_unstable();
+        let nzones = zone_node.len() as u64;
+        let nodes = zone_node
+            .iter()
+            .chain(&cpu_node)
+            .map(|&n| u64::from(n) + 1)
+            .max()
+            .unwrap_or(1);
+        let zonelist_lines = nzones / 4 + 1;
+        let zonelist_at = nzones * ZONE_LINES;
+        let pcp_at = zonelist_at + nodes * zonelist_lines;
+        let pageblock_at = pcp_at + cpu_node.len() as u64 * nzones * PCP_LINES;
+        let max_pfn = node_spans.iter().map(|s| s.1).max().unwrap_or(0);
+        let indexed =
+            pageblock_at + (max_pfn >> pagealloc::PAGEBLOCK_ORDER) / PAGEBLOCKS_PER_LINE + 1;
         LineMap {
             zone_node,
             cpu_node,
             node_spans,
+            nodes,
+            zonelist_lines,
+            zonelist_at,
+            pcp_at,
+            pageblock_at,
+            indexed,
         }
+    }
+
+    /// The indexed line keys, `(base, count)`, for [`super::hierarchy::Hierarchy::with_indexed_lines`]:
+    /// every zone, zonelist, pageset and pageblock line of the machine maps to one of
+    /// them (a line outside the numbering keeps a key of its kind, served by the map).
+    pub(crate) fn indexed(&self) -> (u64, u64) {
+        (K_INDEXED, self.indexed)
     }
 
     /// Node of CPU `cpu`.
@@ -124,18 +167,32 @@ impl LineMap {
         self.node_spans[k.saturating_sub(1)].2
     }
 
-    /// The cache line and home node of a reported line.
+    /// The cache line and home node of a reported line. Zone, zonelist, pageset and
+    /// pageblock lines get an indexed key ([`LineMap::indexed`]) when their numbers are
+    /// within the machine's (always, for what the allocator reports), else a key of
+    /// their kind; either way distinct lines get distinct keys.
     #[inline]
     pub(crate) fn place(&self, line: Line) -> Place {
+        let nzones = self.zone_node.len() as u64;
+        let indexed = |i: u64, key: u64| {
+            if i < self.indexed {
+                K_INDEXED + i
+            } else {
+                key
+            }
+        };
         match line {
             Line::Frame(pfn) => Place {
                 key: K_META | pfn,
                 node: self.node_of_pfn(pfn),
             },
-            Line::Pageblock(pfn) => Place {
-                key: K_PAGEBLOCK | ((pfn >> pagealloc::PAGEBLOCK_ORDER) / PAGEBLOCKS_PER_LINE),
-                node: self.node_of_pfn(pfn),
-            },
+            Line::Pageblock(pfn) => {
+                let l = (pfn >> pagealloc::PAGEBLOCK_ORDER) / PAGEBLOCKS_PER_LINE;
+                Place {
+                    key: indexed(self.pageblock_at + l, K_PAGEBLOCK | l),
+                    node: self.node_of_pfn(pfn),
+                }
+            }
             Line::Zone { zone, line } => {
                 let sub = match line {
                     ZoneLine::FreeArea(o) => o as u64,
@@ -143,23 +200,43 @@ impl LineMap {
                     ZoneLine::Watermarks => 33,
                     ZoneLine::Lock => 34,
                 };
+                let z = zone as u64;
+                let i = if z < nzones && sub < ZONE_LINES {
+                    z * ZONE_LINES + sub
+                } else {
+                    u64::MAX
+                };
                 Place {
-                    key: K_ZONE | ((zone as u64) << 8) | sub,
+                    key: indexed(i, K_ZONE | (z << 8) | sub),
                     node: self.zone_node[zone as usize],
                 }
             }
-            Line::Zonelist { node, pos } => Place {
-                key: K_ZONELIST | ((node as u64) << 16) | (pos as u64 / 4),
-                node: node as u32,
-            },
+            Line::Zonelist { node, pos } => {
+                let (n, l) = (node as u64, pos as u64 / 4);
+                let i = if n < self.nodes && l < self.zonelist_lines {
+                    self.zonelist_at + n * self.zonelist_lines + l
+                } else {
+                    u64::MAX
+                };
+                Place {
+                    key: indexed(i, K_ZONELIST | (n << 16) | l),
+                    node: node as u32,
+                }
+            }
             Line::Pcp { cpu, zone, list } => {
                 let l = if list == pagealloc::access::PCP_HEADER {
                     0
                 } else {
                     (48 + 16 * list as u64) / 64
                 };
+                let (c, z) = (cpu as u64, zone as u64);
+                let i = if c < self.cpu_node.len() as u64 && z < nzones && l < PCP_LINES {
+                    self.pcp_at + (c * nzones + z) * PCP_LINES + l
+                } else {
+                    u64::MAX
+                };
                 Place {
-                    key: K_PCP | ((cpu as u64) << 24) | ((zone as u64) << 8) | l,
+                    key: indexed(i, K_PCP | (c << 24) | (z << 8) | l),
                     node: self.cpu_node[cpu as usize],
                 }
             }
