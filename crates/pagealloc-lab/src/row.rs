@@ -240,6 +240,9 @@ impl Row {
     /// - zone lock %: zone-lock wait ÷ CPU time, over the measured window;
     /// - free_high, alloc_zone: the counters over the measured window (raw);
     /// - cache miss %: cold ÷ touched base pages;
+    /// - idle %: the part of the CPUs' measured windows (each from its start to its
+    ///   `Done`) that was not CPU time: sleeps in `Send`/`Recv` (and, on threads,
+    ///   anything else the thread was off the CPU for);
     /// - alloc/free latency: average and p99 of one zone-lock trip ([`avg_p99_us`]).
     pub fn from_measurement(m: &Measurement<'_>) -> Row {
         let w = m.workload;
@@ -276,6 +279,16 @@ impl Row {
         }
         r.extra
             .insert("cpu_time_s".into(), m.cpu_time_ns as f64 * 1e-9);
+        let windows_ns: u64 = m
+            .windows
+            .iter()
+            .map(|w| w.end_ns.saturating_sub(w.start_ns))
+            .sum();
+        if windows_ns > 0 {
+            let busy = m.cpu_time_ns as f64 / windows_ns as f64;
+            r.extra
+                .insert("idle_pct".into(), (100.0 * (1.0 - busy)).max(0.0));
+        }
         if let Some(c) = &m.counters {
             r.free_high = Some(c.free_high as f64);
             r.alloc_zone = Some(c.alloc_zone as f64);

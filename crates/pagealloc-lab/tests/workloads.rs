@@ -259,13 +259,21 @@ fn netperf_pairs_messages() {
         assert_eq!((rx.recvs, rx.frees[2], rx.alloc_ops()), (50, 50, 0));
         assert_eq!((rx.copies, rx.copied_bytes), (50, 50 * 10_240));
         // A system call and the protocol's work on each side.
-        assert_eq!(tx.compute_ns, 50 * (200 + 1_000));
-        assert_eq!(rx.compute_ns, 50 * (200 + 1_000));
+        assert_eq!(tx.compute_ns, 50 * (200 + 1_400));
+        assert_eq!(rx.compute_ns, 50 * (200 + 600));
     }
     assert_eq!(stats.per_cpu[4], Default::default(), "odd CPU idles");
     assert_eq!(w.work_units(&stats.total), 100.0);
     assert!(stats.peak_inbox <= w.inbox_capacity());
-    assert_eq!(w.inbox_capacity(), 32);
+    // SCTP's receive window: rcvbuf / 2 = 106 496 bytes hold 10 messages; a blocked
+    // sender is woken by the window update after 64 KiB (7 messages) were read.
+    assert_eq!((w.inbox_capacity(), w.inbox_resume()), (10, 3));
+    let small_buf = by_name("netperf", &kv(&[("rcvbuf_bytes", "65536")])).unwrap();
+    // A 32 KiB window holds 3 messages; the update needs 64 KiB: it waits for all 3.
+    assert_eq!(
+        (small_buf.inbox_capacity(), small_buf.inbox_resume()),
+        (3, 0)
+    );
     assert!(matches!(
         by_name("netperf", &kv(&[("pairs", "3")]))
             .unwrap()
@@ -290,6 +298,11 @@ fn lmbench_chunks_are_two_order3_blocks() {
     assert_eq!(rx.copied_bytes, 30 * 65_536);
     assert_eq!(w.work_units(&stats.total), (30 * 65_536) as f64);
     assert!(stats.peak_inbox <= 4 * 2);
+    // 4 chunks of 64 KiB + skb overhead fit under the 208 KiB send buffer; a sleeping
+    // writer is woken at a quarter of it, which no chunk fits under: an empty queue.
+    assert_eq!((w.inbox_capacity(), w.inbox_resume()), (8, 0));
+    let big = by_name("lmbench", &kv(&[("sndbuf_bytes", "1048576")])).unwrap();
+    assert_eq!((big.inbox_capacity(), big.inbox_resume()), (2 * 16, 2 * 3));
 }
 
 #[test]

@@ -7,9 +7,12 @@
 //! table and RNG (a [`CpuDriver`], the executor contract of [`crate::workload`] written
 //! once), and allocates as CPU `i` (`alloc_on(i, …)` for pagealloc): the thread is the
 //! driver's [`Backend`]. `Send`/`Recv` go through real bounded MPMC queues (crossbeam
-//! `ArrayQueue`, FIFO, capacity [`Workload::inbox_capacity`]); a blocked op spins then
-//! yields and is retried; barriers check their ids, and a script that finishes while
-//! others wait at a barrier fails the run.
+//! `ArrayQueue`, FIFO, capacity [`Workload::inbox_capacity`]); a blocked `Send` or
+//! `Recv` sleeps on the inbox's wait queue (a condition variable: off the CPU, as a
+//! task blocked in a socket call is) until the other side wakes it: a receiver when a
+//! block arrives, a sender when the inbox has drained to [`Workload::inbox_resume`].
+//! A blocked barrier spins then yields; barriers check their ids, and a script that
+//! finishes while others wait at a barrier fails the run.
 //!
 //! Measurements, per thread, merged at the end into a row by [`Row::from_measurement`]
 //! (the simulator's constructor too):
@@ -55,13 +58,13 @@ use crate::peers::{Block, Counters, PageSource, SourceError};
 use crate::row::{avg_p99_us, histogram, record_ns, CpuWindow, Measurement};
 use crate::workload::driver::{ContractError, TraceBlock};
 use crate::workload::{
-    Backend, CpuDriver, CpuScript, Flow, MigrateKind, OpCounts, Step, TraceHash, Workload,
+    Backend, CpuDriver, CpuScript, Flow, MigrateKind, Op, OpCounts, Step, TraceHash, Workload,
     WorkloadError, NR_ORDERS,
 };
 use crate::Row;
 
 use self::live::LiveMap;
-use self::sync::{Abort, IdBarrier, Waiter};
+use self::sync::{Abort, IdBarrier, WaitQueue, Waiter};
 
 /// Options of a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -357,10 +360,20 @@ struct ThreadOut {
     alloc_ns_by_order: [(u64, u64); NR_ORDERS],
 }
 
+/// A CPU's inbox: the queue (the socket buffer), the wait queue its receiver sleeps on
+/// while it is empty, and the one its sender sleeps on while it is full.
+struct Inbox {
+    queue: ArrayQueue<Block>,
+    data: WaitQueue,
+    space: WaitQueue,
+}
+
 /// Shared state of one run.
 struct Shared<'a> {
     source: &'a dyn PageSource,
-    inboxes: Vec<Option<ArrayQueue<Block>>>,
+    inboxes: Vec<Option<Inbox>>,
+    /// Blocks an inbox drains to before its sleeping sender is woken.
+    resume: usize,
     barrier: IdBarrier,
     abort: Abort,
     live: LiveMap,
@@ -393,8 +406,15 @@ pub fn run(
     let shared = Shared {
         source,
         inboxes: (0..n)
-            .map(|_| (cap > 0).then(|| ArrayQueue::new(cap)))
+            .map(|_| {
+                (cap > 0).then(|| Inbox {
+                    queue: ArrayQueue::new(cap),
+                    data: WaitQueue::default(),
+                    space: WaitQueue::default(),
+                })
+            })
             .collect(),
+        resume: workload.inbox_resume(),
         barrier: IdBarrier::new(n),
         abort: Abort::default(),
         live: LiveMap::new(source.handle_space()),
@@ -506,10 +526,10 @@ pub fn run(
     // End-of-run checks.
     for (i, q) in shared.inboxes.iter().enumerate() {
         if let Some(q) = q {
-            if !q.is_empty() {
+            if !q.queue.is_empty() {
                 return Err(ExecError::Script(format!(
                     "{} blocks left in CPU {i}'s inbox",
-                    q.len()
+                    q.queue.len()
                 )));
             }
         }
@@ -661,7 +681,7 @@ struct ThreadBackend<'s, 'a> {
     user: Vec<u8>,
 }
 
-impl ThreadBackend<'_, '_> {
+impl<'s> ThreadBackend<'s, '_> {
     /// Records a timed allocation (`Some((succeeded, order))`) or free (`None`) of
     /// `dt` ns, and, for a slow one, whether it was a zone-lock trip.
     fn timed(&mut self, cpu: usize, dt: u64, alloc: Option<(bool, u8)>) {
@@ -692,7 +712,7 @@ impl ThreadBackend<'_, '_> {
         }
     }
 
-    fn inbox(&self, cpu: usize, of: usize) -> Result<&ArrayQueue<Block>, ExecError> {
+    fn inbox(&self, cpu: usize, of: usize) -> Result<&'s Inbox, ExecError> {
         self.sh
             .inboxes
             .get(of)
@@ -773,14 +793,23 @@ impl Backend for ThreadBackend<'_, '_> {
     }
 
     fn send(&mut self, cpu: usize, to: usize, b: Block) -> Result<Flow, ExecError> {
-        Ok(match self.inbox(cpu, to)?.push(b) {
-            Ok(()) => Flow::Done,
+        let inbox = self.inbox(cpu, to)?;
+        Ok(match inbox.queue.push(b) {
+            Ok(()) => {
+                inbox.data.wake();
+                Flow::Done
+            }
             Err(_) => Flow::Blocked,
         })
     }
 
     fn recv(&mut self, cpu: usize) -> Result<Option<Block>, ExecError> {
-        Ok(self.inbox(cpu, cpu)?.pop())
+        let inbox = self.inbox(cpu, cpu)?;
+        let b = inbox.queue.pop();
+        if b.is_some() && inbox.queue.len() <= self.sh.resume {
+            inbox.space.wake();
+        }
+        Ok(b)
     }
 
     fn barrier(&mut self, cpu: usize, id: u32) -> Result<Flow, ExecError> {
@@ -837,6 +866,22 @@ fn drive(cpu: usize, script: Box<dyn CpuScript>, sh: &Shared<'_>) -> Result<Thre
     loop {
         match d.step(&mut k)? {
             Step::Completed(_) => waiter = None,
+            Step::Blocked(op @ Op::Recv { .. }) => {
+                let inbox = k.inbox(cpu, cpu)?;
+                inbox
+                    .data
+                    .sleep_until(|| !inbox.queue.is_empty(), &sh.abort, &|| {
+                        format!("CPU {cpu} asleep in {op:?}")
+                    })?;
+            }
+            Step::Blocked(op @ Op::Send { to_cpu, .. }) => {
+                let inbox = k.inbox(cpu, to_cpu as usize)?;
+                inbox
+                    .space
+                    .sleep_until(|| inbox.queue.len() <= sh.resume, &sh.abort, &|| {
+                        format!("CPU {cpu} asleep in {op:?}")
+                    })?;
+            }
             Step::Blocked(op) => waiter
                 .get_or_insert_with(Waiter::new)
                 .wait(&sh.abort, &|| format!("CPU {cpu} blocked on {op:?}"))?,

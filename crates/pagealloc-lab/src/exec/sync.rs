@@ -1,8 +1,9 @@
 //! The executor's cross-thread machinery: the barrier of the workload language (with the
-//! id check and the measured-window snapshot), the abort flag, the pinning.
+//! id check and the measured-window snapshot), the abort flag, the wait queues of the
+//! inboxes, the pinning.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::ExecError;
@@ -161,5 +162,66 @@ pub(crate) fn pin_to(cpu: usize) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A wait queue for tasks that sleep until a condition holds (a socket's `sk_sleep`):
+/// a sleeper blocks on a condition variable, so its wait is off the CPU (a futex), and
+/// a waker that changed the condition wakes it.
+///
+/// No lost wakeup: a sleeper registers (`sleepers`), then checks its condition under
+/// the mutex before each wait; a waker changes the condition, then reads `sleepers`
+/// and, if any, notifies under the same mutex. Both sides order their two steps with
+/// `SeqCst`, so either the sleeper sees the change or the waker sees the sleeper.
+#[derive(Debug, Default)]
+pub(crate) struct WaitQueue {
+    sleepers: AtomicU32,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+/// How long one sleep lasts before the sleeper looks at the abort flag and the
+/// deadline again.
+const SLEEP_SLICE: Duration = Duration::from_millis(20);
+
+impl WaitQueue {
+    /// Sleeps until `ready()` holds; an error when the run aborted or the wait is stuck.
+    pub(crate) fn sleep_until(
+        &self,
+        ready: impl Fn() -> bool,
+        abort: &Abort,
+        what: &dyn Fn() -> String,
+    ) -> Result<(), ExecError> {
+        let since = Instant::now();
+        let mut g = self.lock.lock().expect("wait queue lock");
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let r = loop {
+            if ready() {
+                break Ok(());
+            }
+            if abort.is_set() {
+                break Err(ExecError::Aborted);
+            }
+            if since.elapsed() > STUCK_AFTER {
+                break Err(ExecError::Stuck(what()));
+            }
+            g = self
+                .cv
+                .wait_timeout(g, SLEEP_SLICE)
+                .expect("wait queue lock")
+                .0;
+        };
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+
+    /// Wakes the sleepers, if any (call after changing their condition).
+    pub(crate) fn wake(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = self.lock.lock().expect("wait queue lock");
+            self.cv.notify_all();
+        }
     }
 }

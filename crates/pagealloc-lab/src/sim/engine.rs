@@ -22,7 +22,13 @@
 //! - a compute: its duration; a send or receive: a message cost.
 //!
 //! Blocked ops (`Recv` on an empty inbox, `Send` to a full one, `Barrier`) park the CPU
-//! off the heap; the CPU that unblocks it wakes it at its own time. Every tick interval
+//! off the heap; the CPU that unblocks it wakes it at its own time. A parked CPU is
+//! idle (its clock moves, its busy time does not). Waking a CPU parked in `Send` or
+//! `Recv` is a scheduler wakeup: the waker pays `wake_ns` (`try_to_wake_up`, the IPI),
+//! the sleeper resumes `wakeup_ns` later (the IPI's delivery and the idle state's exit:
+//! idle time) and then pays `switch_ns` (the context switch back into the task). A
+//! sender blocked on a full inbox is woken only once the inbox has drained to
+//! [`Workload::inbox_resume`]. Every tick interval
 //! of virtual time each CPU gets [`pagealloc::Allocator::tick`] (decay), and the total of
 //! pages on per-CPU lists is sampled every `sample_ns`.
 //!
@@ -318,6 +324,8 @@ struct Engine<'a> {
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     inboxes: Vec<VecDeque<Frame>>,
     capacity: usize,
+    /// Blocks an inbox drains to before its blocked sender is woken.
+    resume: usize,
     /// Per destination inbox: senders blocked on it, FIFO.
     blocked_senders: Vec<VecDeque<u32>>,
     barriers: BarrierTable,
@@ -393,6 +401,7 @@ pub(crate) fn simulate(
         heap: (0..n as u32).map(|c| Reverse((0, c))).collect(),
         inboxes: vec![VecDeque::new(); n],
         capacity: workload.inbox_capacity(),
+        resume: workload.inbox_resume(),
         blocked_senders: vec![VecDeque::new(); n],
         barriers: BarrierTable::new(n),
         released: Vec::new(),
@@ -810,11 +819,19 @@ impl Engine<'_> {
         v.parked_on = Some(on);
     }
 
-    fn wake(&mut self, cpu: usize, now: u64) {
+    /// `waker` wakes `cpu`, which sleeps in `Send` or `Recv`: the waker pays the
+    /// wakeup's instructions; the sleeper runs again once the wakeup has reached it
+    /// (idle time) and it has switched back in (busy time).
+    fn wake(&mut self, waker: usize, cpu: usize) {
+        let c = self.spec.cost;
+        self.charge(waker, c.wake_ns);
+        let now = self.cpus[waker].time + c.wakeup_ns.round() as u64;
         let v = &mut self.cpus[cpu];
         v.state = State::Runnable;
         v.parked_on = None;
         v.time = v.time.max(now);
+        self.charge(cpu, c.switch_ns);
+        let v = &self.cpus[cpu];
         self.heap.push(Reverse((v.time, cpu as u32)));
     }
 
@@ -936,9 +953,8 @@ impl Backend for Engine<'_> {
         }
         self.inboxes[to].push_back(f);
         self.charge(cpu, self.spec.cost.message_ns);
-        let now = self.cpus[cpu].time;
         if self.cpus[to].parked_on == Some(Park::Recv) {
-            self.wake(to, now);
+            self.wake(cpu, to);
         }
         Ok(Flow::Done)
     }
@@ -949,9 +965,10 @@ impl Backend for Engine<'_> {
             return Ok(None);
         };
         self.charge(cpu, self.spec.cost.message_ns);
-        let now = self.cpus[cpu].time;
-        if let Some(s) = self.blocked_senders[cpu].pop_front() {
-            self.wake(s as usize, now);
+        if self.inboxes[cpu].len() <= self.resume {
+            if let Some(s) = self.blocked_senders[cpu].pop_front() {
+                self.wake(cpu, s as usize);
+            }
         }
         Ok(Some(f))
     }

@@ -53,6 +53,15 @@ pub struct CostModel {
     /// Passing a block to another CPU (`Send`) or taking one (`Recv`): a few cache-line
     /// transfers, ns.
     pub message_ns: f64,
+    /// Waking a task that sleeps in `sendmsg`/`recvmsg` on another CPU, paid by the
+    /// waker: `try_to_wake_up` and the IPI it sends, ns.
+    pub wake_ns: f64,
+    /// From that wakeup to the sleeper's CPU running again: the IPI's delivery and the
+    /// exit from the shallow idle state a short sleep uses (C1); idle time, ns.
+    pub wakeup_ns: f64,
+    /// The sleeper's context switches (out to the idle task when it blocks, back in
+    /// when woken), paid by the sleeper once per sleep, ns.
+    pub switch_ns: f64,
 }
 
 impl CostModel {
@@ -67,10 +76,13 @@ impl CostModel {
         "handoff_socket_ns",
         "handoff_remote_ns",
         "message_ns",
+        "wake_ns",
+        "wakeup_ns",
+        "switch_ns",
     ];
 
     /// The parameters as `(name, value)`, in [`CostModel::KEYS`] order.
-    pub fn list(&self) -> [(&'static str, f64); 9] {
+    pub fn list(&self) -> [(&'static str, f64); 12] {
         [
             ("alloc_fast_ns", self.alloc_fast_ns),
             ("free_fast_ns", self.free_fast_ns),
@@ -81,6 +93,9 @@ impl CostModel {
             ("handoff_socket_ns", self.handoff_socket_ns),
             ("handoff_remote_ns", self.handoff_remote_ns),
             ("message_ns", self.message_ns),
+            ("wake_ns", self.wake_ns),
+            ("wakeup_ns", self.wakeup_ns),
+            ("switch_ns", self.switch_ns),
         ]
     }
 
@@ -108,6 +123,9 @@ impl CostModel {
             "handoff_socket_ns" => &mut self.handoff_socket_ns,
             "handoff_remote_ns" => &mut self.handoff_remote_ns,
             "message_ns" => &mut self.message_ns,
+            "wake_ns" => &mut self.wake_ns,
+            "wakeup_ns" => &mut self.wakeup_ns,
+            "switch_ns" => &mut self.switch_ns,
             other => return Err(MachineError::UnknownCost(other.to_owned())),
         };
         *field = v;
@@ -143,6 +161,9 @@ pub const SPR_COST: CostModel = CostModel {
     handoff_socket_ns: 120.0,
     handoff_remote_ns: 300.0,
     message_ns: 120.0,
+    wake_ns: 600.0,
+    wakeup_ns: 1_500.0,
+    switch_ns: 500.0,
 };
 
 /// Ice Lake (Xeon 8358 class, 2 sockets, 128 threads): batch-sweep fit as for SPR.
@@ -156,6 +177,9 @@ pub const ICX_COST: CostModel = CostModel {
     handoff_socket_ns: 110.0,
     handoff_remote_ns: 280.0,
     message_ns: 110.0,
+    wake_ns: 600.0,
+    wakeup_ns: 1_500.0,
+    switch_ns: 500.0,
 };
 
 /// Skylake-SP (2 sockets, 112 threads): no calibration data; Ice Lake's values scaled
@@ -185,6 +209,9 @@ const fn scaled(c: CostModel, k: f64) -> CostModel {
         handoff_socket_ns: c.handoff_socket_ns * k,
         handoff_remote_ns: c.handoff_remote_ns * k,
         message_ns: c.message_ns * k,
+        wake_ns: c.wake_ns * k,
+        wakeup_ns: c.wakeup_ns * k,
+        switch_ns: c.switch_ns * k,
     }
 }
 

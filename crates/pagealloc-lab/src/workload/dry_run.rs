@@ -86,6 +86,10 @@ impl TraceBlock for Block {
 struct World {
     capacity_pages: Option<u64>,
     inbox_capacity: usize,
+    inbox_resume: usize,
+    /// Per sender CPU: blocked on a full inbox, not yet woken (it drained to
+    /// `inbox_resume`).
+    asleep: Vec<bool>,
     inboxes: Vec<VecDeque<Block>>,
     barriers: BarrierTable,
     /// CPUs released by the last barrier to open, to be completed by the round loop.
@@ -144,9 +148,12 @@ impl Backend for World {
             .inboxes
             .get_mut(to)
             .ok_or_else(|| ContractError(format!("cpu {cpu}: send to cpu {to} of {n}")))?;
-        if inbox.len() >= self.inbox_capacity {
+        let asleep = &mut self.asleep[cpu];
+        if inbox.len() >= self.inbox_capacity || (*asleep && inbox.len() > self.inbox_resume) {
+            *asleep = true;
             return Ok(Flow::Blocked);
         }
+        *asleep = false;
         inbox.push_back(b);
         self.peak_inbox = self.peak_inbox.max(inbox.len());
         Ok(Flow::Done)
@@ -222,6 +229,8 @@ impl DryRun {
         let mut world = World {
             capacity_pages: self.capacity_pages,
             inbox_capacity: workload.inbox_capacity(),
+            inbox_resume: workload.inbox_resume(),
+            asleep: vec![false; n],
             inboxes: vec![VecDeque::new(); n],
             barriers: BarrierTable::new(n),
             released: Vec::new(),

@@ -9,6 +9,12 @@
 //! blocks, one after the other. Both sides pay a system call and the socket's
 //! bookkeeping; docs/sim-cost-model.md gives the source of each cost. Score: bytes
 //! received per second.
+//!
+//! Flow control (see `stream.rs`): the writer queues up to 4 chunks in the default
+//! 208 KiB send buffer, then sleeps until the reader has freed them all (a writer is
+//! woken only when a quarter of the buffer or less is in flight); the reader sleeps
+//! when the queue is empty. bw_unix's reader also writes a control word to the writer
+//! every 10 MiB (160 chunks); that round trip is not modelled.
 
 use super::params::define_params;
 use super::stream::StreamShape;
@@ -28,9 +34,14 @@ define_params! {
         chunk_bytes: u32 = 65_536, full 65_536;
         /// Order of the fragments a chunk is carried in.
         fragment_order: u8 = 3, full 3;
-        /// Chunks in flight per pair before the writer blocks: AF_UNIX's default 208 KiB
-        /// send buffer holds about 3 of 64 KiB.
-        window_chunks: u32 = 4, full 4;
+        /// The writer's socket buffer, bytes: `net.core.wmem_default` (212 992;
+        /// bw_unix's `socketpair` sets no `SO_SNDBUF`). The writer may queue a chunk
+        /// while the chunks in flight take less than this (`sock_alloc_send_pskb`).
+        sndbuf_bytes: u32 = 212_992, full 212_992;
+        /// What a chunk's skb costs the send buffer beyond its payload, bytes: the
+        /// `sk_buff` and `skb_shared_info` of its small linear head (`SKB_TRUESIZE`), an
+        /// estimate.
+        skb_overhead_bytes: u32 = 768, full 768;
         /// Compute before retrying a failed allocation, ns.
         retry_backoff_ns: u64 = 1_000, full 1_000;
         /// One system call's entry and exit (`write`, `read`), ns: `getpid()` measured
@@ -64,7 +75,7 @@ impl Lmbench {
         let p = &params;
         check_nonzero(NAME, "chunks", u64::from(p.chunks))?;
         check_nonzero(NAME, "chunk_bytes", u64::from(p.chunk_bytes))?;
-        check_nonzero(NAME, "window_chunks", u64::from(p.window_chunks))?;
+        check_nonzero(NAME, "sndbuf_bytes", u64::from(p.sndbuf_bytes))?;
         check_order(NAME, "fragment_order", p.fragment_order)?;
         let fragment_bytes = PAGE_SIZE << p.fragment_order;
         let blocks = u64::from(p.chunk_bytes).div_ceil(fragment_bytes);
@@ -76,6 +87,7 @@ impl Lmbench {
                 "more than 1024 fragments per chunk",
             ));
         }
+        let (window, resume) = unix_window(p);
         let shape = StreamShape {
             pairs: p.pairs,
             messages: p.chunks,
@@ -84,7 +96,8 @@ impl Lmbench {
             // The chunk is spread evenly over its fragments (the last one may be part
             // full in the kernel; the copies move the same bytes).
             bytes_per_block: (u64::from(p.chunk_bytes).div_ceil(blocks)) as u32,
-            window: p.window_chunks,
+            window,
+            resume,
             backoff_ns: p.retry_backoff_ns,
             syscall_ns: p.syscall_ns,
             send_protocol_ns: p.send_protocol_ns,
@@ -92,6 +105,19 @@ impl Lmbench {
         };
         Ok(Lmbench { params, shape })
     }
+}
+
+/// AF_UNIX flow control, in chunks: the writer queues a chunk while the chunks in
+/// flight take less than the send buffer (4 with the defaults), and a sleeping writer
+/// is woken when they take at most a quarter of it (`unix_writable`, from
+/// `unix_write_space` as the reader frees each skb): 0 chunks with the defaults, so
+/// the writer waits until the reader has drained the queue.
+fn unix_window(p: &LmbenchParams) -> (u32, u32) {
+    let truesize = u64::from(p.chunk_bytes) + u64::from(p.skb_overhead_bytes);
+    let sndbuf = u64::from(p.sndbuf_bytes);
+    let window = ((sndbuf - 1) / truesize + 1).min(1 << 16) as u32;
+    let resume = ((sndbuf / 4) / truesize).min(u64::from(window - 1)) as u32;
+    (window, resume)
 }
 
 impl Workload for Lmbench {
@@ -122,5 +148,9 @@ impl Workload for Lmbench {
 
     fn inbox_capacity(&self) -> usize {
         self.shape.inbox_capacity()
+    }
+
+    fn inbox_resume(&self) -> usize {
+        self.shape.inbox_resume()
     }
 }

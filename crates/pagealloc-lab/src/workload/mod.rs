@@ -27,8 +27,15 @@
 //!    violation is a script bug: executors panic.
 //! 3. `Recv` takes the oldest block of the CPU's own inbox (FIFO) and blocks while it is
 //!    empty. `Send` blocks while the destination inbox holds
-//!    [`Workload::inbox_capacity`] blocks (the socket buffer). A blocked op is retried
-//!    without calling `next` again: the script sees each op complete exactly once.
+//!    [`Workload::inbox_capacity`] blocks (the socket buffer); once blocked, it stays
+//!    blocked until the inbox has drained to [`Workload::inbox_resume`] blocks (the
+//!    socket's write-space hysteresis). A blocked op is retried without calling `next`
+//!    again: the script sees each op complete exactly once.
+//!    A CPU blocked in `Send` or `Recv` *sleeps*, as a task blocked in `sendmsg` or
+//!    `recvmsg` does: the wait is idle time, not CPU time, and the CPU that unblocks it
+//!    wakes it. On threads the sleep and the wakeup are real (a futex); the simulator
+//!    charges the wakeup from its cost model (the waker's `try_to_wake_up`, the
+//!    sleeper's idle exit and context switch). Barriers are not sleeps (set-up only).
 //! 4. `Barrier`: every script of the workload passes the same sequence of barrier ids;
 //!    a barrier opens when all CPUs have reached it. A script that is `Done` while
 //!    others wait at a barrier is a deadlock (a script bug).
@@ -284,6 +291,13 @@ pub trait Workload: fmt::Debug + Send + Sync {
     /// that never send.
     fn inbox_capacity(&self) -> usize {
         0
+    }
+
+    /// Blocks an inbox must have drained to before a sender blocked on it (a full inbox)
+    /// is woken: the socket's write-space hysteresis. By default `inbox_capacity() - 1`,
+    /// the sender is woken as soon as there is room for one block.
+    fn inbox_resume(&self) -> usize {
+        self.inbox_capacity().saturating_sub(1)
     }
 
     /// The barrier after which the measured window starts (per CPU, on leaving it);

@@ -9,6 +9,12 @@
 //! `recvmsg` and frees the block (`kfree_skb` → `free_large_kmalloc`). Both sides pay a
 //! system call and the protocol's work; docs/sim-cost-model.md gives the source of each
 //! cost. Score: messages received per second.
+//!
+//! Flow control (see `stream.rs`): the receive window holds rcvbuf / 2 bytes, 10
+//! messages with the defaults; a sender facing a full window sleeps until the receiver
+//! has read 64 KiB (7 messages) and sent a window update; a receiver with nothing
+//! queued sleeps until the next message arrives. The few messages SCTP can also hold
+//! in the sender's own buffer beyond the peer's window are not modelled.
 
 use super::params::define_params;
 use super::stream::{order_for, StreamShape};
@@ -26,22 +32,31 @@ define_params! {
         messages: u32 = 200_000, full 20_000;
         /// Message size in bytes; the data block is the smallest order that holds it.
         message_bytes: u32 = 10_240, full 10_240;
-        /// Messages in flight per pair before the sender blocks (the socket buffer).
-        window_messages: u32 = 32, full 32;
+        /// The receiver's socket buffer, bytes: `net.core.rmem_default` (212 992; SCTP
+        /// ignores the default of `net.sctp.sctp_rmem`, and netperf sets no
+        /// `SO_RCVBUF` unless asked). SCTP's receive window is half of it
+        /// (`sctp_association_init`); the sender sleeps when the window holds no
+        /// further message.
+        rcvbuf_bytes: u32 = 212_992, full 212_992;
+        /// The path MTU, bytes: the loopback's 65 536. The receiver sends a window
+        /// update once its window has reopened by max(rcvbuf / 16, path MTU)
+        /// (`sctp_peer_needs_update`); only then is a blocked sender woken.
+        path_mtu_bytes: u32 = 65_536, full 65_536;
         /// Compute before retrying a failed allocation, ns.
         retry_backoff_ns: u64 = 1_000, full 1_000;
         /// One system call's entry and exit (`sendmsg`, `recvmsg`), ns: `getpid()`
         /// measured at 191 and 217 ns on Skylake-X
         /// (docs/sim-cost-model.md §10).
         syscall_ns: u64 = 200, full 200;
-        /// SCTP's transmit work per message on the sender (`sctp_sendmsg` to the
-        /// loopback's `sctp_rcv`, which runs in the sender's softirq), ns: half of the
-        /// ≈ 2 µs per message a published run leaves for SCTP (docs/sim-cost-model.md
-        /// §10).
-        send_protocol_ns: u64 = 1_000, full 1_000;
-        /// SCTP's receive work per message on the receiver (`sctp_recvmsg`, the
-        /// ulpevent, the SACK), ns: the other half.
-        recv_protocol_ns: u64 = 1_000, full 1_000;
+        /// SCTP's work per message on the sender, ns: `sctp_sendmsg` and
+        /// `sctp_packet_transmit`, and, because the loopback delivers in the softirq
+        /// of the CPU that transmits, `sctp_rcv`, the DATA chunk's state machine and
+        /// the SACKs: the published run's softirq time (0.80 µs per message) plus half
+        /// of the rest of the ≈ 2 µs it leaves for SCTP (docs/sim-cost-model.md §10).
+        send_protocol_ns: u64 = 1_400, full 1_400;
+        /// SCTP's work per message on the receiver (`sctp_recvmsg`, freeing the
+        /// ulpevent, the window updates), ns: the other half of the rest.
+        recv_protocol_ns: u64 = 600, full 600;
     }
 }
 
@@ -63,7 +78,8 @@ impl Netperf {
         let p = &params;
         check_nonzero(NAME, "messages", u64::from(p.messages))?;
         check_nonzero(NAME, "message_bytes", u64::from(p.message_bytes))?;
-        check_nonzero(NAME, "window_messages", u64::from(p.window_messages))?;
+        check_nonzero(NAME, "rcvbuf_bytes", u64::from(p.rcvbuf_bytes))?;
+        let (window, resume) = sctp_window(p);
         let data_order = order_for(u64::from(p.message_bytes));
         if data_order > u32::from(MAX_ORDER) {
             return Err(invalid(
@@ -79,7 +95,8 @@ impl Netperf {
             order: data_order as u8,
             blocks: 1,
             bytes_per_block: p.message_bytes,
-            window: p.window_messages,
+            window,
+            resume,
             backoff_ns: p.retry_backoff_ns,
             syscall_ns: p.syscall_ns,
             send_protocol_ns: p.send_protocol_ns,
@@ -87,6 +104,19 @@ impl Netperf {
         };
         Ok(Netperf { params, shape })
     }
+}
+
+/// SCTP's flow control over loopback, in messages: the receive window (rcvbuf / 2, at
+/// least `SCTP_DEFAULT_MINWINDOW` = 1 500 bytes, and at least one message) and the queue
+/// length a blocked sender is woken at (the window has reopened by max(rcvbuf >> 4,
+/// path MTU) bytes: a window-update SACK).
+fn sctp_window(p: &NetperfParams) -> (u32, u32) {
+    let msg = u64::from(p.message_bytes);
+    let rwnd = (u64::from(p.rcvbuf_bytes) / 2).max(1_500);
+    let window = (rwnd / msg).clamp(1, 1 << 16) as u32;
+    let update = (u64::from(p.rcvbuf_bytes) >> 4).max(u64::from(p.path_mtu_bytes));
+    let step = update.div_ceil(msg).min(u64::from(window)) as u32;
+    (window, window - step)
 }
 
 impl Workload for Netperf {
@@ -116,5 +146,9 @@ impl Workload for Netperf {
 
     fn inbox_capacity(&self) -> usize {
         self.shape.inbox_capacity()
+    }
+
+    fn inbox_resume(&self) -> usize {
+        self.shape.inbox_resume()
     }
 }

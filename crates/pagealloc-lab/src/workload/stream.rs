@@ -18,8 +18,16 @@
 //!
 //! The copies are charged by the executor (a real `memcpy` on threads, the cache
 //! hierarchy in the simulator); the system calls and protocol work are `Compute`.
-//! The inbox holds `window` messages (the socket buffer): a sender more than `window`
-//! messages ahead blocks, which bounds memory to pairs × (window + 1) messages.
+//!
+//! # Flow control
+//! The inbox is the socket's buffer: it holds `window` messages; a sender with `window`
+//! messages queued blocks (sleeps, as in `sctp_wait_for_sndbuf` or
+//! `sock_alloc_send_pskb`) and is woken only once the receiver has drained the queue
+//! to `resume` messages (the socket's write-space rule: an SCTP window-update SACK,
+//! `unix_writable`). A receiver with nothing queued sleeps in `recvmsg` and is woken by
+//! the next message. Both sleeps are idle time; each wakeup costs what the executor
+//! charges for it (see the executor contract). Memory is bounded by pairs × (window +
+//! 1) messages.
 
 use std::collections::VecDeque;
 
@@ -41,6 +49,8 @@ pub(crate) struct StreamShape {
     pub(crate) bytes_per_block: u32,
     /// Messages the receiver's inbox holds.
     pub(crate) window: u32,
+    /// Messages the inbox must drain to before a blocked sender is woken (`< window`).
+    pub(crate) resume: u32,
     pub(crate) backoff_ns: u64,
     /// One system call's entry and exit, each side, ns.
     pub(crate) syscall_ns: u64,
@@ -53,6 +63,11 @@ impl StreamShape {
     /// Blocks an inbox holds before sends block.
     pub(crate) fn inbox_capacity(&self) -> usize {
         self.window as usize * self.blocks as usize
+    }
+
+    /// Blocks an inbox drains to before a blocked sender is woken.
+    pub(crate) fn inbox_resume(&self) -> usize {
+        self.resume.min(self.window.saturating_sub(1)) as usize * self.blocks as usize
     }
 
     /// The scripts for `cpus` CPUs.

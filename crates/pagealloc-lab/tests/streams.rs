@@ -1,0 +1,161 @@
+//! The stream workloads' flow control (netperf, lmbench): a blocked `Send` or `Recv`
+//! sleeps, its wait is idle time, a wakeup costs what the executor charges, and the
+//! socket buffer decides who waits. Shown through the rows' own columns (idle %, zone
+//! lock %, CPU time, score), in the simulator and on real threads.
+
+use pagealloc::Config;
+use pagealloc_lab::sim::{self, Machine, SimOptions};
+use pagealloc_lab::workload::{self, Scale};
+use pagealloc_lab::Row;
+
+fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// `name` with `params` on desktop-8 (4 pairs: the zone lock is far from saturated, so
+/// the pairs' own flow decides their pace), linux-6.12, seed 1, with `cost` overrides.
+fn desktop(name: &str, params: &[(&str, &str)], cost: &str) -> Row {
+    let mut p = vec![("pairs", "4")];
+    p.extend_from_slice(params);
+    let w = workload::build(name, Scale::Laptop, &kv(&p)).unwrap();
+    let machine = Machine::by_name("desktop-8").unwrap();
+    let mut cm = machine.cost;
+    cm.apply(cost).unwrap();
+    let mut o = SimOptions::new(machine, "linux-6.12".parse::<Config>().unwrap());
+    o.seed = 1;
+    o.cost = Some(cm);
+    sim::run(&*w, &o).unwrap_or_else(|e| panic!("{name} {params:?} {cost}: {e}"))
+}
+
+fn idle(r: &Row) -> f64 {
+    r.extra["idle_pct"]
+}
+
+fn lock(r: &Row) -> f64 {
+    r.zone_lock_pct.expect("pagealloc has a zone-lock column")
+}
+
+/// CPU time per unit of work (message or byte), ns.
+fn cpu_per_unit(r: &Row) -> f64 {
+    r.extra["cpu_time_s"] * 1e9 / (r.score.unwrap() * r.extra["elapsed_s"])
+}
+
+/// A socket buffer of one message (20 KiB: a 10 KiB window) makes the sender wait for
+/// every message to be read and the receiver for every message to be written: the pair
+/// idles more, takes the zone lock less often per second (a smaller share of its CPU
+/// time waits for it) and moves fewer messages.
+#[test]
+fn netperf_a_smaller_socket_buffer_idles_more() {
+    let n = [("messages", "1500")];
+    let big = desktop("netperf", &n, "");
+    let small = desktop("netperf", &[n[0], ("rcvbuf_bytes", "20480")], "");
+    println!(
+        "netperf rcvbuf 208 KiB: idle {:.1} %, lock {:.2} %, {:.0} msg/s; 20 KiB: idle {:.1} %, lock {:.2} %, {:.0} msg/s",
+        idle(&big),
+        lock(&big),
+        big.score.unwrap(),
+        idle(&small),
+        lock(&small),
+        small.score.unwrap()
+    );
+    assert!(
+        idle(&small) > idle(&big) + 15.0,
+        "{} vs {}",
+        idle(&small),
+        idle(&big)
+    );
+    assert!(
+        lock(&small) < lock(&big),
+        "{} vs {}",
+        lock(&small),
+        lock(&big)
+    );
+    assert!(small.score.unwrap() < 0.8 * big.score.unwrap());
+}
+
+/// lmbench: the default 208 KiB send buffer holds four 64 KiB chunks, and a sleeping
+/// writer is woken only once a quarter of it is free of chunks, i.e. the queue is
+/// empty: writer and reader take turns. A 1 MiB buffer (16 chunks, woken at 3 left)
+/// keeps both busy: less idle, a larger zone-lock share, more bytes per second.
+#[test]
+fn lmbench_the_default_socket_buffer_makes_the_pair_take_turns() {
+    let n = [("chunks", "300")];
+    let default = desktop("lmbench", &n, "");
+    let big = desktop("lmbench", &[n[0], ("sndbuf_bytes", "1048576")], "");
+    println!(
+        "lmbench sndbuf 208 KiB: idle {:.1} %, lock {:.2} %, {:.3e} B/s; 1 MiB: idle {:.1} %, lock {:.2} %, {:.3e} B/s",
+        idle(&default),
+        lock(&default),
+        default.score.unwrap(),
+        idle(&big),
+        lock(&big),
+        big.score.unwrap()
+    );
+    assert!(
+        idle(&default) > idle(&big) + 8.0,
+        "{} vs {}",
+        idle(&default),
+        idle(&big)
+    );
+    assert!(lock(&default) < lock(&big));
+    assert!(default.score.unwrap() < big.score.unwrap());
+}
+
+/// Each sleep costs the sleeper a wakeup's latency (idle) and a context switch (CPU
+/// time), and the waker the wakeup: with the one-message buffer every message sleeps,
+/// so turning the costs off raises the score and lowers CPU time and idle % per message.
+#[test]
+fn wakeups_cost_idle_time_and_cpu_time() {
+    let n = [("messages", "1500"), ("rcvbuf_bytes", "20480")];
+    let charged = desktop("netperf", &n, "");
+    let free = desktop("netperf", &n, "wake_ns=0,wakeup_ns=0,switch_ns=0");
+    println!(
+        "netperf 1-message buffer, wakeups charged: {:.0} ns CPU/msg, idle {:.1} %, {:.0} msg/s; free: {:.0} ns, {:.1} %, {:.0} msg/s",
+        cpu_per_unit(&charged),
+        idle(&charged),
+        charged.score.unwrap(),
+        cpu_per_unit(&free),
+        idle(&free),
+        free.score.unwrap()
+    );
+    assert!(charged.score.unwrap() < free.score.unwrap());
+    assert!(idle(&charged) > idle(&free));
+    // At least one switch (500 ns on desktop-8) per message more CPU time.
+    assert!(cpu_per_unit(&charged) > cpu_per_unit(&free) + 400.0);
+}
+
+/// On real threads a blocked `Recv` sleeps on a condition variable: a receiver whose
+/// sender works 200 µs per message spends that time off the CPU, so about half of the
+/// pair's time is idle (spinning, it would be none).
+#[test]
+fn a_sleeping_receiver_is_idle_on_threads() {
+    use pagealloc_lab::exec::{self, ExecOptions};
+    let w = workload::by_name(
+        "netperf",
+        &kv(&[
+            ("pairs", "1"),
+            ("messages", "200"),
+            ("send_protocol_ns", "200000"),
+        ]),
+    )
+    .unwrap();
+    let r = exec::run_named(
+        &*w,
+        "pagealloc",
+        &Config::default(),
+        &ExecOptions {
+            latency: false,
+            sample_ms: 0,
+            pin: false,
+            ..ExecOptions::new(2)
+        },
+        Some(1 << 14),
+    )
+    .unwrap()
+    .row();
+    println!("threads, 200 µs sender: idle {:.1} %", idle(&r));
+    assert!(idle(&r) > 35.0, "idle {:.1} %", idle(&r));
+}
