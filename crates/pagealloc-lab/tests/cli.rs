@@ -306,6 +306,59 @@ fn compare_sim_takes_the_memory_scale() {
     );
 }
 
+/// `compare --sim --jobs N` runs N simulations at a time; the rows, their order and
+/// their hashes do not depend on N, and the table's footer prints the rate per core.
+#[test]
+fn compare_sim_rows_do_not_depend_on_jobs() {
+    let run = |jobs: &str, json: bool| {
+        let mut args = vec![
+            "compare",
+            "page_fault1",
+            "--sim",
+            "--configs",
+            "base,patch7,linux-6.12",
+            "--machine",
+            "skx-2s-112",
+            "--cpus",
+            "2",
+            "-p",
+            "pages_per_loop=512",
+            "-p",
+            "loops=1",
+            "--mem-scale",
+            "64",
+            "--jobs",
+            jobs,
+        ];
+        if json {
+            args.push("--json");
+        }
+        pagealloc(&args)
+    };
+    let key = |r: &serde_json::Value| {
+        (
+            r["config"].to_string(),
+            r["trace_hash"].to_string(),
+            r["score"].to_string(),
+        )
+    };
+    let one: Vec<_> = json_rows(&run("1", true)).iter().map(key).collect();
+    let three: Vec<_> = json_rows(&run("3", true)).iter().map(key).collect();
+    assert_eq!(one.len(), 3);
+    assert_eq!(one, three, "same rows in the same order");
+    let o = run("2", false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("M page ops/s per core") && text.contains("(2 at a time)"),
+        "{text}"
+    );
+    refused(
+        &["compare", "page_fault1", "--sim", "--jobs", "0"],
+        &["jobs"],
+    );
+}
+
 #[test]
 fn bench_prints_llfree_rows() {
     let o = pagealloc(&[

@@ -195,6 +195,10 @@ pub struct CompareArgs {
     /// scaled machine). Every config runs at the same scale.
     #[arg(long = "mem-scale", default_value_t = 1, requires = "sim")]
     pub mem_scale: u64,
+    /// With --sim: simulations at a time, each on a thread of its own (default: the
+    /// host's available parallelism); the rows do not depend on it.
+    #[arg(long, requires = "sim", value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
 }
 
 /// `pagealloc bench`.

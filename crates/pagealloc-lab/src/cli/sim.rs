@@ -76,6 +76,10 @@ pub struct CalibrateArgs {
     /// line) instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Simulations at a time, each on a thread of its own (default: the host's
+    /// available parallelism); the results do not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
 }
 
 fn usage(m: impl std::fmt::Display) -> CliError {
@@ -153,19 +157,25 @@ fn describe(o: &SimOptions, w: &dyn Workload) -> String {
     )
 }
 
-fn footer(rows: &[Row]) -> String {
-    let wall: f64 = rows.iter().filter_map(|r| r.wall_s).sum();
-    let ops: f64 = rows.iter().filter_map(|r| r.extra.get("page_ops")).sum();
+/// The speed line under a table: page ops simulated, the CPU time of the simulating
+/// threads and the rate per core (what the host's load does not change), and the wall
+/// time `wall` s of the whole command with the rate it gave (`jobs` runs at a time).
+fn footer(rows: &[Row], wall: f64, jobs: usize) -> String {
+    let sum = |k: &str| -> f64 { rows.iter().filter_map(|r| r.extra.get(k)).sum() };
+    let (ops, cpu) = (sum("page_ops"), sum("run_cpu_s"));
     let makespan: Vec<String> = rows
         .iter()
         .filter_map(|r| r.extra.get("makespan_s"))
         .map(|s| format!("{s:.3}"))
         .collect();
     format!(
-        "virtual makespan (s): {}; {:.0} page ops simulated in {:.1} s of run time ({:.2} M page ops/s)",
+        "virtual makespan (s): {}\n{:.0} page ops simulated in {:.1} s of CPU time: {:.2} M page ops/s per core; {:.1} s wall ({} at a time): {:.2} M page ops/s in all",
         makespan.join(" "),
         ops,
+        cpu,
+        ops / cpu.max(1e-9) / 1e6,
         wall,
+        jobs,
         ops / wall.max(1e-9) / 1e6
     )
 }
@@ -189,7 +199,8 @@ pub fn cmd_sim(a: &SimArgs) -> Result<(), CliError> {
         let mut cols = columns();
         cols.push("score_unit");
         report::print_table(std::slice::from_ref(&row), &cols);
-        println!("{}", footer(std::slice::from_ref(&row)));
+        let wall = row.wall_s.unwrap_or(0.0);
+        println!("{}", footer(std::slice::from_ref(&row), wall, 1));
     }
     Ok(())
 }
@@ -242,17 +253,20 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
             .map(|c| config_of(c))
             .collect::<Result<_, _>>()?
     };
-    let o = options(m.clone(), cfgs[0].clone(), f)?;
+    let mut o = options(m.clone(), cfgs[0].clone(), f)?;
+    o.jobs = a.jobs.map_or(0, |j| j as usize);
+    let jobs = o.jobs().min(cfgs.len());
     if !f.common.json {
         eprintln!(
-            "simulating {} configs, {} at a time: {}",
+            "simulating {} configs, {jobs} at a time: {}",
             cfgs.len(),
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
             describe(&o, &*w)
         );
     }
     let pb = indicatif::ProgressBar::new(cfgs.len() as u64);
+    let t0 = std::time::Instant::now();
     let mut rows = compare(&*w, &o, &cfgs, &|_| pb.inc(1)).map_err(failed)?;
+    let wall = t0.elapsed().as_secs_f64();
     pb.finish_and_clear();
     if sweep {
         for (r, c) in rows.iter_mut().zip(&cfgs) {
@@ -271,7 +285,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
         return Ok(());
     }
     report::print_table(&rows, &columns());
-    println!("{}", footer(&rows));
+    println!("{}", footer(&rows, wall, jobs));
     let kbuild_table = workload_name == "kbuild"
         && m.name == "spr-2s-224"
         && rows.len() >= calibrate::PUBLISHED_KBUILD.len()
@@ -313,7 +327,8 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
     if a.tasks == 0 {
         return Err(usage("--tasks must be at least 1"));
     }
-    let r = calibrate::refit(a.tasks, &computes, &headrooms, &seeds, &|line| {
+    let jobs = a.jobs.map_or(0, |j| j as usize);
+    let r = calibrate::refit(a.tasks, &computes, &headrooms, &seeds, jobs, &|line| {
         eprintln!("{line}")
     })
     .map_err(failed)?;
@@ -328,6 +343,7 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
             let mut o = SimOptions::new(m.clone(), pagealloc::Config::default());
             o.seed = seeds[0];
             o.cpus = Some(1);
+            o.jobs = jobs;
             let loops = [("loops".to_owned(), "2".to_owned())];
             let rows = calibrate::batch_sweep(&m, &loops, &o, &|_| {}).map_err(failed)?;
             if a.json {

@@ -43,7 +43,7 @@
 //! 90 ns): compare throughput only between runs with the same option (`--no-latency`
 //! turns it off).
 
-mod clock;
+pub(crate) mod clock;
 mod live;
 mod sync;
 

@@ -673,7 +673,8 @@ pub struct Refit {
 /// tasks on spr-2s-224 (the full table uses 896; 224 keeps the fit to a few minutes),
 /// once per seed, with SPR's refitted residuals. The best point has the most steps in
 /// the published direction with every seed, then the least mean [`kbuild_error`].
-/// `progress` gets one line per grid point.
+/// Each point's configs run `jobs` at a time ([`SimOptions::jobs`]; 0: the host's
+/// parallelism). `progress` gets one line per grid point.
 ///
 /// # Errors
 /// A failed run.
@@ -682,6 +683,7 @@ pub fn refit(
     computes: &[u64],
     headrooms: &[Headroom],
     seeds: &[u64],
+    jobs: usize,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Refit, SimError> {
     let seed = seeds.first().copied().unwrap_or(1);
@@ -714,6 +716,7 @@ pub fn refit(
                 o.cost = Some(cost);
                 o.seed = seed;
                 o.headroom = headroom;
+                o.jobs = jobs;
                 let rows = kbuild_ablation(&overrides, &o, &|_| {})?;
                 error += kbuild_error(&rows) / seeds.len() as f64;
                 let agree = kbuild_directions(&rows).iter().filter(|d| d.agrees).count();

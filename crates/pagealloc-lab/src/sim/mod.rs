@@ -73,6 +73,9 @@ pub struct SimOptions {
     pub page_cache: Option<bool>,
     /// Free memory at the start of the run (the headroom model).
     pub headroom: Headroom,
+    /// Runs [`compare`] does at a time, each on a thread of its own; 0: the host's
+    /// available parallelism. Results do not depend on it.
+    pub jobs: usize,
 }
 
 /// How much memory is free when the workload starts: each zone's free pages above its
@@ -162,6 +165,16 @@ impl SimOptions {
             sample_ns: 10_000_000,
             page_cache: None,
             headroom: Headroom::WorkloadDefault,
+            jobs: 0,
+        }
+    }
+
+    /// The runs [`compare`] does at a time: [`SimOptions::jobs`], or the host's
+    /// available parallelism when it is 0.
+    pub fn jobs(&self) -> usize {
+        match self.jobs {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
         }
     }
 }
@@ -244,13 +257,21 @@ pub fn run(workload: &dyn Workload, opts: &SimOptions) -> Result<Row, SimError> 
             .map(|m| m.saturating_mul(256) / opts.mem_scale.max(1)),
     };
     let t0 = Instant::now();
+    let c0 = crate::exec::clock::thread_cpu_ns();
     let out = engine::simulate(workload, &spec).map_err(|error| SimError {
         error,
         replay: replay_command(workload, opts),
         seed: opts.seed,
     })?;
     let wall = t0.elapsed().as_secs_f64();
-    Ok(row_of(workload, opts, &spec, &out, wall))
+    let cpu = crate::exec::clock::thread_cpu_ns().saturating_sub(c0) as f64 * 1e-9;
+    let mut row = row_of(workload, opts, &spec, &out, wall);
+    row.extra.insert("run_cpu_s".into(), cpu);
+    row.extra.insert(
+        "page_ops_per_cpu_s".into(),
+        out.page_ops as f64 / cpu.max(1e-9),
+    );
+    Ok(row)
 }
 
 /// Whether the page-cache model is on by default for a workload (see
@@ -338,9 +359,10 @@ fn row_of(
     r
 }
 
-/// Runs `workload` under each config, in parallel on the host's cores (each run is
-/// independent and deterministic), and returns the raw rows in `configs` order.
-/// `progress` is called as each run finishes.
+/// Runs `workload` under each config, [`SimOptions::jobs`] at a time on threads of
+/// their own (each run is independent and deterministic, so the rows do not depend on
+/// the number of jobs), and returns the raw rows in `configs` order. `progress` is
+/// called as each run finishes.
 ///
 /// # Errors
 /// The first failing run's error.
@@ -350,9 +372,7 @@ pub fn compare(
     configs: &[Config],
     progress: &(dyn Fn(&Row) + Sync),
 ) -> Result<Vec<Row>, SimError> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(configs.len().max(1));
+    let threads = base.jobs().min(configs.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Result<Row, SimError>>>> = configs
         .iter()
