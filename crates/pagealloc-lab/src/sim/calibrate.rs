@@ -229,7 +229,7 @@ pub struct TripFit {
     /// Instructions per line under the lock (`CostModel::locked_line_ns`).
     pub locked_line_ns: f64,
     /// Per published point: (direction, batch, published ns, lines per trip, the
-    /// lines' latencies in ns, fitted ns).
+    /// lines' time on the core's fill buffers in ns, fitted ns).
     pub points: Vec<(&'static str, u32, f64, f64, f64, f64)>,
 }
 
@@ -280,7 +280,8 @@ fn weighted_ls<const N: usize>(rows: &[([f64; N], f64, f64)]) -> [f64; N] {
 
 /// Fits the zone-lock residuals of `machine` to its published batch sweep: the sweep
 /// runs in the simulator twice with the residuals at zero and the per-line cost at 0
-/// and 1 ns, which gives each point's line latencies `A` and lines per trip `L`; then
+/// and 1 ns, which gives each point's line time `A` (the hierarchy's latencies,
+/// overlapped as `sim/overlap.rs` schedules them) and lines per trip `L`; then
 /// published ≈ trip + A + line × L, by least squares on the relative error, with one
 /// trip residual per direction and one per-line cost, none negative (a coefficient
 /// that would be is fixed at zero: the lines' latencies alone already exceed the
@@ -756,7 +757,7 @@ pub fn refit_report(r: &Refit) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "batch sweep: zone-lock hold = hand-off + Σ line latencies (cache hierarchy) + trip residual + line cost × lines (ns)"
+        "batch sweep: zone-lock hold = hand-off + the lines on the core's fill buffers (cache hierarchy, overlapped misses) + trip residual + line cost × lines (ns)"
     );
     for t in &r.trips {
         let m = Machine::by_name(t.machine).expect("known machine");
@@ -774,7 +775,7 @@ pub fn refit_report(r: &Refit) -> String {
         for &(dir, batch, publ, lines, a, fitted) in &t.points {
             let _ = writeln!(
                 s,
-                "      {dir:<6} batch {batch:>4}: published {publ:>8.0} ns, lines/trip {lines:>7.0}, their latencies {a:>8.0} ns, fitted {fitted:>8.0} ns ({:+.1}%)",
+                "      {dir:<6} batch {batch:>4}: published {publ:>8.0} ns, lines/trip {lines:>7.0}, their time {a:>8.0} ns, fitted {fitted:>8.0} ns ({:+.1}%)",
                 100.0 * (fitted - publ) / publ
             );
         }

@@ -17,7 +17,9 @@
 //!   hold: the lock is a resource in virtual time (`free_at`); a CPU arriving before
 //!   `free_at` waits (that wait is the zone-lock %); the hold is the hand-off when the
 //!   previous holder was another CPU (same socket or not), a fitted residual per trip,
-//!   and the latencies of the lines touched under the lock;
+//!   and the time the lines touched under the lock take on the core's fill buffers
+//!   ([`Overlap`]: independent misses overlap, pointer chases do not; the hold ends
+//!   when its last line has arrived);
 //! - a touch or a copy: page data through the hierarchy;
 //! - a compute: its duration; a send or receive: a message cost.
 //!
@@ -48,8 +50,8 @@
 //! and not over the op's duration; two CPUs never interleave inside the allocator. Lock
 //! trips of remote drains (`drain_all_pages` from another CPU's slow path) are charged
 //! to the drained CPU's next op. Decay ticks occupy the zone lock but do not delay the
-//! CPU they run on. Independent cache misses are charged one after the other (no
-//! memory-level parallelism beyond the L2 streamer over `struct page`). There is no scheduler: a CPU runs one script, never migrates, and
+//! CPU they run on. Memory-level parallelism is the fill-buffer schedule of [`Overlap`] (see
+//! what it cannot see there). There is no scheduler: a CPU runs one script, never migrates, and
 //! never idles except when blocked.
 
 use std::cmp::Reverse;
@@ -64,6 +66,7 @@ use pagealloc::{
 
 use super::hierarchy::{user_page, Charge, Hierarchy, Level, Span};
 use super::machine::{CostModel, Machine};
+use super::overlap::Overlap;
 use super::trace::{self, LineMap};
 use crate::row::{histogram, record_ns};
 use crate::workload::driver::{BarrierTable, ContractError, TraceBlock};
@@ -287,8 +290,11 @@ struct Trip {
     start: f64,
     /// The wait before it, ns.
     wait: f64,
-    /// The hold so far, ns.
+    /// The hold's fixed part (hand-off, residual) when opened; the whole hold once
+    /// closed, ns.
     hold: f64,
+    /// The instructions around its lines (`locked_line_ns` each), ns.
+    lines: f64,
 }
 
 const NO_CPU: u32 = u32::MAX;
@@ -346,6 +352,8 @@ struct Engine<'a> {
     streams: Vec<Streamer>,
     /// An L2 hit, ns (what a prefetched line costs).
     l2_ns: f64,
+    /// The core's miss schedule for the run of accesses being replayed.
+    overlap: Overlap,
     out: EngineOutput,
     next_tick: u64,
     tick_ns: u64,
@@ -423,6 +431,7 @@ pub(crate) fn simulate(
         buf: Vec::new(),
         streams: vec![Streamer::new(); mcpus],
         l2_ns: spec.machine.caches.l2_ns(),
+        overlap: Overlap::new(&spec.machine.caches),
         cpus,
         a,
         out: EngineOutput {
@@ -567,41 +576,50 @@ impl Engine<'_> {
         let line_ns = self.spec.cost.locked_line_ns;
         let mut now = at as f64;
         let mut trip: Option<Trip> = None;
+        // Each run of accesses (a hold, or the accesses between holds) is scheduled on
+        // the core's fill buffers: independent misses overlap, chases do not.
+        self.overlap.begin(now);
         for x in &buf {
             if let Line::Zone {
                 zone,
                 line: ZoneLine::Lock,
             } = x.line
             {
+                now = match trip.take() {
+                    Some(t) => self.close_trip(cpu, call, t),
+                    None => self.overlap.end(),
+                };
+                let t = self.open_trip(cpu, call, zone as usize, now);
+                self.overlap.begin(t.start + t.hold);
+                trip = Some(t);
+                continue;
+            }
+            if !x.locked {
                 if let Some(t) = trip.take() {
                     now = self.close_trip(cpu, call, t);
+                    self.overlap.begin(now);
                 }
-                trip = Some(self.open_trip(cpu, call, zone as usize, now));
-                continue;
             }
             let p = self.lines.place(x.line);
             let c = self.mem.access(cpu, p.key, p.node, x.write);
-            let mut ns = c.ns;
+            let (mut ns, mut level) = (c.ns, c.level);
             if let Line::Frame(pfn) = x.line {
                 if self.streams[cpu].prefetched(pfn) && c.level > Level::L2 {
                     ns = self.l2_ns;
+                    level = Level::L2;
                     self.out.meta_prefetched += 1;
                 }
             }
             self.out.meta_levels[c.level as usize] += 1;
-            match trip.as_mut() {
-                Some(t) if x.locked => t.hold += ns + line_ns,
-                _ => {
-                    if let Some(t) = trip.take() {
-                        now = self.close_trip(cpu, call, t);
-                    }
-                    now += ns;
-                }
+            self.overlap.access(p.key, level, ns, x.dep);
+            if let Some(t) = trip.as_mut() {
+                t.lines += line_ns;
             }
         }
-        if let Some(t) = trip.take() {
-            now = self.close_trip(cpu, call, t);
-        }
+        now = match trip.take() {
+            Some(t) => self.close_trip(cpu, call, t),
+            None => self.overlap.end(),
+        };
         self.buf = buf;
         if call == Call::Background {
             return at;
@@ -641,12 +659,16 @@ impl Engine<'_> {
             start,
             wait: start - now,
             hold: handoff + fixed,
+            lines: 0.0,
         }
     }
 
     /// The trip `t` ends: the lock is busy until then; returns the CPU's time after it.
     /// In the CPU's measured window its wait is counted and the hold recorded.
-    fn close_trip(&mut self, cpu: usize, call: Call, t: Trip) -> f64 {
+    fn close_trip(&mut self, cpu: usize, call: Call, mut t: Trip) -> f64 {
+        // The hold lasts until the last line of the run has arrived, plus the
+        // instructions around its lines.
+        t.hold = self.overlap.end() - t.start + t.lines;
         let end = t.start + t.hold;
         let socket = self.socket(cpu);
         let l = &mut self.locks[t.zone];

@@ -50,9 +50,10 @@
 //! # What it cannot see
 //! Set conflicts (caches are fully associative), inclusive/non-inclusive differences
 //! (every access refreshes the line at every level), prefetching beyond the streaming
-//! term of bulk touches, write-backs of dirty lines (free), memory-level parallelism of
-//! independent single-line accesses (each is charged its full latency), and bandwidth
-//! contention between cores (every core streams at its own rate).
+//! term of bulk touches, write-backs of dirty lines (free), and bandwidth contention
+//! between cores (every core streams at its own rate). An access is charged its
+//! unloaded latency here; how the misses of a run overlap is the engine's
+//! (`sim/overlap.rs`).
 //!
 //! # Invariants
 //! Deterministic: the state is a function of the sequence of calls. Clocks of L1 and L2

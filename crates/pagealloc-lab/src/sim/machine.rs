@@ -155,9 +155,9 @@ pub const SPR_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
     fault_ns: 1500.0,
-    refill_trip_ns: 0.0,
-    drain_trip_ns: 540.7,
-    locked_line_ns: 0.0,
+    refill_trip_ns: 1259.4,
+    drain_trip_ns: 696.2,
+    locked_line_ns: 2.21,
     handoff_socket_ns: 120.0,
     handoff_remote_ns: 300.0,
     message_ns: 120.0,
@@ -170,10 +170,10 @@ pub const SPR_COST: CostModel = CostModel {
 pub const ICX_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
-    fault_ns: 1180.0,
-    refill_trip_ns: 0.0,
-    drain_trip_ns: 1039.3,
-    locked_line_ns: 0.0,
+    fault_ns: 1012.0,
+    refill_trip_ns: 638.5,
+    drain_trip_ns: 844.3,
+    locked_line_ns: 1.98,
     handoff_socket_ns: 110.0,
     handoff_remote_ns: 280.0,
     message_ns: 110.0,
@@ -252,6 +252,12 @@ pub struct CacheSpec {
     /// (L2 miss queue with the streamer prefetching): streaming bandwidth from a level is
     /// `mlp × 64 B / latency` (Little's law).
     pub mlp: f64,
+    /// L1D misses one core keeps in flight (line fill buffers), shared by its hardware
+    /// threads: how many independent allocator misses overlap (`sim/overlap.rs`).
+    pub fill_buffers: u32,
+    /// Misses one core's L2 keeps in flight to the LLC and beyond (the L2 miss queue),
+    /// shared by its hardware threads.
+    pub l2_misses: u32,
 }
 
 impl CacheSpec {
@@ -281,6 +287,8 @@ pub const SPR_CACHES: CacheSpec = CacheSpec {
     dram_local_ns: 110.0,
     dram_remote_ns: 190.0,
     mlp: 32.0,
+    fill_buffers: 16,
+    l2_misses: 48,
 };
 
 /// Ice Lake-SP, Xeon Platinum 8358 class (32 cores, 64 threads per socket, 48 MiB LLC).
@@ -298,6 +306,8 @@ pub const ICX_CACHES: CacheSpec = CacheSpec {
     dram_local_ns: 95.0,
     dram_remote_ns: 145.0,
     mlp: 16.0,
+    fill_buffers: 12,
+    l2_misses: 32,
 };
 
 /// Skylake-SP, Xeon Platinum 8180 class (28 cores, 56 threads per socket, 38.5 MiB LLC).
@@ -315,6 +325,8 @@ pub const SKX_CACHES: CacheSpec = CacheSpec {
     dram_local_ns: 90.0,
     dram_remote_ns: 140.0,
     mlp: 16.0,
+    fill_buffers: 10,
+    l2_misses: 32,
 };
 
 /// SGI Altix (sn2): Itanium 2 "Madison" 1.5 GHz, 2 CPUs per node on one front-side
@@ -334,6 +346,8 @@ pub const SN2_CACHES: CacheSpec = CacheSpec {
     dram_local_ns: 145.0,
     dram_remote_ns: 350.0,
     mlp: 14.0,
+    fill_buffers: 16,
+    l2_misses: 16,
 };
 
 /// A laptop/desktop part: Tiger Lake (Willow Cove) class, 4 cores, 8 threads, 12 MiB
@@ -352,6 +366,8 @@ pub const DESKTOP_CACHES: CacheSpec = CacheSpec {
     dram_local_ns: 85.0,
     dram_remote_ns: 85.0,
     mlp: 16.0,
+    fill_buffers: 12,
+    l2_misses: 32,
 };
 
 /// A simulated machine.

@@ -33,6 +33,7 @@ pub mod calibrate;
 mod engine;
 pub mod hierarchy;
 pub mod machine;
+mod overlap;
 mod trace;
 
 use std::fmt;
