@@ -123,6 +123,8 @@ pub(crate) struct Hot {
     pub(crate) free_accounting: bool,
     /// The zone is ZONE_MOVABLE (only movable requests may use it).
     pub(crate) movable_zone: bool,
+    /// `Config::poison` (memory-backed allocators): frees write the block first.
+    pub(crate) poison: bool,
 }
 
 impl Hot {
@@ -140,6 +142,7 @@ impl Hot {
             below_high: cfg.below_high,
             free_accounting: cfg.highatomic_free_accounting,
             movable_zone: zone.kind == crate::topology::ZoneKind::Movable,
+            poison: cfg.poison,
         }
     }
 
@@ -449,12 +452,16 @@ impl Allocator {
             return self.free_to_zone(cpu, zone, pfn, order);
         };
         match slot.pcp.try_lock() {
-            Some(mut pcp) => self.commit_free(cpu, zone, slot, &mut pcp, pfn, order, mt, pb_mt),
+            Some(mut pcp) => {
+                let i = zone.meta_index(pfn);
+                self.commit_free(cpu, zone, slot, &mut pcp, i, order, mt, pb_mt)
+            }
             None => self.free_to_zone(cpu, zone, pfn, order),
         }
     }
 
-    /// `free_unref_page_commit` (docs/mechanisms.md §3.2), in the kernel's order of operations.
+    /// `free_unref_page_commit` (docs/mechanisms.md §3.2), in the kernel's order of
+    /// operations, for the block whose head has metadata index `i`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn commit_free(
@@ -463,13 +470,12 @@ impl Allocator {
         zone: &Zone,
         slot: &PcpSlot,
         pcp: &mut Pcp,
-        pfn: u64,
+        i: u32,
         order: u8,
         mt: MigrateType,
         pb_mt: MigrateType,
     ) {
         let m = &self.meta[..];
-        let i = zone.meta_index(pfn);
         let e = &m[i as usize];
         e.set_state(State::Pcp);
         if slot.hot.mt_cache {

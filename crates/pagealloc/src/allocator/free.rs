@@ -5,6 +5,39 @@ use crate::frame::{Frame, FreeError, MAX_ORDER};
 use crate::memmap::State;
 use crate::zone::*;
 
+/// What the PCP hit of a free did.
+enum Hit {
+    /// Freed to the pageset.
+    Done,
+    /// Nothing changed: take the full path.
+    Miss,
+    /// The compare-and-swap found the block in this state, not `Allocated`.
+    Refused(State),
+    /// The block was allocated with this order, not the one given.
+    WrongOrder(u8),
+}
+
+/// The error of a free whose compare-and-swap found `state`.
+#[cold]
+#[inline(never)]
+fn refused(frame: Frame, state: State) -> FreeError {
+    match state {
+        State::Reserved => FreeError::ForeignFrame(frame.pfn),
+        _ => FreeError::NotAllocated(frame.pfn),
+    }
+}
+
+/// The error of a free of a block allocated with order `allocated`.
+#[cold]
+#[inline(never)]
+fn wrong_order(frame: Frame, allocated: u8) -> FreeError {
+    FreeError::OrderMismatch {
+        pfn: frame.pfn,
+        allocated,
+        given: frame.order,
+    }
+}
+
 impl Allocator {
     /// Free a block on the current CPU.
     #[inline]
@@ -93,12 +126,81 @@ impl Allocator {
     /// a.validate()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn free_on(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
+        match self.free_hit(cpu, frame, false) {
+            Hit::Done => Ok(()),
+            Hit::Miss => self.free_on_slow(cpu, frame, false),
+            Hit::Refused(state) => Err(refused(frame, state)),
+            Hit::WrongOrder(allocated) => Err(wrong_order(frame, allocated)),
+        }
+    }
+
+    /// The PCP hit of a free (`free_unref_page` with the pageset free): the block's
+    /// zone, the list its pageblock's type picks, the pageset's `try_lock`, then, with the
+    /// lock held, the ownership check (`trusted` skips it) and the commit. Returns
+    /// [`Hit::Miss`], having changed nothing, whenever any other step would run (an
+    /// order the lists do not serve, an isolated pageblock, a busy pageset, poisoning,
+    /// a frame outside every zone or a CPU out of range): the caller then takes the full
+    /// path, which repeats the tests and reports errors. A refused ownership check is
+    /// [`Hit::Refused`] or [`Hit::WrongOrder`], the pageset unlocked and the frame
+    /// untouched.
+    ///
+    /// The check comes after the lock, not before: the lock's read-modify-write has
+    /// already drained the store buffer, so the compare-and-swap right behind it finds
+    /// nothing to wait for. Its strength is unchanged: it is the same compare-and-swap
+    /// on the frame's state, `Allocated -> Freeing`, and only after it succeeded and the
+    /// order matched does the frame become `Pcp`.
+    #[inline(always)]
+    fn free_hit(&self, cpu: usize, frame: Frame, trusted: bool) -> Hit {
+        let (pfn, order) = (frame.pfn.0, frame.order);
+        let Some(zi) = self.zone_of(pfn) else {
+            return Hit::Miss;
+        };
+        if cpu >= self.cpus.len() {
+            return Hit::Miss;
+        }
+        let z = &self.zones[zi];
+        let slot = self.slot(cpu, zi);
+        // `allows` bounds the order (no bit above MAX_ORDER); poisoning writes the block,
+        // which the full path does before taking the lock.
+        if !slot.hot.allows(order) || slot.hot.poison {
+            return Hit::Miss;
+        }
+        if trusted && (pfn & ((1u64 << order) - 1) != 0 || pfn + (1u64 << order) > z.end_pfn) {
+            return Hit::Miss;
+        }
+        let Some((mt, pb_mt)) = crate::pcp::pcp_free_types(slot, z, pfn, order) else {
+            return Hit::Miss;
+        };
+        let Some(mut pcp) = slot.pcp.try_lock() else {
+            return Hit::Miss;
+        };
+        let i = z.meta_index(pfn);
+        if !trusted {
+            let e = &self.meta[i as usize];
+            if let Err(state) = e.begin_free() {
+                return Hit::Refused(state);
+            }
+            let allocated = e.order();
+            if allocated != order {
+                // Back to its owner untouched, as in `claim_for_free`.
+                e.set_state(State::Allocated);
+                return Hit::WrongOrder(allocated);
+            }
+        }
+        self.commit_free(cpu, z, slot, &mut pcp, i, order, mt, pb_mt);
+        Hit::Done
+    }
+
+    /// [`Allocator::free_on`] past the PCP hit: the checks with their errors, then
+    /// `free_unref_page` (which may find the pageset busy or the block for the zone).
+    #[inline(never)]
+    fn free_on_slow(&self, cpu: usize, frame: Frame, trusted: bool) -> Result<(), FreeError> {
         if cpu >= self.cpus.len() {
             return Err(FreeError::InvalidCpu(cpu));
         }
-        let zi = self.claim_for_free(frame, false)?;
+        let zi = self.claim_for_free(frame, trusted)?;
         self.free_unref_page(cpu, &self.zones[zi], frame.pfn.0, frame.order);
         Ok(())
     }
@@ -114,14 +216,12 @@ impl Allocator {
     /// allocator's lists are corrupted: the same frames are handed out to several owners
     /// (aliasing the memory behind `Allocator::frame_ptr`), a pageset list can loop on
     /// itself so that allocation never runs out, and `validate()` fails.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn free_on_unchecked(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
-        if cpu >= self.cpus.len() {
-            return Err(FreeError::InvalidCpu(cpu));
+        match self.free_hit(cpu, frame, true) {
+            Hit::Done => Ok(()),
+            _ => self.free_on_slow(cpu, frame, true),
         }
-        let zi = self.claim_for_free(frame, true)?;
-        self.free_unref_page(cpu, &self.zones[zi], frame.pfn.0, frame.order);
-        Ok(())
     }
 
     /// Free to the buddy lists directly (`free_one_page`).
@@ -180,7 +280,10 @@ impl Allocator {
                 held = slot.pcp.try_lock().map(|g| (zi, g));
             }
             match held.as_mut() {
-                Some((_, pcp)) => self.commit_free(cpu, z, slot, pcp, pfn, f.order, mt, pb),
+                Some((_, pcp)) => {
+                    let i = z.meta_index(pfn);
+                    self.commit_free(cpu, z, slot, pcp, i, f.order, mt, pb)
+                }
                 None => self.free_to_zone(cpu, z, pfn, f.order),
             }
         }
