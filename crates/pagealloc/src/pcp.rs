@@ -4,30 +4,54 @@
 //!
 //! # Budget of the hot path
 //! An order-0 allocate+free pair on a PCP hit with the checked free, measured by
-//! `examples/hotpath` on a 2-core AMD EPYC (Zen 3) VM: **301 instructions** per pair
-//! (callgrind; 423 before this path, with the access-reporting seam and no sink; 268 vs
-//! 415 with `free_on_unchecked`) and **0.71×** the time of the previous path side by side
-//! in one run (median of 3 runs of 9 × 2M pairs each: 62.7 vs 88.9 ns, unchecked 54.0 vs
-//! 81.1 ns, on a machine at load 10–12 shared with other builds; absolute figures move with
-//! the load, the ratio much less). `alloc_on`, `free_on` and everything they call on a
-//! hit are inlined into the caller.
+//! `examples/hotpath` on a 2-core AMD EPYC (Zen 3) VM (docs/performance.md, "The PCP
+//! hit", has the commands and the history):
 //!
-//! What a hit does, and nothing else:
+//! | | instructions per pair (callgrind) | `free_on_unchecked` |
+//! |---|---:|---:|
+//! | the walk and `commit_free` as they were (seam, no sink) | 423 | 415 |
+//! | `alloc_hit`, `Hot`, `on_free`'s short form (seam, no sink) | 301 | 268 |
+//! | the seam compiled out (no `access` feature) | 286 | 254 |
+//! | `free_hit`: free inlined, its check under the pageset lock | **256** | **250** |
+//!
+//! Time, side by side in one run (5 interleaved runs of 9 × 2M pairs, medians, at load
+//! 10 on 2 cores): 76.2 → 57.1 ns per checked pair (0.75×) from the 301-instruction
+//! build to this one; unchecked 63.8 → 58.1 ns. Absolute figures move 2–3× with the
+//! load; the ratio much less. `alloc_on`, `free_on` and everything they call on a hit
+//! are inlined into the caller.
+//!
+//! What a hit does, and nothing else — three atomic read-modify-writes per pair (the two
+//! pagesets' `try_lock`s and the free's compare-and-swap), the rest plain loads and
+//! stores:
 //! - allocation ([`Allocator::alloc_hit`]): the first zone of the CPU's zonelist, its
 //!   watermark test (`zone_watermark_fast`, as the kernel's walk does), one `try_lock`,
-//!   the list's emptiness test, `free_count >>= 1`, the pop, four field updates, unlock;
-//! - free (`free_unref_page` → `free_unref_page_commit`): the pageblock's migratetype,
-//!   one `try_lock`, the push, the counters, the short form of
-//!   [`tune::on_free`] (no `nr_pcp_high` while `count < high` and no zone flag is set),
-//!   unlock.
+//!   the list's emptiness test, `free_count >>= 1`, the pop, four field updates (the
+//!   state change to `Allocated` a plain store: only the pageset's lock holder moves a
+//!   frame off its list), unlock;
+//! - free (`Allocator::free_hit` → `free_unref_page_commit`): the zone of the PFN, the
+//!   pageblock's migratetype (`get_pfnblock_migratetype`, which picks the list), one
+//!   `try_lock`, then under it the ownership check — the compare-and-swap
+//!   `Allocated -> Freeing` and the order — right behind the lock's own
+//!   read-modify-write, which has already drained the store buffer; the push, the
+//!   counters, the short form of [`tune::on_free`] (no `nr_pcp_high` while
+//!   `count < high` and no zone flag is set), unlock.
 //!
 //! Each has one unlikely branch to its cold path: an allocation that is not a hit
 //! (busy or empty list, failed watermark test, order or zone the lists do not serve)
 //! returns `None` having changed nothing and the full zonelist walk runs instead, repeating
-//! the tests, so the kernel's behaviour is unchanged; a free that must drain or counts a
-//! free_high goes to `after_free`. The switches the hit needs are copied into the
-//! pageset's [`Hot`] at build time; it reads no [`Config`](crate::Config). Refill and
-//! drain, the only places that take the zone lock, run the rest of [`crate::tune`].
+//! the tests, so the kernel's behaviour is unchanged; a free that is not a hit (busy
+//! pageset, isolated pageblock, an order the lists do not serve, poisoning, a frame or CPU
+//! out of range) changes nothing and takes the full path, which repeats the checks and
+//! reports errors; a free that must drain or counts a free_high goes to `after_free`. The
+//! switches the hit needs are copied into the pageset's [`Hot`] at build time; it reads
+//! no [`Config`](crate::Config). Refill and drain, the only places that take the zone
+//! lock, run the rest of [`crate::tune`].
+//!
+//! What stays, and why: the watermark test reads the zone's live free-page counter (a
+//! cached per-pageset verdict could not be exact, and the kernel tests on every
+//! allocation); the free's pageblock lookup decides the list (the pageblock's type may
+//! have changed since the allocation); the compare-and-swap is what makes two racing
+//! frees of one block fail for all but one, whichever CPUs they run on.
 //!
 //! # Locking rules
 //! `PcpSlot::pcp` protects the lists, the [`PcpState`] and the metadata of frames on the
