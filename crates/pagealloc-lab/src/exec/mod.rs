@@ -10,7 +10,9 @@
 //! `ArrayQueue`, FIFO, capacity [`Workload::inbox_capacity`]); a blocked `Send` or
 //! `Recv` sleeps on the inbox's wait queue (a condition variable: off the CPU, as a
 //! task blocked in a socket call is) until the other side wakes it: a receiver when a
-//! block arrives, a sender when the inbox has drained to [`Workload::inbox_resume`].
+//! block arrives, a sender when the receiver has freed enough of what it held for the
+//! inbox to be down to [`Workload::inbox_resume`] (queued, or received and not yet
+//! freed: an skb counts against its socket until freed).
 //! A blocked barrier spins then yields; barriers check their ids, and a script that
 //! finishes while others wait at a barrier fails the run.
 //!
@@ -47,7 +49,7 @@ pub(crate) mod clock;
 mod live;
 mod sync;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -364,8 +366,18 @@ struct ThreadOut {
 /// while it is empty, and the one its sender sleeps on while it is full.
 struct Inbox {
     queue: ArrayQueue<Block>,
+    /// Blocks the receiver took from the queue and has not freed yet: they still count
+    /// against the inbox (an skb counts against its socket's buffer until freed).
+    unfreed: AtomicUsize,
     data: WaitQueue,
     space: WaitQueue,
+}
+
+impl Inbox {
+    /// Blocks counted against the inbox: queued, or received and not yet freed.
+    fn held(&self) -> usize {
+        self.queue.len() + self.unfreed.load(Ordering::SeqCst)
+    }
 }
 
 /// Shared state of one run.
@@ -374,6 +386,8 @@ struct Shared<'a> {
     inboxes: Vec<Option<Inbox>>,
     /// Blocks an inbox drains to before its sleeping sender is woken.
     resume: usize,
+    /// Blocks an inbox holds (queued or received and not freed) before sends block.
+    capacity: usize,
     barrier: IdBarrier,
     abort: Abort,
     live: LiveMap,
@@ -409,12 +423,14 @@ pub fn run(
             .map(|_| {
                 (cap > 0).then(|| Inbox {
                     queue: ArrayQueue::new(cap),
+                    unfreed: AtomicUsize::new(0),
                     data: WaitQueue::default(),
                     space: WaitQueue::default(),
                 })
             })
             .collect(),
         resume: workload.inbox_resume(),
+        capacity: cap,
         barrier: IdBarrier::new(n),
         abort: Abort::default(),
         live: LiveMap::new(source.handle_space()),
@@ -679,6 +695,9 @@ struct ThreadBackend<'s, 'a> {
     /// The CPU's user buffer for `CopyIn`/`CopyOut` (a process's send or receive
     /// buffer), grown to the largest copy.
     user: Vec<u8>,
+    /// Blocks this CPU took from its inbox since it last held none (`None` once
+    /// freed); they count against the inbox until all are freed (a whole message).
+    received: Vec<Option<Block>>,
 }
 
 impl<'s> ThreadBackend<'s, '_> {
@@ -758,6 +777,18 @@ impl Backend for ThreadBackend<'_, '_> {
         if let Some(t0) = t0 {
             self.timed(cpu, clock::since_ns(t0), None);
         }
+        if let Some(e) = self.received.iter_mut().find(|e| **e == Some(b)) {
+            *e = None;
+            if self.received.iter().all(Option::is_none) {
+                let n = self.received.len();
+                self.received.clear();
+                let inbox = self.inbox(cpu, cpu)?;
+                inbox.unfreed.fetch_sub(n, Ordering::SeqCst);
+                if inbox.held() <= self.sh.resume {
+                    inbox.space.wake();
+                }
+            }
+        }
         Ok(())
     }
 
@@ -794,6 +825,9 @@ impl Backend for ThreadBackend<'_, '_> {
 
     fn send(&mut self, cpu: usize, to: usize, b: Block) -> Result<Flow, ExecError> {
         let inbox = self.inbox(cpu, to)?;
+        if inbox.held() >= self.sh.capacity {
+            return Ok(Flow::Blocked);
+        }
         Ok(match inbox.queue.push(b) {
             Ok(()) => {
                 inbox.data.wake();
@@ -806,8 +840,9 @@ impl Backend for ThreadBackend<'_, '_> {
     fn recv(&mut self, cpu: usize) -> Result<Option<Block>, ExecError> {
         let inbox = self.inbox(cpu, cpu)?;
         let b = inbox.queue.pop();
-        if b.is_some() && inbox.queue.len() <= self.sh.resume {
-            inbox.space.wake();
+        if let Some(b) = b {
+            inbox.unfreed.fetch_add(1, Ordering::SeqCst);
+            self.received.push(Some(b));
         }
         Ok(b)
     }
@@ -859,6 +894,7 @@ fn drive(cpu: usize, script: Box<dyn CpuScript>, sh: &Shared<'_>) -> Result<Thre
         trips,
         last_counters: if trips { src.cpu_counters(cpu) } else { None },
         user: Vec::new(),
+        received: Vec::new(),
     };
     let mut d = CpuDriver::new(cpu, script, sh.opts.seed, sh.measured_after);
     k.out.began_ns = k.now_ns();
@@ -878,7 +914,7 @@ fn drive(cpu: usize, script: Box<dyn CpuScript>, sh: &Shared<'_>) -> Result<Thre
                 let inbox = k.inbox(cpu, to_cpu as usize)?;
                 inbox
                     .space
-                    .sleep_until(|| inbox.queue.len() <= sh.resume, &sh.abort, &|| {
+                    .sleep_until(|| inbox.held() <= sh.resume, &sh.abort, &|| {
                         format!("CPU {cpu} asleep in {op:?}")
                     })?;
             }

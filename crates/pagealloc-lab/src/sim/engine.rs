@@ -30,7 +30,8 @@
 //! the sleeper resumes `wakeup_ns` later (the IPI's delivery and the idle state's exit:
 //! idle time) and then pays `switch_ns` (the context switch back into the task). A
 //! sender blocked on a full inbox is woken only once the inbox has drained to
-//! [`Workload::inbox_resume`]. Every tick interval
+//! [`Workload::inbox_resume`]; blocks received count against the inbox until the
+//! receiver has freed all it took (a whole message). Every tick interval
 //! of virtual time each CPU gets [`pagealloc::Allocator::tick`] (decay), and the total of
 //! pages on per-CPU lists is sampled every `sample_ns`.
 //!
@@ -334,6 +335,11 @@ struct Engine<'a> {
     resume: usize,
     /// Per destination inbox: senders blocked on it, FIFO.
     blocked_senders: Vec<VecDeque<u32>>,
+    /// Per receiving CPU: the blocks it took from its inbox since it last held none
+    /// (`None` once freed). They count against the inbox until all are freed, as an
+    /// skb with all its fragments counts against its socket's buffer until
+    /// `consume_skb`.
+    unfreed: Vec<Vec<Option<u64>>>,
     barriers: BarrierTable,
     /// CPUs released by the barrier that just opened, for the loop to complete.
     released: Vec<usize>,
@@ -411,6 +417,7 @@ pub(crate) fn simulate(
         capacity: workload.inbox_capacity(),
         resume: workload.inbox_resume(),
         blocked_senders: vec![VecDeque::new(); n],
+        unfreed: vec![Vec::new(); n],
         barriers: BarrierTable::new(n),
         released: Vec::new(),
         measured_after: workload.measured_after(),
@@ -927,6 +934,18 @@ impl Backend for Engine<'_> {
         self.charge(cpu, self.spec.cost.free_fast_ns);
         self.out.page_ops += 1;
         self.replay(cpu, Call::Free, self.cpus[cpu].time);
+        let held = &mut self.unfreed[cpu];
+        if let Some(e) = held.iter_mut().find(|e| **e == Some(f.pfn.0)) {
+            *e = None;
+            if held.iter().all(Option::is_none) {
+                held.clear();
+                if self.inboxes[cpu].len() <= self.resume {
+                    if let Some(s) = self.blocked_senders[cpu].pop_front() {
+                        self.wake(cpu, s as usize);
+                    }
+                }
+            }
+        }
         Ok(())
     }
 
@@ -968,7 +987,7 @@ impl Backend for Engine<'_> {
                 self.cpus.len()
             )));
         }
-        if self.inboxes[to].len() >= self.capacity {
+        if self.inboxes[to].len() + self.unfreed[to].len() >= self.capacity {
             self.blocked_senders[to].push_back(cpu as u32);
             self.park(cpu, Park::Send);
             return Ok(Flow::Blocked);
@@ -987,11 +1006,7 @@ impl Backend for Engine<'_> {
             return Ok(None);
         };
         self.charge(cpu, self.spec.cost.message_ns);
-        if self.inboxes[cpu].len() <= self.resume {
-            if let Some(s) = self.blocked_senders[cpu].pop_front() {
-                self.wake(cpu, s as usize);
-            }
-        }
+        self.unfreed[cpu].push(Some(f.pfn.0));
         Ok(Some(f))
     }
 

@@ -91,6 +91,9 @@ struct World {
     /// `inbox_resume`).
     asleep: Vec<bool>,
     inboxes: Vec<VecDeque<Block>>,
+    /// Per receiving CPU: ids of the blocks taken from its inbox since it last held
+    /// none (`None` once freed); they count against the inbox until all are freed.
+    unfreed: Vec<Vec<Option<u64>>>,
     barriers: BarrierTable,
     /// CPUs released by the last barrier to open, to be completed by the round loop.
     released: Vec<usize>,
@@ -133,6 +136,13 @@ impl Backend for World {
         }
         *f = true;
         self.live_pages -= 1 << b.order;
+        let held = &mut self.unfreed[cpu];
+        if let Some(e) = held.iter_mut().find(|e| **e == Some(b.id)) {
+            *e = None;
+            if held.iter().all(Option::is_none) {
+                held.clear();
+            }
+        }
         Ok(())
     }
 
@@ -149,7 +159,8 @@ impl Backend for World {
             .get_mut(to)
             .ok_or_else(|| ContractError(format!("cpu {cpu}: send to cpu {to} of {n}")))?;
         let asleep = &mut self.asleep[cpu];
-        if inbox.len() >= self.inbox_capacity || (*asleep && inbox.len() > self.inbox_resume) {
+        let held = inbox.len() + self.unfreed[to].len();
+        if held >= self.inbox_capacity || (*asleep && held > self.inbox_resume) {
             *asleep = true;
             return Ok(Flow::Blocked);
         }
@@ -160,7 +171,11 @@ impl Backend for World {
     }
 
     fn recv(&mut self, cpu: usize) -> Result<Option<Block>, Self::Error> {
-        Ok(self.inboxes[cpu].pop_front())
+        let b = self.inboxes[cpu].pop_front();
+        if let Some(b) = b {
+            self.unfreed[cpu].push(Some(b.id));
+        }
+        Ok(b)
     }
 
     fn barrier(&mut self, cpu: usize, id: u32) -> Result<Flow, Self::Error> {
@@ -232,6 +247,7 @@ impl DryRun {
             inbox_resume: workload.inbox_resume(),
             asleep: vec![false; n],
             inboxes: vec![VecDeque::new(); n],
+            unfreed: vec![Vec::new(); n],
             barriers: BarrierTable::new(n),
             released: Vec::new(),
             freed: Vec::new(),

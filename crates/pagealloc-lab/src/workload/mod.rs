@@ -29,7 +29,9 @@
 //!    empty. `Send` blocks while the destination inbox holds
 //!    [`Workload::inbox_capacity`] blocks (the socket buffer); once blocked, it stays
 //!    blocked until the inbox has drained to [`Workload::inbox_resume`] blocks (the
-//!    socket's write-space hysteresis). A blocked op is retried without calling `next`
+//!    socket's write-space hysteresis). Blocks a CPU took from its inbox count
+//!    against it until the CPU has freed all it took (a whole message), as an skb and
+//!    its fragments count against the socket's buffer until `consume_skb` frees it. A blocked op is retried without calling `next`
 //!    again: the script sees each op complete exactly once.
 //!    A CPU blocked in `Send` or `Recv` *sleeps*, as a task blocked in `sendmsg` or
 //!    `recvmsg` does: the wait is idle time, not CPU time, and the CPU that unblocks it
