@@ -17,7 +17,10 @@
 //! Entries live in tables, never in lists: frames in a dense, calloc'ed table (16 bytes
 //! per frame, backed only where frames are touched), line keys in a hash map, or
 //! densely for a key range the caller names ([`Hierarchy::with_dense_lines`]: one
-//! metadata line per frame, kept in the frame's record beside its page entry). Speed:
+//! metadata line per frame, kept in the frame's record beside its page entry), or by
+//! index with the map's sharer semantics for another range
+//! ([`Hierarchy::with_indexed_lines`]: the zone, zonelist, pageset and pageblock lines
+//! the simulator numbers densely; no hashing on the hot path). Speed:
 //! `cargo run --release -p pagealloc-lab --example hierarchy_speed` prints ns per line
 //! access and per page touch (docs/sim-cost-model.md has the figures).
 //!
