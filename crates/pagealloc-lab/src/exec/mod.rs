@@ -366,17 +366,20 @@ struct ThreadOut {
 /// while it is empty, and the one its sender sleeps on while it is full.
 struct Inbox {
     queue: ArrayQueue<Block>,
-    /// Blocks the receiver took from the queue and has not freed yet: they still count
-    /// against the inbox (an skb counts against its socket's buffer until freed).
-    unfreed: AtomicUsize,
+    /// Blocks counted against the inbox: sent and not yet released by the receiver
+    /// (queued, or received and not all freed: an skb counts against its socket's
+    /// buffer until freed). One counter, raised by the sender before each push and
+    /// lowered by a whole message at a release, so a sender never sees a count in
+    /// the middle of a message it is sending.
+    held: AtomicUsize,
     data: WaitQueue,
     space: WaitQueue,
 }
 
 impl Inbox {
-    /// Blocks counted against the inbox: queued, or received and not yet freed.
+    /// Blocks counted against the inbox.
     fn held(&self) -> usize {
-        self.queue.len() + self.unfreed.load(Ordering::SeqCst)
+        self.held.load(Ordering::SeqCst)
     }
 }
 
@@ -423,7 +426,7 @@ pub fn run(
             .map(|_| {
                 (cap > 0).then(|| Inbox {
                     queue: ArrayQueue::new(cap),
-                    unfreed: AtomicUsize::new(0),
+                    held: AtomicUsize::new(0),
                     data: WaitQueue::default(),
                     space: WaitQueue::default(),
                 })
@@ -783,7 +786,7 @@ impl Backend for ThreadBackend<'_, '_> {
                 let n = self.received.len();
                 self.received.clear();
                 let inbox = self.inbox(cpu, cpu)?;
-                inbox.unfreed.fetch_sub(n, Ordering::SeqCst);
+                inbox.held.fetch_sub(n, Ordering::SeqCst);
                 if inbox.held() <= self.sh.resume {
                     inbox.space.wake();
                 }
@@ -828,12 +831,16 @@ impl Backend for ThreadBackend<'_, '_> {
         if inbox.held() >= self.sh.capacity {
             return Ok(Flow::Blocked);
         }
+        inbox.held.fetch_add(1, Ordering::SeqCst);
         Ok(match inbox.queue.push(b) {
             Ok(()) => {
                 inbox.data.wake();
                 Flow::Done
             }
-            Err(_) => Flow::Blocked,
+            Err(_) => {
+                inbox.held.fetch_sub(1, Ordering::SeqCst);
+                Flow::Blocked
+            }
         })
     }
 
@@ -841,7 +848,6 @@ impl Backend for ThreadBackend<'_, '_> {
         let inbox = self.inbox(cpu, cpu)?;
         let b = inbox.queue.pop();
         if let Some(b) = b {
-            inbox.unfreed.fetch_add(1, Ordering::SeqCst);
             self.received.push(Some(b));
         }
         Ok(b)
