@@ -143,10 +143,12 @@ fn kbuild_moves_like_the_published_table() {
     let t0 = std::time::Instant::now();
     let rows = calibrate::kbuild_ablation(&[], &o, &|r| {
         eprintln!(
-            "{} {:.1}s {:.2} M page ops/s",
+            "{} {:.1}s {:.2} M page ops/s; virtual build {:.3} s, decay drains {}",
             r.config.as_deref().unwrap_or(""),
             r.wall_s.unwrap_or(0.0),
-            r.extra["page_ops_per_wall_s"] / 1e6
+            r.extra["page_ops_per_wall_s"] / 1e6,
+            r.extra.get("makespan_s").copied().unwrap_or(f64::NAN),
+            r.extra.get("decay_drain").copied().unwrap_or(f64::NAN)
         )
     })
     .unwrap();
