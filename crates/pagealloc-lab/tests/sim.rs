@@ -290,3 +290,20 @@ fn a_failing_run_reports_seed_and_replay_command() {
         "{msg}"
     );
 }
+
+/// `alloc_time_s` is the part of the CPU time spent in the allocator's calls (the
+/// system time the zonelist hog's table reports): all of it for bulk, whose pages are
+/// never touched, and part of it for page_fault1, whose touches (zeroing each page) are
+/// the workload's own time.
+#[test]
+fn allocator_time_is_the_calls_share_of_cpu_time() {
+    let mut o = opts("desktop-8", "linux-6.12", 1);
+    o.cpus = Some(2);
+    let bulk = sim::run(&*small("bulk", &[("pages", "2000"), ("rounds", "2")]), &o).unwrap();
+    assert!(bulk.extra["alloc_time_s"] > 0.0);
+    assert_eq!(bulk.extra["alloc_time_s"], bulk.extra["cpu_time_s"]);
+    let pf = small("page_fault1", &[("pages_per_loop", "1024"), ("loops", "2")]);
+    let pf = sim::run(&*pf, &o).unwrap();
+    let (sys, cpu) = (pf.extra["alloc_time_s"], pf.extra["cpu_time_s"]);
+    assert!(sys > 0.0 && sys < cpu, "alloc {sys} s of {cpu} s");
+}

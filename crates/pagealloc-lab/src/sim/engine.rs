@@ -108,6 +108,10 @@ pub(crate) struct EngineOutput {
     /// Σ busy time (everything charged, waits included) over workload CPUs' measured
     /// windows, ns: their CPU time.
     pub(crate) busy_ns: u64,
+    /// Of `busy_ns`, the time in the allocator's calls (allocations with their page
+    /// fault, frees): the system time; the rest is the workload's own (touches, copies,
+    /// compute, messages).
+    pub(crate) sys_ns: u64,
     /// Page-data lines accessed by workload CPUs in their measured windows, and how many
     /// missed the LLC (the cache miss % is their ratio).
     pub(crate) data_lines: u64,
@@ -181,6 +185,9 @@ enum Park {
 struct VCpu {
     time: u64,
     busy: u64,
+    /// Of `busy`, the part spent in the allocator's calls (`alloc_on` with its page
+    /// fault, `free_on`): their instructions, lines and zone-lock waits and holds.
+    sys: u64,
     wait: u64,
     state: State,
     parked_on: Option<Park>,
@@ -398,6 +405,7 @@ pub(crate) fn simulate(
         .map(|i| VCpu {
             time: 0,
             busy: 0,
+            sys: 0,
             wait: 0,
             state: State::Runnable,
             parked_on: None,
@@ -448,6 +456,7 @@ pub(crate) fn simulate(
             end: Vec::new(),
             lock_wait_ns: 0,
             busy_ns: 0,
+            sys_ns: 0,
             data_lines: 0,
             data_llc_misses: 0,
             meta_levels: [0; 7],
@@ -876,6 +885,7 @@ impl Engine<'_> {
         self.out.makespan_ns = self.cpus.iter().map(|v| v.end).max().unwrap_or(0);
         self.out.lock_wait_ns = self.cpus.iter().map(|v| v.wait).sum();
         self.out.busy_ns = self.cpus.iter().map(|v| v.busy).sum();
+        self.out.sys_ns = self.cpus.iter().map(|v| v.sys).sum();
         self.out.trace_hash = TraceHash::combine(drivers.iter().map(CpuDriver::trace_hash));
         self.out.ops = drivers.iter().map(CpuDriver::ops).sum();
         self.out.cache_final_pages = self
@@ -907,6 +917,7 @@ impl Backend for Engine<'_> {
     ) -> Result<Option<Frame>, EngineError> {
         let cost = self.spec.cost;
         let t = self.cpus[cpu].time;
+        let busy = self.cpus[cpu].busy;
         self.platform.set(cpu, t);
         let gfp = Gfp::from_migratetype(match kind {
             MigrateKind::Unmovable => MigrateType::Unmovable,
@@ -922,11 +933,14 @@ impl Backend for Engine<'_> {
         self.charge(cpu, cost.alloc_fast_ns + fault);
         self.out.page_ops += 1;
         self.replay(cpu, Call::Alloc, self.cpus[cpu].time);
+        let v = &mut self.cpus[cpu];
+        v.sys += v.busy - busy;
         Ok(r.ok())
     }
 
     fn free(&mut self, cpu: usize, f: Frame) -> Result<(), EngineError> {
         let t = self.cpus[cpu].time;
+        let busy = self.cpus[cpu].busy;
         self.platform.set(cpu, t);
         self.a.free_on(cpu, f).map_err(|e| {
             EngineError::Contract(format!("cpu {cpu}: free of {f:?} refused: {e:?}"))
@@ -934,6 +948,8 @@ impl Backend for Engine<'_> {
         self.charge(cpu, self.spec.cost.free_fast_ns);
         self.out.page_ops += 1;
         self.replay(cpu, Call::Free, self.cpus[cpu].time);
+        let v = &mut self.cpus[cpu];
+        v.sys += v.busy - busy;
         let held = &mut self.unfreed[cpu];
         if let Some(e) = held.iter_mut().find(|e| **e == Some(f.pfn.0)) {
             *e = None;

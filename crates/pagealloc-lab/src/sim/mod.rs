@@ -327,6 +327,7 @@ fn row_of(
         .map_or(-1.0, |m| m as f64);
     for (k, v) in [
         ("makespan_s", out.makespan_ns as f64 * 1e-9),
+        ("alloc_time_s", out.sys_ns as f64 * 1e-9),
         ("ops", out.ops as f64),
         ("page_ops", out.page_ops as f64),
         ("page_ops_per_wall_s", out.page_ops as f64 / wall.max(1e-9)),
