@@ -267,28 +267,30 @@ fn run_and_compare_print_rows_with_the_contract_keys() {
 
 /// `compare --sim --mem-scale N` simulates every config on the machine with its memory
 /// divided by N, the run `sim --mem-scale N` makes; the flag belongs to the simulator.
+/// A small simulated page_fault1 (2 CPUs of skx-2s-112 at 1/64 of its memory, one loop
+/// of 512 pages): the run the `compare --sim` tests below make under several configs.
+const SMALL_SIM_PF1: [&str; 11] = [
+    "page_fault1",
+    "--machine",
+    "skx-2s-112",
+    "--cpus",
+    "2",
+    "-p",
+    "pages_per_loop=512",
+    "-p",
+    "loops=1",
+    "--mem-scale",
+    "64",
+];
+
 #[test]
 fn compare_sim_takes_the_memory_scale() {
-    let common = [
-        "page_fault1",
-        "--machine",
-        "skx-2s-112",
-        "--cpus",
-        "2",
-        "-p",
-        "pages_per_loop=512",
-        "-p",
-        "loops=1",
-        "--mem-scale",
-        "64",
-        "--json",
-    ];
-    let mut args = vec!["compare", "--sim", "--configs", "linux-6.12,base"];
-    args.extend(common);
+    let mut args = vec!["compare", "--sim", "--configs", "linux-6.12,base", "--json"];
+    args.extend(SMALL_SIM_PF1);
     let rows = json_rows(&pagealloc(&args));
     assert_eq!(rows.len(), 2);
-    let mut args = vec!["sim"];
-    args.extend(common);
+    let mut args = vec!["sim", "--json"];
+    args.extend(SMALL_SIM_PF1);
     let single = json_rows(&pagealloc(&args));
     for r in &rows {
         assert_eq!(r["extra"]["mem_scale"], 64.0, "{r}");
@@ -313,23 +315,13 @@ fn compare_sim_rows_do_not_depend_on_jobs() {
     let run = |jobs: &str, json: bool| {
         let mut args = vec![
             "compare",
-            "page_fault1",
             "--sim",
             "--configs",
             "base,patch7,linux-6.12",
-            "--machine",
-            "skx-2s-112",
-            "--cpus",
-            "2",
-            "-p",
-            "pages_per_loop=512",
-            "-p",
-            "loops=1",
-            "--mem-scale",
-            "64",
             "--jobs",
             jobs,
         ];
+        args.extend(SMALL_SIM_PF1);
         if json {
             args.push("--json");
         }
