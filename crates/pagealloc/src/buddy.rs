@@ -639,4 +639,105 @@ impl Buddy<'_> {
         self.inner.free.nr_skipped = 0;
         n
     }
+
+    /// A free block of `order` or above on a mergeable type's list, one `__rmqueue` can
+    /// take or steal (`compact_finished`'s COMPACT_SUCCESS test, on `nr_free` first).
+    fn has_block(&self, order: u8) -> bool {
+        (order..=MAX_ORDER).any(|o| {
+            self.rec().zone(ZoneLine::FreeArea(o), false);
+            self.inner.free.nr_free[o as usize] > 0
+                && MigrateType::ALL
+                    .iter()
+                    .filter(|t| t.is_mergeable())
+                    .any(|&t| !self.inner.free.lists[o as usize][t as usize].is_empty())
+        })
+    }
+
+    /// The slow path's merge on demand (Appendix A, the part of compaction Lu's RFC gives
+    /// to skipped frames): walk the order-0 lists and, at the first merge-skipped frame,
+    /// merge every merge-skipped frame of its pageblock ([`Buddy::merge_pageblock`]);
+    /// stop as soon as a block of `order` or above can be taken (`compact_finished`
+    /// returning COMPACT_SUCCESS), else go on to the next merge-skipped frame. Returns
+    /// frames merged, pageblocks merged and whether such a block exists (at once when one
+    /// already did, merging nothing). `nr_skipped` loses the frames merged, and
+    /// becomes 0 only when the walk reached the end of every list.
+    pub(crate) fn merge_skipped_for(&mut self, order: u8) -> (u64, u64, bool) {
+        if self.inner.free.nr_skipped == 0 {
+            return (0, 0, false);
+        }
+        // Another CPU's merge may have made one since this request failed.
+        if self.has_block(order) {
+            return (0, 0, true);
+        }
+        self.settle();
+        let m = self.m;
+        let (mut n, mut blocks) = (0, 0);
+        for mt in MigrateType::ALL {
+            let mut cur = self.inner.free.lists[0][mt as usize].head();
+            // After the head each frame is the previous one's link (one report back).
+            let mut back = 0;
+            while let Some(i) = cur {
+                let e = &m[i as usize];
+                let pfn = self.z.pfn_of(i);
+                self.rec().frame_dep(pfn, false, back);
+                back = 1;
+                let next = e.next();
+                cur = (next != crate::memmap::NIL).then_some(next);
+                if e.flags() & FLAG_MERGE_SKIPPED == 0 {
+                    continue;
+                }
+                // The merges below pageblock order unlink only frames of this pageblock
+                // from the order-0 lists: move the cursor past them before touching any.
+                let start = pfn & !(PB_PAGES - 1);
+                while let Some(j) = cur {
+                    if self.z.pfn_of(j) & !(PB_PAGES - 1) != start {
+                        break;
+                    }
+                    self.rec().frame_dep(self.z.pfn_of(j), false, 1);
+                    let next = m[j as usize].next();
+                    cur = (next != crate::memmap::NIL).then_some(next);
+                }
+                n += self.merge_pageblock(start);
+                blocks += 1;
+                if self.has_block(order) {
+                    self.inner.free.nr_skipped = self.inner.free.nr_skipped.saturating_sub(n);
+                    return (n, blocks, true);
+                }
+                // The cursor's frame was reported before the merge: read it afresh.
+                back = 0;
+            }
+        }
+        self.inner.free.nr_skipped = 0;
+        (n, blocks, false)
+    }
+
+    /// Merge the merge-skipped frames of the pageblock at `start` (`isolate_freepages_block`'s
+    /// walk by PFN, every frame's address computed): each marked free order-0 frame is
+    /// unlinked onto a private list, then all are freed again with merging, as in
+    /// [`Buddy::merge_skipped`]. Returns frames merged.
+    fn merge_pageblock(&mut self, start: u64) -> u64 {
+        let m = self.m;
+        let lo = start.max(self.z.start_pfn);
+        let hi = (start + PB_PAGES).min(self.z.end_pfn);
+        let mut held = List::new();
+        for p in lo..hi {
+            self.rec().frame(p, false);
+            let i = self.idx(p);
+            let e = &m[i as usize];
+            if e.state() != State::Buddy || e.order() != 0 || e.flags() & FLAG_MERGE_SKIPPED == 0 {
+                continue;
+            }
+            let lmt = self.del_from_list(p, 0);
+            self.account(-1, lmt);
+            e.set_state_flags(State::Tail, 0);
+            held.push_tail_t(m, i, &mut self.rec());
+        }
+        let mut n = 0;
+        while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
+            let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
+            self.free_one(self.z.pfn_of(i), 0, mt, false);
+            n += 1;
+        }
+        n
+    }
 }

@@ -127,6 +127,9 @@ counters! {
     merge_skipped: sum,
     /// Deferred merges of merge-skipped frames done later.
     merge_deferred: sum,
+    /// Pageblocks whose merge-skipped frames the slow path merged on demand, stopping once
+    /// a block of the request's order existed (the full `compact()` is not counted here).
+    merge_ondemand: sum,
     /// High-order allocations that failed, then succeeded after deferred merging.
     highorder_rescued: sum,
     /// Per-frame metadata writes under the zone lock by refills (clustered refill).

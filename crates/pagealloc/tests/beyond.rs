@@ -225,16 +225,99 @@ fn merge_skipping_defers_merges_until_a_high_order_allocation_needs_them() {
         let big = a.alloc_on(0, 9, Gfp::USER, None).unwrap();
         let c = a.counters().since(&c0);
         if skip {
+            // One pageblock's frames merged on demand, not the 8192 skipped.
             assert_eq!(c.highorder_rescued, 1);
-            assert!(c.merge_deferred > 4000);
+            assert_eq!(c.merge_ondemand, 1);
+            assert!((1..=512).contains(&c.merge_deferred), "{c:?}");
             assert_eq!(c.alloc_slowpath, 1);
         } else {
             assert_eq!((c.highorder_rescued, c.merge_deferred), (0, 0));
         }
         a.free_on(0, big).unwrap();
         a.validate().unwrap();
+        if skip {
+            assert!(a.compact() > 7000, "the rest is still skipped");
+        }
         assert_eq!(a.zone_info(0).unwrap().nr_free[10], 8);
     }
+}
+
+/// The slow path's merge on demand is bounded: with merge-skipped frames in every
+/// pageblock and half the pageblocks pinned by one allocated frame, an order-9 request
+/// merges pageblock after pageblock only until one yields a pageblock-sized block, an
+/// order-3 request stops at the first pageblock; what is left stays marked and counted
+/// (`nr_skipped` is still an upper bound), so later requests and `compact()` find it.
+#[test]
+fn merge_on_demand_stops_at_the_first_block_of_the_requested_order() {
+    let (a, _p) = manual(
+        &Layout::single(16384, 1),
+        with("linux-6.12", "merge_skip=on,thp=off"),
+    );
+    let frames = alloc_all(&a, 0, 0, Gfp::USER);
+    // One frame of every odd pageblock stays allocated.
+    let pinned: Vec<Frame> = frames
+        .iter()
+        .filter(|f| f.pfn.0 % 512 == 7 && (f.pfn.0 / 512) % 2 == 1)
+        .copied()
+        .collect();
+    assert_eq!(pinned.len(), 16);
+    for f in frames.iter().filter(|f| !pinned.contains(f)) {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    let skipped = a.counters().merge_skipped;
+    assert!(skipped > 16000, "{skipped}");
+
+    // Order-3 requests: the few blocks left unmarked serve the first ones, then the
+    // first pageblock merged on demand serves the request that needs it.
+    let mut small = Vec::new();
+    let d3 = loop {
+        let c0 = a.counters();
+        small.push(a.alloc_on(0, 3, Gfp::USER, None).unwrap());
+        let d = a.counters().since(&c0);
+        if d.highorder_rescued > 0 {
+            break d;
+        }
+        assert_eq!(d.merge_ondemand, 0);
+        assert!(small.len() < 100, "no rescue");
+    };
+    assert_eq!((d3.highorder_rescued, d3.merge_ondemand), (1, 1), "{d3:?}");
+    assert!((1..=512).contains(&d3.merge_deferred), "{d3:?}");
+    a.validate().unwrap();
+
+    let c0 = a.counters();
+    let big = a.alloc_on(0, 9, Gfp::USER, None).unwrap();
+    let d = a.counters().since(&c0);
+    assert_eq!(d.highorder_rescued, 1);
+    // Pinned pageblocks cannot yield one: at most all 16 of them, then a free one.
+    assert!((1..=17).contains(&d.merge_ondemand), "{d:?}");
+    assert!(d.merge_deferred <= 512 * d.merge_ondemand, "{d:?}");
+    assert!(d.merge_deferred < skipped / 2, "{d:?}");
+    a.validate().unwrap();
+
+    // Another order-9 request still finds marked frames to merge.
+    let c0 = a.counters();
+    let big2 = a.alloc_on(0, 9, Gfp::USER, None).unwrap();
+    let d = a.counters().since(&c0);
+    assert_eq!(d.highorder_rescued, 1);
+    assert!(
+        d.merge_ondemand >= 1 && d.merge_deferred < skipped / 2,
+        "{d:?}"
+    );
+    a.validate().unwrap();
+
+    // The full merge takes the rest, then has nothing left.
+    for f in small.iter().chain(&[big, big2]) {
+        a.free_on(0, *f).unwrap();
+    }
+    for f in &pinned {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    assert!(a.compact() > 8000);
+    assert_eq!(a.compact(), 0);
+    assert_eq!(a.zone_info(0).unwrap().nr_free[10], 16);
+    a.validate().unwrap();
 }
 
 #[test]

@@ -411,11 +411,16 @@ impl Allocator {
                 aflags |= ALLOC_HIGHATOMIC;
             }
         }
-        let try_ = |a| self.get_page_from_freelist(cpu, node, order, mt, gfp, a);
-        if let Some(p) = try_(aflags) {
+        let try_ = || self.get_page_from_freelist(cpu, node, order, mt, gfp, aflags);
+        if let Some(p) = try_() {
             return Ok(Frame::new(Pfn(p), order));
         }
         if !gfp.contains(Gfp::ATOMIC) {
+            // `__alloc_pages_direct_compact` comes before direct reclaim: merge skipped
+            // frames until a block of this order exists, before draining every pageset.
+            if let Some(p) = self.merge_on_demand(cpu, node, order, &try_) {
+                return Ok(Frame::new(Pfn(p), order));
+            }
             // Direct reclaim's retry: unreserve high-atomic, drain all pcps.
             for &zi in self.zonelists[node].iter() {
                 self.unreserve_highatomic(cpu, &self.zones[zi], mt, false);
@@ -425,20 +430,18 @@ impl Allocator {
             if self.cfg.zonelist_cache {
                 self.zlc[node].clear();
             }
-            if let Some(p) = try_(aflags) {
+            if let Some(p) = try_() {
                 return Ok(Frame::new(Pfn(p), order));
             }
-            if order > 0 && self.cfg.merge_skip && self.compact_zones(cpu, node) > 0 {
-                if let Some(p) = try_(aflags) {
-                    self.cpus[cpu].stats.highorder_rescued.add_shared(1);
-                    return Ok(Frame::new(Pfn(p), order));
-                }
+            // The drained frames came back unmerged: once more.
+            if let Some(p) = self.merge_on_demand(cpu, node, order, &try_) {
+                return Ok(Frame::new(Pfn(p), order));
             }
             if !gfp.contains(Gfp::NORETRY) {
                 for &zi in self.zonelists[node].iter() {
                     self.unreserve_highatomic(cpu, &self.zones[zi], mt, true);
                 }
-                if let Some(p) = try_(aflags) {
+                if let Some(p) = try_() {
                     return Ok(Frame::new(Pfn(p), order));
                 }
             }
@@ -459,14 +462,43 @@ impl Allocator {
         self.with_buddy(cpu, z, |b| b.unreserve_highatomic(mt, force));
     }
 
-    /// Merge every merge-skipped frame of the node's zones (the on-demand merge of
-    /// Aaron Lu's RFC, done where compaction would run). Returns frames merged.
-    fn compact_zones(&self, cpu: usize, node: usize) -> u64 {
-        let mut n = 0;
-        for &zi in self.zonelists[node].iter() {
-            n += self.compact_zone(cpu, zi);
+    /// With merge skipping, an order > 0 request that failed: merge on demand
+    /// ([`Allocator::compact_zones`]) and retry (`highorder_rescued` on success).
+    fn merge_on_demand(
+        &self,
+        cpu: usize,
+        node: usize,
+        order: u8,
+        try_: &impl Fn() -> Option<u64>,
+    ) -> Option<u64> {
+        if order == 0 || !self.cfg.merge_skip || !self.compact_zones(cpu, node, order) {
+            return None;
         }
-        n
+        let p = try_()?;
+        self.cpus[cpu].stats.highorder_rescued.add_shared(1);
+        Some(p)
+    }
+
+    /// The slow path's merge on demand (the on-demand merge of Aaron Lu's RFC, done where
+    /// `try_to_compact_pages` would run): along the node's zonelist, merge the skipped
+    /// frames of one pageblock after another ([`Buddy::merge_skipped_for`]) until a block
+    /// of `order` exists, and stop at the first zone that yields one. True when a retry
+    /// may succeed: frames were merged or such a block exists.
+    fn compact_zones(&self, cpu: usize, node: usize, order: u8) -> bool {
+        let mut progress = false;
+        for &zi in self.zonelists[node].iter() {
+            let (k, found) = self.with_buddy(cpu, &self.zones[zi], |b| {
+                let (k, blocks, found) = b.merge_skipped_for(order);
+                b.st.merge_deferred.add(k);
+                b.st.merge_ondemand.add(blocks);
+                (k, found)
+            });
+            progress |= k > 0 || found;
+            if found {
+                break;
+            }
+        }
+        progress
     }
 
     fn compact_zone(&self, cpu: usize, zi: usize) -> u64 {
