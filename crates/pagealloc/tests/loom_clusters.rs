@@ -17,7 +17,7 @@ use pagealloc::{Allocator, Config, Frame, Gfp, Layout, ManualPlatform, MigrateTy
 static CUT_RACES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn build() -> Arc<Allocator> {
-    let mut c: Config =
+    let c: Config =
         "linux-6.12,merge_skip=on,clustered_refill=on,fixed_batch=2,fixed_high=4,thp=off,min_free_kbytes=8"
             .parse()
             .expect("config");
