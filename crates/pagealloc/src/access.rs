@@ -208,11 +208,10 @@ impl<'a> Rec<'a> {
         Rec { z, tally: None }
     }
 
+    /// Whether the accesses are made with the zone lock held.
     #[inline]
-    fn emit(&self, line: Line, write: bool, dep: u8) {
-        if let Some(s) = self.z.trace.sink() {
-            emit_cold(s, line, write, self.tally.is_some(), dep);
-        }
+    fn is_locked(&self) -> bool {
+        self.tally.is_some()
     }
 
     /// The metadata of frame `pfn`, its address computed (PFN arithmetic).
@@ -229,7 +228,9 @@ impl<'a> Rec<'a> {
             Tally::bump(&t.meta, 1);
             Tally::bump(&t.lines, 1);
         }
-        self.emit(Line::Frame(pfn), write, dep);
+        if let Some(s) = self.z.trace.sink() {
+            emit_frame(s, pfn, write, self.is_locked(), dep);
+        }
     }
 
     /// The pageblock-type entry of the pageblock holding `pfn`.
@@ -238,7 +239,9 @@ impl<'a> Rec<'a> {
         if let Some(t) = self.tally {
             Tally::bump(&t.lines, 1);
         }
-        self.emit(Line::Pageblock(pfn), write, 0);
+        if let Some(s) = self.z.trace.sink() {
+            emit_pageblock(s, pfn, write, self.is_locked());
+        }
     }
 
     /// A line of the zone.
@@ -247,14 +250,9 @@ impl<'a> Rec<'a> {
         if let Some(t) = self.tally {
             Tally::bump(&t.lines, 1);
         }
-        self.emit(
-            Line::Zone {
-                zone: self.z.idx as u16,
-                line,
-            },
-            write,
-            0,
-        );
+        if let Some(s) = self.z.trace.sink() {
+            emit_zone(s, self.z.idx as u16, line, write, self.is_locked());
+        }
     }
 
     /// A line of the pageset of (`cpu`, this zone): a list head or [`PCP_HEADER`].
@@ -263,15 +261,16 @@ impl<'a> Rec<'a> {
         if let Some(t) = self.tally {
             Tally::bump(&t.lines, 1);
         }
-        self.emit(
-            Line::Pcp {
-                cpu: cpu as u32,
-                zone: self.z.idx as u16,
+        if let Some(s) = self.z.trace.sink() {
+            emit_pcp(
+                s,
+                cpu as u32,
+                self.z.idx as u16,
                 list,
-            },
-            write,
-            0,
-        );
+                write,
+                self.is_locked(),
+            );
+        }
     }
 
     /// `n` pages moved under the lock.
@@ -290,13 +289,51 @@ impl Touch for Rec<'_> {
     }
 }
 
+// The reporting calls, out of line. Each takes its line's fields as scalars (in
+// registers) and builds the `Access` itself: a `Line` built by the caller would be
+// passed through memory, written with narrow stores and read back with a wide load the
+// host cannot forward (a stall per report, measured in docs/sim-cost-model.md).
+
 #[cold]
 #[inline(never)]
-fn emit_cold(s: &dyn AccessSink, line: Line, write: bool, locked: bool, dep: u8) {
+fn emit_frame(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool, dep: u8) {
     s.access(Access {
-        line,
+        line: Line::Frame(pfn),
         write,
         locked,
         dep,
+    });
+}
+
+#[cold]
+#[inline(never)]
+fn emit_pageblock(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool) {
+    s.access(Access {
+        line: Line::Pageblock(pfn),
+        write,
+        locked,
+        dep: 0,
+    });
+}
+
+#[cold]
+#[inline(never)]
+fn emit_zone(s: &dyn AccessSink, zone: u16, line: ZoneLine, write: bool, locked: bool) {
+    s.access(Access {
+        line: Line::Zone { zone, line },
+        write,
+        locked,
+        dep: 0,
+    });
+}
+
+#[cold]
+#[inline(never)]
+fn emit_pcp(s: &dyn AccessSink, cpu: u32, zone: u16, list: u8, write: bool, locked: bool) {
+    s.access(Access {
+        line: Line::Pcp { cpu, zone, list },
+        write,
+        locked,
+        dep: 0,
     });
 }

@@ -61,9 +61,7 @@ use std::sync::Arc;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use pagealloc::{
-    Access, Allocator, Config, Counters, Frame, Gfp, Line, MigrateType, Platform, ZoneLine,
-};
+use pagealloc::{Allocator, Config, Counters, Frame, Gfp, Line, MigrateType, Platform, ZoneLine};
 
 use super::hierarchy::{user_page, Charge, Hierarchy, Level, Span};
 use super::machine::{CostModel, Machine};
@@ -360,7 +358,7 @@ struct Engine<'a> {
     /// Where each reported line lives.
     lines: LineMap,
     /// The accesses of the allocator call being replayed (reused buffer).
-    buf: Vec<Access>,
+    buf: Vec<trace::Packed>,
     /// Per machine CPU: its L2 streamer over `struct page` lines.
     streams: Vec<Streamer>,
     /// An L2 hit, ns (what a prefetched line costs).
@@ -595,7 +593,8 @@ impl Engine<'_> {
         // Each run of accesses (a hold, or the accesses between holds) is scheduled on
         // the core's fill buffers: independent misses overlap, chases do not.
         self.overlap.begin(now);
-        for x in &buf {
+        for p in &buf {
+            let x = p.decode();
             if let Line::Zone {
                 zone,
                 line: ZoneLine::Lock,
