@@ -15,7 +15,7 @@
 //! | `patch9` | BELOW_HIGH: high cut only below the high watermark | V3 8/9 |
 //! | `patch10` | free_count replaces free_factor (= v6.7 / v6.8) | V3 9/9 |
 //! | `linux-6.12` | 2 THP lists, no pcp migratetype cache, chunked drains, claim-at-half stealing, free highatomic in watermarks | v6.10–6.12 |
-//! | `fast` | `linux-6.12` + merge skipping and clustered refills (not bit-exact; merges on demand) | none |
+//! | `fast` | `linux-6.12` + merge skipping, clustered refills, spliced drains, untimed zone-lock holds (not bit-exact; merges on demand) | none |
 //!
 //! A config string is a preset name optionally followed by `,key=value` overrides, e.g.
 //! `patch7,batch_scale_max=3,fixed_batch=127`; [`Config`]'s `Display` prints the same form.
@@ -111,9 +111,10 @@ presets! {
     /// buddy merging and order-0 refills cut whole clusters, so a refill or drain touches
     /// about one frame's metadata per cluster instead of per page, and drains splice
     /// their order-0 frames onto the free lists in runs; high-order requests merge the
-    /// skipped frames on demand (the slow path's compaction step).
+    /// skipped frames on demand (the slow path's compaction step). Zone-lock holds are
+    /// not timed (`lock_stat=off`: two clock reads less per zone trip).
     /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,lock_stat=off";
 }
 
 impl Preset {
@@ -434,6 +435,15 @@ config_table! {
     splice_drain: bool = false, bound any;
     /// V2 09/10 (never merged): decay only pages that stayed idle (`count_min`).
     count_min: bool = false, bound any;
+
+    // ---- instrumentation ----
+    /// Zone-lock statistics in the spirit of `CONFIG_LOCK_STAT`: every zone-lock hold is
+    /// timed (`zone_lock_hold_ns`, `zone_lock_max_hold_ns`), two clock reads per trip.
+    /// Off: an uncontended acquisition reads no clock and holds are not timed (both
+    /// counters stay 0); trips, contention and the wait of a contended acquisition are
+    /// counted either way. Not a kernel mechanism: the allocator's behaviour and the
+    /// accesses it reports do not depend on it.
+    lock_stat: bool = true, bound any;
 
     // ---- memory policy ----
     /// Transparent huge pages: order 9 is cached on the pcp and min_free_kbytes is raised

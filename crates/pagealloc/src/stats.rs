@@ -99,9 +99,9 @@ counters! {
     zone_lock_contended: sum,
     /// Nanoseconds spent waiting for zone locks.
     zone_lock_wait_ns: sum,
-    /// Nanoseconds zone locks were held.
+    /// Nanoseconds zone locks were held (0 with `Config::lock_stat` off).
     zone_lock_hold_ns: sum,
-    /// Longest single zone-lock hold, ns.
+    /// Longest single zone-lock hold, ns (0 with `Config::lock_stat` off).
     zone_lock_max_hold_ns: max,
     /// Fallback allocations from another migratetype's free list.
     fallback: sum,

@@ -115,6 +115,8 @@ pub(crate) struct Zone {
     /// `in_progress`): raised under the zone lock, lowered by the refilling CPU after
     /// its fix-up; see `cluster.rs`.
     pub(crate) cluster_inflight: AtomicU32,
+    /// [`Config::lock_stat`](crate::Config::lock_stat): time every hold.
+    lock_stat: bool,
 
     // ---- written under the zone lock ----
     /// NR_FREE_PAGES: free pages on the buddy lists, ISOLATE excluded, pcp excluded.
@@ -154,6 +156,7 @@ impl Zone {
         meta_base: u32,
         managed: u64,
         ncpus: usize,
+        lock_stat: bool,
     ) -> Zone {
         let pb_start = start_pfn & !((1u64 << PAGEBLOCK_ORDER) - 1);
         let nblocks = (end_pfn - pb_start).div_ceil(1 << PAGEBLOCK_ORDER) as usize;
@@ -177,6 +180,7 @@ impl Zone {
             pageset: Default::default(),
             merge_disable: AtomicU32::new(0),
             cluster_inflight: AtomicU32::new(0),
+            lock_stat,
             nr_free_pages: ZoneCounter::default(),
             nr_free_highatomic: ZoneCounter::default(),
             nr_reserved_highatomic: ZoneCounter::default(),
@@ -369,12 +373,13 @@ impl Zone {
         self.lock.lock()
     }
 
-    /// Take the zone lock, counting contention, wait and hold time for `cpu`.
+    /// Take the zone lock, counting contention, wait and (with `lock_stat`) hold time for
+    /// `cpu`. Without `lock_stat` an uncontended acquisition reads no clock.
     #[inline]
     pub(crate) fn lock<'a>(&'a self, cpu: usize, clock: &'a dyn Platform) -> ZoneGuard<'a> {
         let st = &self.cpu_stats[cpu];
         let (g, t_acq) = match self.lock.try_lock() {
-            Some(g) => (g, clock.now_ns()),
+            Some(g) => (g, if self.lock_stat { clock.now_ns() } else { 0 }),
             None => {
                 let t0 = clock.now_ns();
                 let g = self.lock.lock();
@@ -406,8 +411,8 @@ impl Zone {
     }
 }
 
-/// The zone lock, held. Records the hold time into the holder CPU's counters just
-/// before unlocking.
+/// The zone lock, held. Records the hold time (with `lock_stat`) into the holder CPU's
+/// counters just before unlocking.
 pub(crate) struct ZoneGuard<'a> {
     g: Option<SpinGuard<'a, ZoneInner>>,
     pub(crate) zone: &'a Zone,
@@ -449,9 +454,11 @@ impl Drop for ZoneGuard<'_> {
         self.st.zone_lock_meta.add(t.meta.take());
         self.st.zone_lock_lines.add(t.lines.take());
         self.st.zone_lock_pages.add(t.pages.take());
-        let hold = self.clock.now_ns().saturating_sub(self.t_acq);
-        self.st.zone_lock_hold_ns.add(hold);
-        self.st.zone_lock_max_hold_ns.max(hold);
+        if self.zone.lock_stat {
+            let hold = self.clock.now_ns().saturating_sub(self.t_acq);
+            self.st.zone_lock_hold_ns.add(hold);
+            self.st.zone_lock_max_hold_ns.max(hold);
+        }
         drop(self.g.take());
     }
 }

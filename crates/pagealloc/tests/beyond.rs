@@ -778,6 +778,46 @@ fn count_min_decays_only_idle_pages_through_the_allocator() {
     );
 }
 
+// ---------------------------------------------------------------- 5b. lock_stat
+
+/// `lock_stat` (instrumentation, not a kernel mechanism): on, every zone-lock hold is
+/// timed; off (as in `fast`), the same trips are counted and the same frames handed out,
+/// but no hold is timed, so an uncontended trip reads no clock.
+#[test]
+fn lock_stat_off_counts_the_same_trips_and_times_no_hold() {
+    let run = |extra: &str| {
+        let a = Allocator::new(&Layout::single(16384, 1), with("fast", extra)).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..2000 {
+            got.push(a.alloc_on(0, 0, Gfp::KERNEL, None).unwrap());
+        }
+        for _ in 0..8 {
+            got.push(a.alloc_on(0, 9, Gfp::USER, None).unwrap());
+        }
+        let pfns: Vec<Pfn> = got.iter().map(|f| f.pfn).collect();
+        while let Some(f) = got.pop() {
+            a.free_on(0, f).unwrap();
+        }
+        a.validate().unwrap();
+        (pfns, a.counters())
+    };
+    assert!(!Preset::Fast.config().lock_stat);
+    assert!(Preset::SERIES.iter().all(|p| p.config().lock_stat));
+    let (on_pfns, on) = run("lock_stat=on");
+    let (off_pfns, off) = run("");
+    assert_eq!(on_pfns, off_pfns, "the switch changes no decision");
+    assert!(on.zone_lock > 10, "{on:?}");
+    assert_eq!(
+        (on.zone_lock, on.pcp_refill, on.pcp_drain),
+        (off.zone_lock, off.pcp_refill, off.pcp_drain)
+    );
+    assert!(
+        on.zone_lock_hold_ns > 0 && on.zone_lock_max_hold_ns > 0,
+        "{on:?}"
+    );
+    assert_eq!((off.zone_lock_hold_ns, off.zone_lock_max_hold_ns), (0, 0));
+}
+
 // ---------------------------------------------------------------- 6. switches
 
 #[test]

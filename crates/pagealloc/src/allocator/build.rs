@@ -194,6 +194,7 @@ impl Allocator {
                 base,
                 zl.managed(),
                 ncpus,
+                cfg.lock_stat,
             ));
             kinds.push((node, zl.kind));
             node_zones[node].push(idx);
