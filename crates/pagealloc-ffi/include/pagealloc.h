@@ -89,7 +89,7 @@ typedef struct pagealloc_counters_t {
   uint64_t zone_lock_contended;
   // Nanoseconds spent waiting for zone locks.
   uint64_t zone_lock_wait_ns;
-  // Nanoseconds zone locks were held.
+  // Nanoseconds zone locks were held (0 when the config has `lock_stat=off`, as `fast`).
   uint64_t zone_lock_hold_ns;
   // Allocations that failed with `PAGEALLOC_ENOMEM`.
   uint64_t alloc_fail;

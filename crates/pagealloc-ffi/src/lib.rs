@@ -116,7 +116,7 @@ pub struct pagealloc_counters_t {
     pub zone_lock_contended: u64,
     /// Nanoseconds spent waiting for zone locks.
     pub zone_lock_wait_ns: u64,
-    /// Nanoseconds zone locks were held.
+    /// Nanoseconds zone locks were held (0 when the config has `lock_stat=off`, as `fast`).
     pub zone_lock_hold_ns: u64,
     /// Allocations that failed with `PAGEALLOC_ENOMEM`.
     pub alloc_fail: u64,
