@@ -88,13 +88,19 @@ impl Default for PageMeta {
 }
 
 impl PageMeta {
-    /// A fresh, unused entry (state [`State::Tail`]). `const`, so a kernel can declare
-    /// its metadata as a `static` array (`[const { PageMeta::new() }; N]`).
+    /// A fresh, unused entry (state [`State::Tail`]): all its bytes are zero. `const`, so
+    /// a kernel can declare its metadata as a `static` array
+    /// (`[const { PageMeta::new() }; N]`, which lands in zeroed `.bss`), and an allocator
+    /// can take its metadata from zeroed memory (`calloc`, which the OS maps lazily:
+    /// frames never touched cost no memory).
+    ///
+    /// The links of a frame are meaningful only while it is on a list (every insertion
+    /// writes both), so a fresh entry's zero links are never read.
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         PageMeta {
-            next: AtomicU32::new(NIL),
-            prev: AtomicU32::new(NIL),
+            next: AtomicU32::new(0),
+            prev: AtomicU32::new(0),
             order: AtomicU8::new(0),
             state: AtomicU8::new(0),
             mt: AtomicU8::new(0),
@@ -107,8 +113,8 @@ impl PageMeta {
     #[cfg(loom)]
     pub fn new() -> Self {
         PageMeta {
-            next: AtomicU32::new(NIL),
-            prev: AtomicU32::new(NIL),
+            next: AtomicU32::new(0),
+            prev: AtomicU32::new(0),
             order: AtomicU8::new(0),
             state: AtomicU8::new(0),
             mt: AtomicU8::new(0),
@@ -555,6 +561,23 @@ mod tests {
     fn metadata_is_16_bytes() {
         assert_eq!(core::mem::size_of::<PageMeta>(), 16);
         assert_eq!(metadata_size(1000), 16000);
+    }
+
+    #[cfg(not(loom))]
+    #[test]
+    fn a_fresh_entry_is_all_zero_bytes() {
+        let e = PageMeta::new();
+        // SAFETY: `e` is a live local of 16 bytes (checked above) with no padding (four
+        // u8 atomics between u32 atomics, `repr(C)`), so all of them are initialised;
+        // nobody else can touch a local, so no lock is needed to read it.
+        let bytes = unsafe { core::slice::from_raw_parts(&e as *const PageMeta as *const u8, 16) };
+        assert_eq!(bytes, &[0u8; 16]);
+        let e = PageMeta::new();
+        assert_eq!(
+            (e.state(), e.order(), e.mt(), e.flags()),
+            (State::Tail, 0, 0, 0)
+        );
+        assert_eq!((e.next(), e.prev(), e.aux()), (0, 0, 0));
     }
 
     #[test]
