@@ -114,7 +114,7 @@ presets! {
     /// skipped frames on demand (the slow path's compaction step). Zone-lock holds are
     /// not timed (`lock_stat=off`: two clock reads less per zone trip).
     /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,lock_stat=off";
 }
 
 impl Preset {
@@ -435,6 +435,12 @@ config_table! {
     splice_drain: bool = false, bound any;
     /// V2 09/10 (never merged): decay only pages that stayed idle (`count_min`).
     count_min: bool = false, bound any;
+    /// A THP refill (`rmqueue_bulk` of pageblock-order blocks) takes up to half of the
+    /// room left below `high`, `((high - count) / 2) >> order` blocks, when that is more
+    /// than the kernel's `max(batch >> order, 2)` (2 blocks with the default batch): a
+    /// CPU allocating huge pages makes one zone trip per several blocks, and the pageset
+    /// never holds more than `high` allows. Ours, not the kernel's.
+    thp_refill_high: bool = false, bound any;
 
     // ---- instrumentation ----
     /// Zone-lock statistics in the spirit of `CONFIG_LOCK_STAT`: every zone-lock hold is

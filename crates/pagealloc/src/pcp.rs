@@ -380,7 +380,11 @@ impl Allocator {
         aflags: u32,
         pi: usize,
     ) {
-        let n = tune::nr_pcp_alloc(&mut pcp.st, zone.tune_flags(), order, &self.tune);
+        let mut n = tune::nr_pcp_alloc(&mut pcp.st, zone.tune_flags(), order, &self.tune);
+        if order == THP_ORDER && self.cfg.thp_refill_high && n > 1 {
+            // half the room below `high`: the pageset stays within `high`
+            n = n.max(((pcp.st.high - pcp.st.count) / 2) >> order);
+        }
         let got = self.rmqueue_bulk(cpu, zone, order, n, pcp, pi, mt, aflags);
         pcp.settle_resize();
         if got > 0 {

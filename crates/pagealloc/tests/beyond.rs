@@ -778,6 +778,42 @@ fn count_min_decays_only_idle_pages_through_the_allocator() {
     );
 }
 
+// ---------------------------------------------------------------- 5b. THP refills below high
+
+/// `thp_refill_high` (ours): a THP refill takes up to half the room below `high` instead
+/// of the kernel's two blocks, so a run of huge-page allocations makes fewer zone trips;
+/// the same blocks are handed out in number, and the pageset stays within `high`.
+#[test]
+fn thp_refill_high_makes_fewer_zone_trips_and_stays_below_high() {
+    let run = |extra: &str| {
+        // 2 GiB, one CPU
+        let a = Allocator::new(&Layout::single(1 << 19, 1), with("linux-6.12", extra)).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..64 {
+            got.push(a.alloc_on(0, 9, Gfp::USER, None).unwrap());
+            let p = a.pcp_info(0, 0).unwrap();
+            assert!(p.count <= p.high, "{extra}: {p:?}");
+        }
+        let c = a.counters();
+        while let Some(f) = got.pop() {
+            a.free_on(0, f).unwrap();
+        }
+        a.validate().unwrap();
+        c
+    };
+    let off = run("");
+    let on = run("thp_refill_high=on");
+    assert!(!Preset::Linux612.config().thp_refill_high && Preset::Fast.config().thp_refill_high);
+    assert_eq!(
+        (off.pcp_refill, off.pcp_refill_pages),
+        (32, 64 * 512),
+        "{off:?}"
+    );
+    assert!(on.pcp_refill * 2 <= off.pcp_refill, "{on:?}");
+    assert!(on.zone_lock < off.zone_lock);
+    assert_eq!(on.pgalloc, off.pgalloc);
+}
+
 // ---------------------------------------------------------------- 5b. lock_stat
 
 /// `lock_stat` (instrumentation, not a kernel mechanism): on, every zone-lock hold is
