@@ -15,7 +15,7 @@
 //! | `patch9` | BELOW_HIGH: high cut only below the high watermark | V3 8/9 |
 //! | `patch10` | free_count replaces free_factor (= v6.7 / v6.8) | V3 9/9 |
 //! | `linux-6.12` | 2 THP lists, no pcp migratetype cache, chunked drains, claim-at-half stealing, free highatomic in watermarks | v6.10–6.12 |
-//! | `fast` | `linux-6.12` + merge skipping, clustered refills, spliced drains, untimed zone-lock holds (not bit-exact; merges on demand) | none |
+//! | `fast` | `linux-6.12` + merge skipping, clustered refills, spliced drains, THP refills below high, untimed zone-lock holds (not bit-exact; merges on demand) | none |
 //!
 //! A config string is a preset name optionally followed by `,key=value` overrides, e.g.
 //! `patch7,batch_scale_max=3,fixed_batch=127`; [`Config`]'s `Display` prints the same form.
@@ -111,8 +111,9 @@ presets! {
     /// buddy merging and order-0 refills cut whole clusters, so a refill or drain touches
     /// about one frame's metadata per cluster instead of per page, and drains splice
     /// their order-0 frames onto the free lists in runs; high-order requests merge the
-    /// skipped frames on demand (the slow path's compaction step). Zone-lock holds are
-    /// not timed (`lock_stat=off`: two clock reads less per zone trip).
+    /// skipped frames on demand (the slow path's compaction step). THP refills take up to
+    /// half the room below `high` instead of two blocks (`thp_refill_high`), and
+    /// zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
     /// docs/performance.md has the figures.
     Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,lock_stat=off";
 }

@@ -380,10 +380,17 @@ impl Allocator {
         aflags: u32,
         pi: usize,
     ) {
-        let mut n = tune::nr_pcp_alloc(&mut pcp.st, zone.tune_flags(), order, &self.tune);
+        let zf = zone.tune_flags();
+        let mut n = tune::nr_pcp_alloc(&mut pcp.st, zf, order, &self.tune);
         if order == THP_ORDER && self.cfg.thp_refill_high && n > 1 {
-            // half the room below `high`: the pageset stays within `high`
+            // Half the room below `high`: the pageset stays within `high`. Auto-tuning
+            // raises `high` once per refill; raise it as the kernel-sized refills this one
+            // replaces would have, so `high` (and the drains it sets) grows as before.
+            let n0 = n;
             n = n.max(((pcp.st.high - pcp.st.count) / 2) >> order);
+            for _ in 1..n / n0 {
+                tune::nr_pcp_alloc(&mut pcp.st, zf, order, &self.tune);
+            }
         }
         let got = self.rmqueue_bulk(cpu, zone, order, n, pcp, pi, mt, aflags);
         pcp.settle_resize();
