@@ -333,7 +333,8 @@ struct Engine<'a> {
     a: Allocator,
     platform: Arc<SimPlatform>,
     cpus: Vec<VCpu>,
-    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Runnable CPUs not running, by [`event_key`].
+    heap: BinaryHeap<Reverse<u64>>,
     inboxes: Vec<VecDeque<Frame>>,
     capacity: usize,
     /// Blocks an inbox drains to before its blocked sender is woken.
@@ -418,7 +419,7 @@ pub(crate) fn simulate(
     let mut e = Engine {
         spec,
         platform,
-        heap: (0..n as u32).map(|c| Reverse((0, c))).collect(),
+        heap: (0..n as u32).map(|c| Reverse(event_key(0, c))).collect(),
         inboxes: vec![VecDeque::new(); n],
         capacity: workload.inbox_capacity(),
         resume: workload.inbox_resume(),
@@ -505,18 +506,39 @@ pub(crate) fn simulate(
     Ok(e.finish(&drivers))
 }
 
+/// Bits of an [`event_key`] that hold the CPU.
+const CPU_BITS: u32 = 16;
+const CPU_MASK: u64 = (1 << CPU_BITS) - 1;
+
+/// The heap's key of `cpu` at virtual time `t`: the pair `(t, cpu)` in one word, ordered
+/// as the pair is (time first, ties to the lower CPU). One integer compare per step of
+/// the heap's sift instead of a tuple's two: the heap's loops then compile without
+/// data-dependent branches.
+///
+/// # Panics
+/// If `cpu` needs more than 16 bits or `t` more than 48 (78 hours of virtual time).
+#[inline]
+fn event_key(t: u64, cpu: u32) -> u64 {
+    assert!(
+        t >> (64 - CPU_BITS) == 0 && u64::from(cpu) <= CPU_MASK,
+        "event key out of range: t {t} ns, cpu {cpu}"
+    );
+    t << CPU_BITS | u64::from(cpu)
+}
+
 impl Engine<'_> {
     fn run(&mut self, drivers: &mut [CpuDriver<Frame>], name: &str) -> Result<(), EngineError> {
-        while let Some(Reverse((t, c))) = self.heap.pop() {
+        while let Some(Reverse(k)) = self.heap.pop() {
+            let (t, c) = (k >> CPU_BITS, (k & CPU_MASK) as u32);
             self.housekeeping(t);
-            let mut cpu = c as usize;
+            let cpu = c as usize;
             loop {
                 self.step(drivers, cpu)?;
                 let v = &self.cpus[cpu];
                 if v.state != State::Runnable {
                     break;
                 }
-                let key = (v.time, cpu as u32);
+                let key = event_key(v.time, cpu as u32);
                 // Stay on this CPU while it is still the earliest (no heap round trip).
                 match self.heap.peek() {
                     Some(&Reverse(top)) if top < key => {
@@ -524,11 +546,10 @@ impl Engine<'_> {
                         break;
                     }
                     _ => {
-                        if key.0 >= self.next_tick || key.0 >= self.next_sample {
+                        if v.time >= self.next_tick || v.time >= self.next_sample {
                             self.heap.push(Reverse(key));
                             break;
                         }
-                        cpu = key.1 as usize;
                     }
                 }
             }
@@ -843,7 +864,8 @@ impl Engine<'_> {
                 v.parked_on = None;
                 drivers[w].complete_barrier(self);
                 if w != cpu {
-                    self.heap.push(Reverse((self.cpus[w].time, w as u32)));
+                    self.heap
+                        .push(Reverse(event_key(self.cpus[w].time, w as u32)));
                 }
             }
         }
@@ -869,7 +891,7 @@ impl Engine<'_> {
         v.time = v.time.max(now);
         self.charge(cpu, c.switch_ns);
         let v = &self.cpus[cpu];
-        self.heap.push(Reverse((v.time, cpu as u32)));
+        self.heap.push(Reverse(event_key(v.time, cpu as u32)));
     }
 
     fn finish(mut self, drivers: &[CpuDriver<Frame>]) -> EngineOutput {
@@ -1054,5 +1076,37 @@ impl Backend for Engine<'_> {
 
     fn stamp(&self, cpu: usize) -> u64 {
         self.cpus[cpu].time
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{event_key, CPU_BITS, CPU_MASK};
+
+    #[test]
+    fn event_keys_order_as_time_then_cpu() {
+        let pairs = [
+            (0u64, 0u32),
+            (0, 1),
+            (0, 65_535),
+            (1, 0),
+            (1, 7),
+            (999_999_999, 3),
+            (1_000_000_000, 2),
+            ((1 << 48) - 1, 65_535),
+        ];
+        for a in pairs {
+            for b in pairs {
+                assert_eq!(event_key(a.0, a.1).cmp(&event_key(b.0, b.1)), a.cmp(&b));
+            }
+            let k = event_key(a.0, a.1);
+            assert_eq!((k >> CPU_BITS, (k & CPU_MASK) as u32), a);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "event key out of range")]
+    fn an_event_key_past_48_bits_of_time_panics() {
+        event_key(1 << 48, 0);
     }
 }
