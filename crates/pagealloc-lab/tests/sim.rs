@@ -307,3 +307,38 @@ fn allocator_time_is_the_calls_share_of_cpu_time() {
     let (sys, cpu) = (pf.extra["alloc_time_s"], pf.extra["cpu_time_s"]);
     assert!(sys > 0.0 && sys < cpu, "alloc {sys} s of {cpu} s");
 }
+
+/// The batch sweep's latencies are function_graph's: the tracer's in-window cost
+/// (`fgraph_ns`) is in every trip latency the sweep reports, once per trip, and
+/// nowhere else: not in the throughput, not in the lock's busy time, not in the trace.
+/// page_fault1 (the same program, not timed by the tracer) reports bare holds.
+#[test]
+fn function_graph_window_is_in_the_sweep_latencies_only() {
+    let params = kv(&[("pages_per_loop", "1024"), ("loops", "2")]);
+    let sim_at = |name: &str, fgraph: f64| {
+        let w = workload::build(name, Scale::Laptop, &params).unwrap();
+        let mut o = opts("icx-2s-128", "base", 1);
+        o.cpus = Some(1);
+        o.mem_scale = 64;
+        let mut c = o.machine.cost;
+        c.fgraph_ns = fgraph;
+        o.cost = Some(c);
+        sim::run(&*w, &o).unwrap()
+    };
+    assert!(sim::fgraph_timed("batch_sweep") && !sim::fgraph_timed("page_fault1"));
+    let (bare, traced) = (sim_at("batch_sweep", 0.0), sim_at("batch_sweep", 500.0));
+    assert_eq!(bare.trace_hash, traced.trace_hash);
+    assert_eq!(bare.score, traced.score);
+    assert_eq!(bare.zone_lock_pct, traced.zone_lock_pct);
+    for (b, t) in [
+        (bare.alloc_lat_avg_us, traced.alloc_lat_avg_us),
+        (bare.free_lat_avg_us, traced.free_lat_avg_us),
+    ] {
+        let (b, t) = (b.unwrap(), t.unwrap());
+        assert!((t - b - 0.5).abs() < 0.002, "{b} µs -> {t} µs");
+    }
+    let pf1 = sim_at("page_fault1", 500.0);
+    assert_eq!(pf1.trace_hash, bare.trace_hash);
+    assert_eq!(pf1.free_lat_avg_us, bare.free_lat_avg_us);
+    assert_eq!(pf1.alloc_lat_avg_us, bare.alloc_lat_avg_us);
+}

@@ -88,6 +88,10 @@ pub(crate) struct EngineSpec {
     /// Free pages above the high watermark that each zone starts with; the rest is held
     /// by the rest of the system for the whole run. `None`: all memory free.
     pub(crate) headroom_pages: Option<u64>,
+    /// The run models a function_graph measurement of the two zone-lock functions: each
+    /// recorded trip latency also contains the tracer's in-window cost
+    /// (`CostModel::fgraph_ns`); virtual time and holds do not.
+    pub(crate) fgraph_timed: bool,
 }
 
 /// Raw outcome of one simulation.
@@ -719,7 +723,16 @@ impl Engine<'_> {
             } else {
                 &mut self.out.alloc_trips
             };
-            record_ns(h, t.hold.round() as u64);
+            // What function_graph would print: the hold plus the tracer's own work
+            // inside the window it times (the lock is not held any longer for it here:
+            // the tracer runs before the lock is taken and after it is released, but
+            // inside the extracted function whose duration is reported).
+            let traced = if self.spec.fgraph_timed {
+                self.spec.cost.fgraph_ns
+            } else {
+                0.0
+            };
+            record_ns(h, (t.hold + traced).round() as u64);
         }
         end
     }

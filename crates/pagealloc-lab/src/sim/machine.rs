@@ -36,8 +36,9 @@ pub struct CostModel {
     /// update, accounting, return; charged once per movable allocation, ns.
     pub fault_ns: f64,
     /// Residual per zone-lock trip of a refill (`rmqueue_bulk`) or a direct allocation:
-    /// what a trip costs beyond the lines it touches (the function calls and the
-    /// tracer's overhead that the batch sweep's figures contain), ns. Fitted.
+    /// what a trip costs beyond the lines it touches (`__rmqueue`'s set-up, the zone
+    /// counter update `__mod_zone_page_state`, function calls), ns. Fitted to the batch
+    /// sweep after the tracer's share (`fgraph_ns`) is taken out.
     pub refill_trip_ns: f64,
     /// The same for a drain (`free_pcppages_bulk`) or a direct free, ns. Fitted.
     pub drain_trip_ns: f64,
@@ -62,6 +63,12 @@ pub struct CostModel {
     /// The sleeper's context switches (out to the idle task when it blocks, back in
     /// when woken), paid by the sleeper once per sleep, ns.
     pub switch_ns: f64,
+    /// The function_graph tracer's own cost inside the window it times, per traced
+    /// call (the entry event written after the call time is taken, the return
+    /// trampoline before the return time is), ns. Added only to the trip latency a run
+    /// reports when the run models a function_graph measurement (the batch sweep's
+    /// latency columns, [`super::fgraph_timed`]); never to virtual time or to a hold.
+    pub fgraph_ns: f64,
 }
 
 impl CostModel {
@@ -79,10 +86,11 @@ impl CostModel {
         "wake_ns",
         "wakeup_ns",
         "switch_ns",
+        "fgraph_ns",
     ];
 
     /// The parameters as `(name, value)`, in [`CostModel::KEYS`] order.
-    pub fn list(&self) -> [(&'static str, f64); 12] {
+    pub fn list(&self) -> [(&'static str, f64); 13] {
         [
             ("alloc_fast_ns", self.alloc_fast_ns),
             ("free_fast_ns", self.free_fast_ns),
@@ -96,6 +104,7 @@ impl CostModel {
             ("wake_ns", self.wake_ns),
             ("wakeup_ns", self.wakeup_ns),
             ("switch_ns", self.switch_ns),
+            ("fgraph_ns", self.fgraph_ns),
         ]
     }
 
@@ -126,6 +135,7 @@ impl CostModel {
             "wake_ns" => &mut self.wake_ns,
             "wakeup_ns" => &mut self.wakeup_ns,
             "switch_ns" => &mut self.switch_ns,
+            "fgraph_ns" => &mut self.fgraph_ns,
             other => return Err(MachineError::UnknownCost(other.to_owned())),
         };
         *field = v;
@@ -147,6 +157,13 @@ impl CostModel {
     }
 }
 
+/// function_graph's cost inside its own timed window, per traced call, ns: the
+/// durations it reports for functions with next to no body (`idle_cpu()` 0.061 µs,
+/// `clear_buddies()` 0.052 µs, `rcu_note_context_switch()` 0.050 µs in Brendan Gregg's
+/// perf-tools `funcgraph` examples, an x86 server; 52 ns is their median).
+/// docs/sim-cost-model.md §4.1.
+pub const FGRAPH_NS: f64 = 52.0;
+
 /// Sapphire Rapids (Xeon 8480+ class, 2 sockets, 224 threads). The zone-lock
 /// parameters are the least-squares fit of the published batch sweep (see
 /// [`super::calibrate`]); the hand-off and touch costs are fitted to the kbuild table
@@ -155,8 +172,8 @@ pub const SPR_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
     fault_ns: 1500.0,
-    refill_trip_ns: 1259.4,
-    drain_trip_ns: 696.2,
+    refill_trip_ns: 1207.2,
+    drain_trip_ns: 644.1,
     locked_line_ns: 2.21,
     handoff_socket_ns: 120.0,
     handoff_remote_ns: 300.0,
@@ -164,6 +181,7 @@ pub const SPR_COST: CostModel = CostModel {
     wake_ns: 600.0,
     wakeup_ns: 1_500.0,
     switch_ns: 500.0,
+    fgraph_ns: FGRAPH_NS,
 };
 
 /// Ice Lake (Xeon 8358 class, 2 sockets, 128 threads): batch-sweep fit as for SPR.
@@ -171,8 +189,8 @@ pub const ICX_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
     fault_ns: 1012.0,
-    refill_trip_ns: 638.5,
-    drain_trip_ns: 844.3,
+    refill_trip_ns: 586.5,
+    drain_trip_ns: 792.2,
     locked_line_ns: 1.98,
     handoff_socket_ns: 110.0,
     handoff_remote_ns: 280.0,
@@ -180,6 +198,7 @@ pub const ICX_COST: CostModel = CostModel {
     wake_ns: 600.0,
     wakeup_ns: 1_500.0,
     switch_ns: 500.0,
+    fgraph_ns: FGRAPH_NS,
 };
 
 /// Skylake-SP (2 sockets, 112 threads): no calibration data; Ice Lake's values scaled
@@ -212,6 +231,7 @@ const fn scaled(c: CostModel, k: f64) -> CostModel {
         wake_ns: c.wake_ns * k,
         wakeup_ns: c.wakeup_ns * k,
         switch_ns: c.switch_ns * k,
+        fgraph_ns: c.fgraph_ns * k,
     }
 }
 

@@ -229,6 +229,17 @@ pub fn replay_command(workload: &dyn Workload, opts: &SimOptions) -> String {
     cmd
 }
 
+/// Whether the published latencies of `workload` were timed with ftrace's
+/// function_graph tracer: the batch sweep's were (commit 52166607ecc9, "mm: restrict
+/// the pcp batch scale factor to avoid too long latency": the code under the zone lock
+/// was extracted from `rmqueue_bulk` and `free_pcppages_bulk` into two functions whose
+/// run time function_graph reported). Its rows' trip latencies then contain the
+/// tracer's in-window cost (`CostModel::fgraph_ns`) once per trip; its throughput
+/// (will-it-scale's own count) and every other workload do not.
+pub fn fgraph_timed(workload: &str) -> bool {
+    workload == "batch_sweep"
+}
+
 /// Simulates `workload` with `opts` and returns its row: raw score, zone-lock %, raw
 /// free_high and alloc_zone counts, cache miss %, PCP peak/final pages, zone-lock trip
 /// latencies, the trace hash, and in `extra` the makespan, the op counts, simulated
@@ -256,6 +267,7 @@ pub fn run(workload: &dyn Workload, opts: &SimOptions) -> Result<Row, SimError> 
             .headroom
             .mib(workload.name())
             .map(|m| m.saturating_mul(256) / opts.mem_scale.max(1)),
+        fgraph_timed: fgraph_timed(workload.name()),
     };
     let t0 = Instant::now();
     let c0 = crate::exec::clock::thread_cpu_ns();
