@@ -133,6 +133,10 @@ fn hash(rows: &[pagealloc_lab::Row], config: &str) -> Option<String> {
 /// prints the table beside the published one; every step of every column but the
 /// structural miss moves the published way. Release builds only (about 30 s; minutes in
 /// a debug build): `cargo test --release -p pagealloc-lab --test sim -- --nocapture`.
+/// This build ends before the first decay tick (0.6–0.8 s of virtual time); the long
+/// build the note reports, in which the decay acts (docs/sim-cost-model.md §4.3), is
+/// the same ablation with more tasks: `pagealloc compare kbuild --sim --machine
+/// spr-2s-224 --configs base,patch1,patch3,patch5,patch7,patch9,patch10 -p tasks=14336`.
 /// (A quarter of the tasks is not a faster stand-in: two waves of tasks grow patch7's
 /// pcps less, so the calibrated headroom is never reached and patch9 runs patch7's
 /// trace.)
@@ -156,7 +160,45 @@ fn kbuild_moves_like_the_published_table() {
     print!("{}", calibrate::kbuild_table(&rows));
     let d = calibrate::kbuild_directions(&rows);
     print!("{}", calibrate::directions_text(&d));
+    print!("{}", calibrate::kbuild_decay_table(&rows));
     check_directions(&rows, &d, &STRUCTURAL_MISSES, o.seed);
+}
+
+/// The decay tick acts on a kbuild that outlasts it, and only where `high` is tuned:
+/// on desktop-8 a build of a few seconds of virtual time (long compute between faults,
+/// so few page operations) sees a tick every second; under patch7 each tick finds
+/// raised pagesets, lowers their mean `high` by about 1/8 (`decay_pcp_high`) and drains
+/// what is above it, while base's fixed `high` gives the tick nothing to do.
+#[test]
+fn the_decay_acts_on_a_build_that_outlasts_the_tick() {
+    let w = small(
+        "kbuild",
+        &[
+            ("tasks", "48"),
+            ("median_pages", "1024"),
+            ("max_pages", "4096"),
+            ("compute_ns_per_page", "500000"),
+        ],
+    );
+    let run = |config: &str| sim::run(&*w, &opts("desktop-8", config, 3)).unwrap();
+    let tuned = run("patch7");
+    let e = |k: &str| tuned.extra[k];
+    assert!(e("makespan_s") > 2.0, "{}", e("makespan_s"));
+    assert!(e("ticks") >= 2.0, "{}", e("ticks"));
+    assert!(e("tick_pcps") > 0.0);
+    let (before, after) = (e("tick_high_before"), e("tick_high_after"));
+    assert!(
+        after < 0.95 * before && after > 0.8 * before,
+        "decay_pcp_high takes 1/8: {before} -> {after}"
+    );
+    assert!(
+        e("decay_drain") > 0.0,
+        "the ticks drained what was above high"
+    );
+    let fixed = run("base");
+    assert!(fixed.extra["ticks"] >= 2.0);
+    assert_eq!(fixed.extra["tick_pcps"], 0.0, "base: high is not tuned");
+    assert_eq!(fixed.extra["decay_drain"], 0.0);
 }
 
 /// The headroom model: the rest of the system holds all but the asked headroom above each

@@ -304,6 +304,8 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
             "{}",
             calibrate::directions_text(&calibrate::kbuild_directions(&rows))
         );
+        println!("\nthe decay tick during the build (mean high of the pagesets it acted on):");
+        print!("{}", calibrate::kbuild_decay_table(&rows));
     }
     if sweep {
         println!("\nbatch sweep, ours beside the published figures (throughput per CPU):");

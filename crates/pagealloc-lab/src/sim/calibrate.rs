@@ -498,6 +498,45 @@ pub fn kbuild_table(rows: &[Row]) -> String {
     s
 }
 
+/// What the decay tick (`decay_pcp_high`, once a second per CPU) did during each row's
+/// build: the virtual build time, the ticks that ran before the last task ended, the
+/// mean `high` of the pagesets each tick acted on (those above high_min) just before and
+/// just after it, and the drains the ticks made (`decay_drain`). Rows without tuning
+/// (base … patch5) have no raised pageset: their `high` columns are empty.
+pub fn kbuild_decay_table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<8} | {:>9} | {:>5} | {:>8} | {:>12} | {:>11} | {:>12}",
+        "config", "build (s)", "ticks", "pagesets", "high before", "high after", "decay drains"
+    );
+    for r in rows {
+        let e = |k: &str| r.extra.get(k).copied().unwrap_or(f64::NAN);
+        let config = r.config.as_deref().unwrap_or("");
+        let config = config.split(',').next().unwrap_or(config);
+        let (before, after) = if e("tick_pcps") > 0.0 {
+            (
+                format!("{:.0}", e("tick_high_before")),
+                format!("{:.0}", e("tick_high_after")),
+            )
+        } else {
+            ("-".to_owned(), "-".to_owned())
+        };
+        let _ = writeln!(
+            s,
+            "{:<8} | {:>9.3} | {:>5.0} | {:>8.1} | {:>12} | {:>11} | {:>12.0}",
+            config,
+            e("makespan_s"),
+            e("ticks"),
+            e("tick_pcps"),
+            before,
+            after,
+            e("decay_drain")
+        );
+    }
+    s
+}
+
 /// One step of the kbuild table in one column: does ours move the way the published
 /// figures move?
 #[derive(Clone, Debug, PartialEq)]

@@ -145,6 +145,15 @@ pub(crate) struct EngineOutput {
     pub(crate) cache_final_pages: u64,
     /// Pages held by the rest of the system (the headroom model), all zones.
     pub(crate) held_pages: u64,
+    /// Decay ticks (`vmstat_update` rounds over all CPUs) that ran before the last
+    /// workload CPU finished.
+    pub(crate) ticks: u64,
+    /// Σ over those ticks of Σ `high` over the pagesets the decay acts on (high above
+    /// high_min when the round starts), read just before and just after the round's
+    /// decay, and Σ of how many pagesets that was.
+    pub(crate) tick_high_before: u64,
+    pub(crate) tick_high_after: u64,
+    pub(crate) tick_pcps: u64,
 }
 
 /// Why a simulation stopped.
@@ -478,6 +487,10 @@ pub(crate) fn simulate(
             reclaims: 0,
             cache_final_pages: 0,
             held_pages: 0,
+            ticks: 0,
+            tick_high_before: 0,
+            tick_high_after: 0,
+            tick_pcps: 0,
         },
         next_tick: tick_ns,
         tick_ns,
@@ -585,15 +598,47 @@ impl Engine<'_> {
                 self.next_sample += self.spec.sample_ns.max(1);
             } else {
                 let now = self.next_tick;
+                let (raised, before) = self.raised_high();
                 for cpu in 0..self.a.nr_cpus() {
                     self.platform.set(cpu, now);
                     self.a.tick(cpu);
                     // Decay drains occupy the locks; their CPU is not delayed.
                     self.replay(cpu, Call::Background, now);
                 }
+                let after = self.high_of(&raised);
+                self.out.ticks += 1;
+                self.out.tick_high_before += before;
+                self.out.tick_high_after += after;
+                self.out.tick_pcps += raised.len() as u64;
                 self.next_tick += self.tick_ns;
             }
         }
+    }
+
+    /// The pagesets the decay acts on (`high` above high_min), and Σ of their `high`
+    /// (read for the report only: it changes no state and charges nothing).
+    fn raised_high(&self) -> (Vec<(usize, usize)>, u64) {
+        let mut set = Vec::new();
+        let mut sum = 0u64;
+        for cpu in 0..self.a.nr_cpus() {
+            for zone in 0..self.nzones {
+                if let Some(p) = self.a.pcp_info(cpu, zone) {
+                    if p.high > p.high_min {
+                        set.push((cpu, zone));
+                        sum += p.high as u64;
+                    }
+                }
+            }
+        }
+        (set, sum)
+    }
+
+    /// Σ `high` over `set`.
+    fn high_of(&self, set: &[(usize, usize)]) -> u64 {
+        set.iter()
+            .filter_map(|&(c, z)| self.a.pcp_info(c, z))
+            .map(|p| p.high.max(0) as u64)
+            .sum()
     }
 
     fn socket(&self, cpu: usize) -> u32 {

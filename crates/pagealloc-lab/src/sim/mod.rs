@@ -349,6 +349,16 @@ fn row_of(
         ("page_cache_final_pages", out.cache_final_pages as f64),
         ("headroom_mib", headroom),
         ("held_pages", out.held_pages as f64),
+        ("ticks", out.ticks as f64),
+        ("tick_pcps", out.tick_pcps as f64 / out.ticks.max(1) as f64),
+        (
+            "tick_high_before",
+            out.tick_high_before as f64 / out.tick_pcps.max(1) as f64,
+        ),
+        (
+            "tick_high_after",
+            out.tick_high_after as f64 / out.tick_pcps.max(1) as f64,
+        ),
         ("alloc_lines", out.meta_levels.iter().sum::<u64>() as f64),
         (
             "alloc_lines_dram",

@@ -35,12 +35,25 @@
 //! Tasks do not migrate: the exit pattern, not the migration, is what the series
 //! changed. Score: 100 / makespan; the task count ([`Op::Exit`]) is the work.
 //!
+//! # Scale: tasks, their lifetime, and the decay tick
+//! The published kbuild is LKP's `kbuild` program: it loops `make mrproper`, `make
+//! defconfig` and `make -j` until its `runtime` (300 s by default) has passed, so the
+//! measured run lasts minutes and every CPU's `vmstat_update` decays its pcp hundreds of
+//! times. One kernel build is tens of thousands of short processes: a measured x86
+//! defconfig-style build ran 29 135 processes with 31.5 M minor faults and 1 079 s of
+//! user time, i.e. about 38 ms of CPU and 1 080 faults per process. Here a task stands
+//! for one compile's processes: at full scale it lives about 76 ms of virtual time
+//! (the build's makespan × 112 CPUs ÷ tasks), so a tick comes once every dozen or so
+//! task lifetimes on a CPU, as in the real build; what `tasks` sets is how many ticks
+//! the build lasts. Full scale (896) ends before the first tick (0.6–0.8 s: the decay
+//! never acts); `-p tasks=14336` lasts 4–6 s, with the decay acting at each second
+//! (docs/sim-cost-model.md §4.3 has both tables and the sources).
+//!
 //! What the synthesis leaves out, and why (docs/sim-cost-model.md §4.3): the page cache
 //! as such (the simulator's headroom model stands for the memory the rest of the
 //! machine holds: the published patch9 row needs the zone near its high watermark),
-//! make's serial phases, and time — the synthetic build compresses minutes of
-//! allocation into well under a second of virtual time, so the 1 s decay tick hardly
-//! runs.
+//! make's serial phases (`mrproper`, configuration, the final link), and the build's
+//! full length in ticks (hundreds in LKP's 300 s run; a few here, see above).
 //!
 //! [`Op::Exit`]: super::Op::Exit
 
@@ -59,7 +72,8 @@ define_params! {
     /// Parameters of kbuild.
     pub struct KbuildParams {
         /// Tasks (compiler runs) in the whole build, shared by all CPUs (full scale: 8
-        /// waves of 112).
+        /// waves of 112, which end before the first decay tick; 14336 lasts several
+        /// ticks: see "Scale" above).
         tasks: u32 = 512, full 896;
         /// Median order-0 pages per task (log-normal).
         median_pages: u32 = 2_048, full 4_096;
