@@ -46,7 +46,7 @@
 //! (the build's makespan × 112 CPUs ÷ tasks), so a tick comes once every dozen or so
 //! task lifetimes on a CPU, as in the real build; what `tasks` sets is how many ticks
 //! the build lasts. Full scale (896) ends before the first tick (0.6–0.8 s: the decay
-//! never acts); `-p tasks=14336` lasts 4–6 s, with the decay acting at each second
+//! never acts); `-p tasks=14336` lasts several seconds, with the decay acting each second
 //! (docs/sim-cost-model.md §4.3 has both tables and the sources).
 //!
 //! What the synthesis leaves out, and why (docs/sim-cost-model.md §4.3): the page cache
