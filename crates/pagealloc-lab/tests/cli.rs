@@ -351,6 +351,90 @@ fn compare_sim_rows_do_not_depend_on_jobs() {
     );
 }
 
+/// `compare --sim --cost` is `sim --cost`: the same errors, applied to every row, and
+/// named under the table.
+#[test]
+fn compare_sim_takes_cost_overrides() {
+    let with = |cost: Option<&str>, json: bool| {
+        let mut args = vec!["compare", "--sim", "--configs", "linux-6.12,base"];
+        args.extend(SMALL_SIM_PF1);
+        if let Some(c) = cost {
+            args.extend(["--cost", c]);
+        }
+        if json {
+            args.push("--json");
+        }
+        pagealloc(&args)
+    };
+    for cmd in ["sim", "compare"] {
+        let mut args = vec![cmd];
+        if cmd == "compare" {
+            args.push("--sim");
+        }
+        args.extend(SMALL_SIM_PF1);
+        let mut unknown = args.clone();
+        unknown.extend(["--cost", "drain_trip_ns=0,nope_ns=1"]);
+        refused(&unknown, &["nope_ns", "drain_trip_ns", "fault_ns"]);
+        let mut bad = args.clone();
+        bad.extend(["--cost", "fault_ns=-1"]);
+        refused(&bad, &["fault_ns", "-1"]);
+        args.extend(["--cost", "fault_ns"]);
+        refused(&args, &["fault_ns", "key=value"]);
+    }
+    refused(
+        &["compare", "page_fault1", "--cost", "fault_ns=1"],
+        &["--cost", "--sim"],
+    );
+    let lock = |o: &Output| -> Vec<(String, f64)> {
+        json_rows(o)
+            .iter()
+            .map(|r| {
+                (
+                    r["config"].to_string(),
+                    r["zone_lock_pct"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let default = lock(&with(None, true));
+    // Three times the fault's cost: the zone lock is held for a smaller share of the run.
+    let slow = lock(&with(Some("fault_ns=3000"), true));
+    assert_eq!(default.len(), 2);
+    for (d, s) in default.iter().zip(&slow) {
+        assert_eq!(d.0, s.0);
+        assert!(
+            s.1 < d.1,
+            "every row runs under the override: {default:?} {slow:?}"
+        );
+    }
+    let o = with(Some(" fault_ns = 3000 "), false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("--cost fault_ns=3000 (not the default model)"),
+        "{text}"
+    );
+    let text = String::from_utf8_lossy(&with(None, false).stdout).into_owned();
+    assert!(!text.contains("--cost"), "{text}");
+}
+
+/// `calibrate --sweep` alone runs the sweep without the kbuild grid.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only: minutes in a debug build")]
+fn calibrate_sweep_alone_skips_the_kbuild_grid() {
+    let o = pagealloc(&["calibrate", "--sweep"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("batch sweep: zone-lock hold"), "{text}");
+    assert!(text.contains("f.p99"), "the sweep's table: {text}");
+    assert!(!text.contains("kbuild grid"), "{text}");
+    assert!(
+        !stderr(&o).contains("compute_ns_per_page="),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn bench_prints_llfree_rows() {
     let o = pagealloc(&[

@@ -163,9 +163,12 @@ pub struct RunArgs {
 pub struct CompareArgs {
     /// Workload name.
     pub workload: String,
-    /// pagealloc configs, comma-separated; a `key=value` item belongs to the config
-    /// before it (`base,patch7,batch_scale_max=3`). One row each when pagealloc is among
-    /// the allocators. Default: the kernel series' presets (base … linux-6.12).
+    /// pagealloc configs, comma-separated: each starts with a preset name, and a
+    /// `key=value` item belongs to the config before it only (`base,patch7,
+    /// batch_scale_max=3` is base and patch7 with batch_scale_max=3; give an override
+    /// after each config it is for: `base,merge_skip=on,linux-6.12,merge_skip=on`). One
+    /// row each when pagealloc is among the allocators. Default: the kernel series'
+    /// presets (base … linux-6.12).
     #[arg(long)]
     pub configs: Option<String>,
     /// Allocators, comma-separated; pagealloc gives one row per config, a peer one row.
@@ -189,6 +192,9 @@ pub struct CompareArgs {
     /// calibrated value.
     #[arg(long, value_name = "SIZE|all", requires = "sim")]
     pub headroom: Option<String>,
+    /// With --sim (`sim`'s option): cost model overrides for every config.
+    #[command(flatten)]
+    pub cost: sim::CostOpts,
     /// With --sim: divide the machine's memory by this factor, as `pagealloc sim
     /// --mem-scale` does (keeps the ratios of watermarks, high and pages per CPU; size
     /// parameters such as zonelist_hog's `total_pages` are not scaled: give them for the
@@ -415,7 +421,10 @@ pub fn split_configs(s: &str) -> Result<Vec<String>, CliError> {
     for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         if item.contains('=') {
             let last = out.last_mut().ok_or_else(|| {
-                CliError::usage(format!("override `{item}` has no config before it"))
+                CliError::usage(format!(
+                    "override `{item}` has no config before it: each config starts with a preset ({}), e.g. linux-6.12,{item}",
+                    Preset::NAMES
+                ))
             })?;
             last.push(',');
             last.push_str(item);
@@ -575,6 +584,11 @@ fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
     if a.sim {
         return sim::cmd_compare(a);
     }
+    if a.cost.cost.is_some() {
+        return Err(CliError::usage(
+            "--cost sets the simulator's cost model: it needs --sim",
+        ));
+    }
     let w = workload_of(&a.workload, &a.opts.common.params)?;
     let allocs = split_allocs(&a.alloc)?;
     let configs = configs_of(a.configs.as_deref())?;
@@ -694,7 +708,13 @@ mod tests {
                 "linux-6.12"
             ]
         );
-        assert!(split_configs("batch_scale_max=3").is_err());
+        let e = split_configs("batch_scale_max=3,base")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("starts with a preset") && e.contains("linux-6.12,batch_scale_max=3"),
+            "{e}"
+        );
         assert!(split_configs("nope").is_err());
     }
 

@@ -37,9 +37,9 @@ pub struct SimFlags {
     /// high and pages per CPU; see docs/sim-cost-model.md).
     #[arg(long = "mem-scale", default_value_t = 1)]
     pub mem_scale: u64,
-    /// Cost model overrides, KEY=VALUE[,KEY=VALUE…] (see docs/sim-cost-model.md).
-    #[arg(long)]
-    pub cost: Option<String>,
+    /// Cost model overrides.
+    #[command(flatten)]
+    pub cost: CostOpts,
     /// Page-cache model (memory kept between the low and high watermarks by a modelled
     /// kswapd): on or off. Default: off.
     #[arg(long = "page-cache", value_parser = ["on", "off"])]
@@ -51,9 +51,49 @@ pub struct SimFlags {
     pub headroom: Option<String>,
 }
 
+/// `--cost`, of `sim` and `compare --sim`: one definition, parsed by one function
+/// ([`CostModel::apply`] on the machine's model).
+#[derive(Debug, Args, Clone, Default)]
+pub struct CostOpts {
+    /// Cost model overrides, KEY=VALUE[,KEY=VALUE…], applied to the machine's model
+    /// (keys: see `pagealloc sim --help`, docs/sim-cost-model.md); every row runs
+    /// under them and the table's footer names them.
+    #[arg(long, value_name = "KEY=VALUE[,…]")]
+    pub cost: Option<String>,
+}
+
+impl CostOpts {
+    /// The overrides as one line for a table's footer, or `None` without `--cost`.
+    fn note(&self) -> Option<String> {
+        let spec = self.cost.as_deref()?;
+        let items: Vec<String> = spec
+            .split(',')
+            .filter_map(|i| i.split_once('='))
+            .map(|(k, v)| format!("{}={}", k.trim(), v.trim()))
+            .collect();
+        Some(format!(
+            "cost model: the machine's with --cost {} (not the default model)",
+            items.join(",")
+        ))
+    }
+}
+
 /// Options of `pagealloc calibrate`.
+///
+/// Two parts, chosen by flag: `--kbuild` (the default when neither is given) and
+/// `--sweep`. Both start with the zone-lock trip residuals fitted to the batch sweep.
 #[derive(Debug, Args)]
+#[command(
+    after_long_help = "Parts: no flag or --kbuild: the trip residuals' fit, then the \
+kbuild grid. --sweep: the trip residuals' fit, then the simulated batch sweep beside the \
+published one (no kbuild grid; --tasks, --computes and --headrooms are unused). \
+--kbuild --sweep: all of it."
+)]
 pub struct CalibrateArgs {
+    /// Run the kbuild grid (after the trip residuals' fit). The default when --sweep is
+    /// not given; with --sweep, give it to run both.
+    #[arg(long)]
+    pub kbuild: bool,
     /// kbuild tasks per grid point (the published build is 896 tasks; fewer is faster).
     #[arg(long, default_value_t = 224)]
     pub tasks: u32,
@@ -68,8 +108,9 @@ pub struct CalibrateArgs {
     /// the mean, its directions the fewest.
     #[arg(long, default_value = "1")]
     pub seeds: String,
-    /// Also simulate the batch sweep on spr-2s-224 and icx-2s-128 (one task, two loops of
-    /// page_fault1) and print it beside the published one.
+    /// Simulate the batch sweep on spr-2s-224 and icx-2s-128 (one task, two loops of
+    /// page_fault1) and print it beside the published one; alone, without the kbuild
+    /// grid (add --kbuild for both).
     #[arg(long)]
     pub sweep: bool,
     /// Print the fit as one JSON object (and, with --sweep, the sweep's rows one per
@@ -123,7 +164,7 @@ fn options(
         .pages_per_node(f.mem_scale)
         .map_err(|e| usage(e.to_string()))?;
     o.mem_scale = f.mem_scale;
-    if let Some(spec) = &f.cost {
+    if let Some(spec) = &f.cost.cost {
         let mut c = o.machine.cost;
         c.apply(spec).map_err(usage)?;
         o.cost = Some(c);
@@ -201,6 +242,9 @@ pub fn cmd_sim(a: &SimArgs) -> Result<(), CliError> {
         report::print_table(std::slice::from_ref(&row), &cols);
         let wall = row.wall_s.unwrap_or(0.0);
         println!("{}", footer(std::slice::from_ref(&row), wall, 1));
+        if let Some(n) = a.sim.cost.note() {
+            println!("{n}");
+        }
     }
     Ok(())
 }
@@ -221,7 +265,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
     let f = SimFlags {
         common: a.opts.common.clone(),
         mem_scale: a.mem_scale,
-        cost: None,
+        cost: a.cost.clone(),
         page_cache: None,
         headroom: a.headroom.clone(),
     };
@@ -286,6 +330,9 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
     }
     report::print_table(&rows, &columns());
     println!("{}", footer(&rows, wall, jobs));
+    if let Some(n) = f.cost.note() {
+        println!("{n}");
+    }
     let kbuild_table = workload_name == "kbuild"
         && m.name == "spr-2s-224"
         && rows.len() >= calibrate::PUBLISHED_KBUILD.len()
@@ -330,6 +377,9 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
         return Err(usage("--tasks must be at least 1"));
     }
     let jobs = a.jobs.map_or(0, |j| j as usize);
+    // `--sweep` alone: no grid (refit with no grid points fits the residuals only).
+    let kbuild = a.kbuild || !a.sweep;
+    let computes = if kbuild { computes } else { Vec::new() };
     let r = calibrate::refit(a.tasks, &computes, &headrooms, &seeds, jobs, &|line| {
         eprintln!("{line}")
     })

@@ -751,7 +751,8 @@ pub struct Refit {
 /// once per seed, with SPR's refitted residuals. The best point has the most steps in
 /// the published direction with every seed, then the least mean [`kbuild_error`].
 /// Each point's configs run `jobs` at a time ([`SimOptions::jobs`]; 0: the host's
-/// parallelism). `progress` gets one line per grid point.
+/// parallelism). `progress` gets one line per grid point. No `computes` or no
+/// `headrooms`: no grid, the residuals' fit alone.
 ///
 /// # Errors
 /// A failed run.
@@ -828,7 +829,7 @@ fn grid_line(p: &GridPoint) -> String {
 }
 
 /// The refit as text: the trip fits with their residuals, the constants in use, and
-/// the kbuild grid.
+/// the kbuild grid (when it ran).
 pub fn refit_report(r: &Refit) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -875,6 +876,9 @@ pub fn refit_report(r: &Refit) -> String {
             trip_pair_ns(&publ),
             trip_pair_ns(&sim)
         );
+    }
+    if r.grid.is_empty() {
+        return s;
     }
     let _ = writeln!(
         s,
