@@ -385,9 +385,8 @@ fn compare_sim_takes_cost_overrides() {
         &["compare", "page_fault1", "--cost", "fault_ns=1"],
         &["--cost", "--sim"],
     );
-    let lock = |o: &Output| -> Vec<(String, f64)> {
-        json_rows(o)
-            .iter()
+    let lock = |rows: &[serde_json::Value]| -> Vec<(String, f64)> {
+        rows.iter()
             .map(|r| {
                 (
                     r["config"].to_string(),
@@ -396,9 +395,19 @@ fn compare_sim_takes_cost_overrides() {
             })
             .collect()
     };
-    let default = lock(&with(None, true));
+    let default_rows = json_rows(&with(None, true));
     // Three times the fault's cost: the zone lock is held for a smaller share of the run.
-    let slow = lock(&with(Some("fault_ns=3000"), true));
+    let slow_rows = json_rows(&with(Some("fault_ns=3000"), true));
+    for r in &default_rows {
+        assert!(r["extra"].get("cost.fault_ns").is_none(), "{r}");
+    }
+    for r in &slow_rows {
+        assert_eq!(
+            r["extra"]["cost.fault_ns"], 3000.0,
+            "JSON rows name it: {r}"
+        );
+    }
+    let (default, slow) = (lock(&default_rows), lock(&slow_rows));
     assert_eq!(default.len(), 2);
     for (d, s) in default.iter().zip(&slow) {
         assert_eq!(d.0, s.0);

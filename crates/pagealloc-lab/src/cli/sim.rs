@@ -57,12 +57,35 @@ pub struct SimFlags {
 pub struct CostOpts {
     /// Cost model overrides, KEY=VALUE[,KEY=VALUE…], applied to the machine's model
     /// (keys: see `pagealloc sim --help`, docs/sim-cost-model.md); every row runs
-    /// under them and the table's footer names them.
+    /// under them; the table's footer and the JSON rows (`extra["cost.KEY"]`) name them.
     #[arg(long, value_name = "KEY=VALUE[,…]")]
     pub cost: Option<String>,
 }
 
 impl CostOpts {
+    /// The keys `--cost` names, trimmed, in its order.
+    fn keys(&self) -> Vec<&str> {
+        self.cost.as_deref().map_or_else(Vec::new, |spec| {
+            spec.split(',')
+                .filter_map(|i| i.split_once('='))
+                .map(|(k, _)| k.trim())
+                .collect()
+        })
+    }
+
+    /// Marks JSON rows too: `extra["cost.KEY"]` is each overridden parameter's value in
+    /// the model the row ran under (`o.cost`).
+    fn mark(&self, o: &SimOptions, rows: &mut [Row]) {
+        let Some(c) = o.cost else { return };
+        for key in self.keys() {
+            if let Some(&(_, v)) = c.list().iter().find(|(k, _)| *k == key) {
+                for r in rows.iter_mut() {
+                    r.extra.insert(format!("cost.{key}"), v);
+                }
+            }
+        }
+    }
+
     /// The overrides as one line for a table's footer, or `None` without `--cost`.
     fn note(&self) -> Option<String> {
         let spec = self.cost.as_deref()?;
@@ -233,7 +256,8 @@ pub fn cmd_sim(a: &SimArgs) -> Result<(), CliError> {
     if !a.sim.common.json {
         eprintln!("simulating {}", describe(&o, &*w));
     }
-    let row = run(&*w, &o).map_err(failed)?;
+    let mut row = run(&*w, &o).map_err(failed)?;
+    a.sim.cost.mark(&o, std::slice::from_mut(&mut row));
     if a.sim.common.json {
         print!("{}", report::json_lines(&[row]));
     } else {
@@ -310,6 +334,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
     let pb = indicatif::ProgressBar::new(cfgs.len() as u64);
     let t0 = std::time::Instant::now();
     let mut rows = compare(&*w, &o, &cfgs, &|_| pb.inc(1)).map_err(failed)?;
+    f.cost.mark(&o, &mut rows);
     let wall = t0.elapsed().as_secs_f64();
     pb.finish_and_clear();
     if sweep {
