@@ -61,7 +61,7 @@ use std::sync::Arc;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use pagealloc::{Allocator, Config, Counters, Frame, Gfp, Line, MigrateType, Platform, ZoneLine};
+use pagealloc::{Allocator, Config, Counters, Frame, Gfp, MigrateType, Platform};
 
 use super::hierarchy::{user_page, Charge, Hierarchy, Level, Span};
 use super::machine::{CostModel, Machine};
@@ -663,13 +663,8 @@ impl Engine<'_> {
         // Each run of accesses (a hold, or the accesses between holds) is scheduled on
         // the core's fill buffers: independent misses overlap, chases do not.
         self.overlap.begin(now);
-        for p in &buf {
-            let x = p.decode();
-            if let Line::Zone {
-                zone,
-                line: ZoneLine::Lock,
-            } = x.line
-            {
+        for &x in &buf {
+            if let Some(zone) = x.lock_of_zone() {
                 now = match trip.take() {
                     Some(t) => self.close_trip(cpu, call, t),
                     None => self.overlap.end(),
@@ -679,16 +674,16 @@ impl Engine<'_> {
                 trip = Some(t);
                 continue;
             }
-            if !x.locked {
+            if !x.locked() {
                 if let Some(t) = trip.take() {
                     now = self.close_trip(cpu, call, t);
                     self.overlap.begin(now);
                 }
             }
-            let p = self.lines.place(x.line);
-            let c = self.mem.access(cpu, p.key, p.node, x.write);
+            let p = self.lines.place_packed(x);
+            let c = self.mem.access(cpu, p.key, p.node, x.write());
             let (mut ns, mut level) = (c.ns, c.level);
-            if let Line::Frame(pfn) = x.line {
+            if let Some(pfn) = x.frame() {
                 if self.streams[cpu].prefetched(pfn) && c.level > Level::L2 {
                     ns = self.l2_ns;
                     level = Level::L2;
@@ -696,7 +691,7 @@ impl Engine<'_> {
                 }
             }
             self.out.meta_levels[c.level as usize] += 1;
-            self.overlap.access(p.key, level, ns, x.dep);
+            self.overlap.access(p.key, level, ns, x.dep());
             if let Some(t) = trip.as_mut() {
                 t.lines += line_ns;
             }

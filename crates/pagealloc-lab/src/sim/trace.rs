@@ -92,8 +92,51 @@ impl Packed {
         }
     }
 
+    /// The record of a report of `line` (no flags): for [`LineMap::place`].
+    #[inline(always)]
+    fn of_line(line: Line) -> Packed {
+        Packed::encode(&Access {
+            line,
+            write: false,
+            locked: false,
+            dep: 0,
+        })
+    }
+
+    /// Whether the line is written.
+    #[inline(always)]
+    pub(crate) fn write(self) -> bool {
+        self.info & 1 << 8 != 0
+    }
+
+    /// Whether the zone lock is held ([`Access::locked`]).
+    #[inline(always)]
+    pub(crate) fn locked(self) -> bool {
+        self.info & 1 << 9 != 0
+    }
+
+    /// [`Access::dep`].
+    #[inline(always)]
+    pub(crate) fn dep(self) -> u8 {
+        (self.info >> 16) as u8
+    }
+
+    /// The PFN, for a frame's metadata line.
+    #[inline(always)]
+    pub(crate) fn frame(self) -> Option<u64> {
+        (self.info & 0xff == KIND_FRAME).then_some(self.word)
+    }
+
+    /// The zone, for its lock's trip marker ([`ZoneLine::Lock`]).
+    #[inline(always)]
+    pub(crate) fn lock_of_zone(self) -> Option<u16> {
+        (self.info & 0xff == KIND_ZONE && self.word & 0xffff == ZL_LOCK)
+            .then_some((self.word >> 16) as u16)
+    }
+
     /// The access this record holds.
     #[inline(always)]
+    #[cfg_attr(not(test), allow(dead_code))] // the engine reads the fields directly
     pub(crate) fn decode(self) -> Access {
         let w = self.word;
         let line = match self.info & 0xff {
@@ -266,7 +309,14 @@ impl LineMap {
     /// within the machine's (always, for what the allocator reports), else a key of
     /// their kind; either way distinct lines get distinct keys.
     #[inline]
+    #[cfg_attr(not(test), allow(dead_code))] // the engine places records
     pub(crate) fn place(&self, line: Line) -> Place {
+        self.place_packed(Packed::of_line(line))
+    }
+
+    /// [`LineMap::place`] of a buffered report, read from its record.
+    #[inline]
+    pub(crate) fn place_packed(&self, p: Packed) -> Place {
         let nzones = self.zone_node.len() as u64;
         let indexed = |i: u64, key: u64| {
             if i < self.indexed {
@@ -275,26 +325,26 @@ impl LineMap {
                 key
             }
         };
-        match line {
-            Line::Frame(pfn) => Place {
-                key: K_META | pfn,
-                node: self.node_of_pfn(pfn),
+        let w = p.word;
+        match p.info & 0xff {
+            KIND_FRAME => Place {
+                key: K_META | w,
+                node: self.node_of_pfn(w),
             },
-            Line::Pageblock(pfn) => {
-                let l = (pfn >> pagealloc::PAGEBLOCK_ORDER) / PAGEBLOCKS_PER_LINE;
+            KIND_PAGEBLOCK => {
+                let l = (w >> pagealloc::PAGEBLOCK_ORDER) / PAGEBLOCKS_PER_LINE;
                 Place {
                     key: indexed(self.pageblock_at + l, K_PAGEBLOCK | l),
-                    node: self.node_of_pfn(pfn),
+                    node: self.node_of_pfn(w),
                 }
             }
-            Line::Zone { zone, line } => {
-                let sub = match line {
-                    ZoneLine::FreeArea(o) => o as u64,
-                    ZoneLine::Counters => 32,
-                    ZoneLine::Watermarks => 33,
-                    ZoneLine::Lock => 34,
+            KIND_ZONE => {
+                // free_area[o] is line o; counters, watermarks, lock are 32, 33, 34.
+                let sub = match w & 0xffff {
+                    o if o < ZL_COUNTERS => o,
+                    s => s - ZL_COUNTERS + 32,
                 };
-                let z = zone as u64;
+                let z = w >> 16;
                 let i = if z < nzones && sub < ZONE_LINES {
                     z * ZONE_LINES + sub
                 } else {
@@ -302,11 +352,11 @@ impl LineMap {
                 };
                 Place {
                     key: indexed(i, K_ZONE | (z << 8) | sub),
-                    node: self.zone_node[zone as usize],
+                    node: self.zone_node[z as usize],
                 }
             }
-            Line::Zonelist { node, pos } => {
-                let (n, l) = (node as u64, pos as u64 / 4);
+            KIND_ZONELIST => {
+                let (n, l) = (w >> 16, (w & 0xffff) / 4);
                 let i = if n < self.nodes && l < self.zonelist_lines {
                     self.zonelist_at + n * self.zonelist_lines + l
                 } else {
@@ -314,16 +364,17 @@ impl LineMap {
                 };
                 Place {
                     key: indexed(i, K_ZONELIST | (n << 16) | l),
-                    node: node as u32,
+                    node: n as u32,
                 }
             }
-            Line::Pcp { cpu, zone, list } => {
+            _ => {
+                let list = w as u8;
                 let l = if list == pagealloc::access::PCP_HEADER {
                     0
                 } else {
                     (48 + 16 * list as u64) / 64
                 };
-                let (c, z) = (cpu as u64, zone as u64);
+                let (c, z) = (w >> 32, (w >> 8) & 0xffff);
                 let i = if c < self.cpu_node.len() as u64 && z < nzones && l < PCP_LINES {
                     self.pcp_at + (c * nzones + z) * PCP_LINES + l
                 } else {
@@ -331,7 +382,7 @@ impl LineMap {
                 };
                 Place {
                     key: indexed(i, K_PCP | (c << 24) | (z << 8) | l),
-                    node: self.cpu_node[cpu as usize],
+                    node: self.cpu_node[c as usize],
                 }
             }
         }
