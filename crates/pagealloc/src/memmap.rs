@@ -92,7 +92,8 @@ impl PageMeta {
     /// a kernel can declare its metadata as a `static` array
     /// (`[const { PageMeta::new() }; N]`, which lands in zeroed `.bss`), and an allocator
     /// can take its metadata from zeroed memory (`calloc`, which the OS maps lazily:
-    /// frames never touched cost no memory).
+    /// frames never touched cost no memory, unless the platform has it faulted in at
+    /// build, [`Platform::prefault_metadata`](crate::Platform::prefault_metadata)).
     ///
     /// The links of a frame are meaningful only while it is on a list (every insertion
     /// writes both), so a fresh entry's zero links are never read.

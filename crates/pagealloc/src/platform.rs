@@ -16,6 +16,23 @@ pub trait Platform: Send + Sync + fmt::Debug {
     fn current_cpu(&self) -> usize;
     /// A monotonic clock in nanoseconds.
     fn now_ns(&self) -> u64;
+    /// Whether [`Allocator::with_platform`](crate::Allocator::with_platform) faults in
+    /// the frame metadata it takes from the global allocator while building, writing one
+    /// byte per 4 KiB of it (the kernel initialises its whole memmap at boot,
+    /// `memmap_init`, so no allocation pays for it later).
+    ///
+    /// The metadata is zeroed memory that an OS backs only where it is written: left
+    /// lazy, the first allocation that reaches each untouched 4 KiB of metadata takes a
+    /// page fault, and the process's resident size grows only with the frames it uses.
+    /// `OsPlatform` (with `std`) says yes (real threads: no fault jitter on first
+    /// allocations); the default, which [`ManualPlatform`] and the simulator's platform
+    /// keep, is no (a simulated 512 GiB machine would otherwise make 2 GiB resident
+    /// before its first allocation). Metadata a caller supplies
+    /// ([`Allocator::with_metadata`](crate::Allocator::with_metadata)) is the caller's to
+    /// place and is never touched for this.
+    fn prefault_metadata(&self) -> bool {
+        false
+    }
 }
 
 /// The host: `sched_getcpu()` and `CLOCK_MONOTONIC`.
@@ -32,6 +49,9 @@ impl Platform for OsPlatform {
     #[inline]
     fn now_ns(&self) -> u64 {
         crate::os::monotonic_ns()
+    }
+    fn prefault_metadata(&self) -> bool {
+        true
     }
 }
 

@@ -40,7 +40,9 @@ fn try_boxed<T>(
 /// the blocks put on the free lists (one head per 4 MiB block, every fourth 4 KiB page
 /// of the array) and a run pays only for the frames it uses; writing every entry would
 /// fault in 16 bytes per frame of the span (2 GiB for 512 GiB) before the first
-/// allocation.
+/// allocation. The host platform has the array faulted in afterwards
+/// ([`Platform::prefault_metadata`], [`prefault`]) so that real threads' first
+/// allocations take no faults; the simulator's platform keeps it lazy.
 #[cfg(not(loom))]
 fn fresh_metadata(n: usize) -> Result<Box<[PageMeta]>, BuildError> {
     let oom = || BuildError::OutOfMemory {
@@ -70,6 +72,33 @@ fn fresh_metadata(n: usize) -> Result<Box<[PageMeta]>, BuildError> {
 fn fresh_metadata(n: usize) -> Result<Box<[PageMeta]>, BuildError> {
     try_boxed("frame metadata", n, |_| PageMeta::new())
 }
+
+/// Fault in every 4 KiB of `meta` now ([`Platform::prefault_metadata`]): one volatile
+/// write of a zero byte per 4 KiB, and one to the last byte, so that every host page the
+/// array spans, whatever its alignment, is written once. Zero is what every byte of a
+/// fresh entry already holds, so the entries do not change. 4 KiB is the smallest host
+/// page; a host with larger pages has each of them written more than once, which costs
+/// one fault per page all the same.
+#[cfg(not(loom))]
+fn prefault(meta: &mut [PageMeta]) {
+    const STRIDE: usize = 4096;
+    let bytes = core::mem::size_of_val(meta);
+    let p = meta.as_mut_ptr().cast::<u8>();
+    for off in (0..bytes).step_by(STRIDE).chain(bytes.checked_sub(1)) {
+        // SAFETY: `off < bytes`, so `p + off` is inside the array, which the caller owns
+        // exclusively (`&mut`; no lock, nobody else holds a pointer to it yet). Every
+        // field of a `PageMeta` is an integer atomic whose fresh value is all zero bytes
+        // (test `a_fresh_entry_is_all_zero_bytes`), so writing a zero byte into one
+        // leaves it a valid, unchanged value. Volatile so the store is not elided as
+        // redundant on memory the compiler may know to be zeroed.
+        unsafe { p.add(off).write_volatile(0) };
+    }
+}
+
+/// Loom's entries are each built by [`fresh_metadata`], so every page is already
+/// written (and loom's atomics are not plain integers to write bytes into).
+#[cfg(loom)]
+fn prefault(_meta: &mut [PageMeta]) {}
 
 impl Allocator {
     /// An allocator over `layout` with the host's CPU identity and clock
@@ -114,7 +143,10 @@ impl Allocator {
     ) -> Result<Allocator, BuildError> {
         layout.validate()?;
         let n = layout.spanned_pages() as usize;
-        let meta = fresh_metadata(n)?;
+        let mut meta = fresh_metadata(n)?;
+        if platform.prefault_metadata() {
+            prefault(&mut meta);
+        }
         Self::build(layout, config, platform, MetaStore::Owned(meta))
     }
 
