@@ -63,21 +63,22 @@ pub struct CostOpts {
 }
 
 impl CostOpts {
-    /// The keys `--cost` names, trimmed, in its order.
-    fn keys(&self) -> Vec<&str> {
-        self.cost.as_deref().map_or_else(Vec::new, |spec| {
-            spec.split(',')
-                .filter_map(|i| i.split_once('='))
-                .map(|(k, _)| k.trim())
-                .collect()
-        })
+    /// The `KEY=VALUE` pairs `--cost` names, trimmed, in its order (validated by
+    /// [`CostModel::apply`] before any row runs).
+    fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.cost
+            .as_deref()
+            .into_iter()
+            .flat_map(|spec| spec.split(','))
+            .filter_map(|i| i.split_once('='))
+            .map(|(k, v)| (k.trim(), v.trim()))
     }
 
     /// Marks JSON rows too: `extra["cost.KEY"]` is each overridden parameter's value in
     /// the model the row ran under (`o.cost`).
     fn mark(&self, o: &SimOptions, rows: &mut [Row]) {
         let Some(c) = o.cost else { return };
-        for key in self.keys() {
+        for (key, _) in self.pairs() {
             if let Some(&(_, v)) = c.list().iter().find(|(k, _)| *k == key) {
                 for r in rows.iter_mut() {
                     r.extra.insert(format!("cost.{key}"), v);
@@ -88,12 +89,8 @@ impl CostOpts {
 
     /// The overrides as one line for a table's footer, or `None` without `--cost`.
     fn note(&self) -> Option<String> {
-        let spec = self.cost.as_deref()?;
-        let items: Vec<String> = spec
-            .split(',')
-            .filter_map(|i| i.split_once('='))
-            .map(|(k, v)| format!("{}={}", k.trim(), v.trim()))
-            .collect();
+        self.cost.as_ref()?;
+        let items: Vec<String> = self.pairs().map(|(k, v)| format!("{k}={v}")).collect();
         Some(format!(
             "cost model: the machine's with --cost {} (not the default model)",
             items.join(",")
