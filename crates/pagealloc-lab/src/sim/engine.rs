@@ -519,7 +519,11 @@ pub(crate) fn simulate(
         }
     }
     let mut drivers = CpuDriver::for_scripts(scripts, spec.seed, workload.measured_after());
-    e.run(&mut drivers, workload.name())?;
+    let (base, bytes, records) = e.mem.frame_records();
+    trace::load_ahead(base, bytes, records);
+    let ran = e.run(&mut drivers, workload.name());
+    trace::load_ahead(std::ptr::null(), 0, 0);
+    ran?;
     Ok(e.finish(&drivers))
 }
 

@@ -479,6 +479,13 @@ impl Hierarchy {
         self
     }
 
+    /// Where frame `pfn`'s record is: `(address of frame 0's, bytes per frame, frames)`.
+    /// For host prefetch hints only ([`super::trace::load_ahead`]); the table is
+    /// allocated once and never moves after [`Hierarchy::with_dense_lines`].
+    pub(crate) fn frame_records(&self) -> (*const u64, usize, u64) {
+        (self.frames.as_ptr(), self.stride * 8, self.nframes as u64)
+    }
+
     /// Keeps the line keys `base..base + count` in a table indexed by `key - base`
     /// instead of the hash map, with the map lines' semantics (sharers): for the
     /// read-mostly lines whose keys the caller can number densely (zone, zonelist,
