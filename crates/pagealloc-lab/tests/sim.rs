@@ -161,6 +161,7 @@ fn kbuild_moves_like_the_published_table() {
     let d = calibrate::kbuild_directions(&rows);
     print!("{}", calibrate::directions_text(&d));
     print!("{}", calibrate::kbuild_decay_table(&rows));
+    print!("{}", calibrate::kbuild_lock_table(&rows));
     check_directions(&rows, &d, &STRUCTURAL_MISSES, o.seed);
 }
 
@@ -195,10 +196,27 @@ fn the_decay_acts_on_a_build_that_outlasts_the_tick() {
         e("decay_drain") > 0.0,
         "the ticks drained what was above high"
     );
+    // The zone lock by trip kind: the decay's drains are background trips that held the
+    // lock past their tick; every wait of a workload trip is queued behind some kind.
+    assert!(e("bg_trips") >= e("decay_drain"), "{}", e("bg_trips"));
+    assert!(e("bg_hold_s") > 0.0 && e("tick_burst_s") > 0.0);
+    assert!(e("tick_burst_max_s") <= e("tick_burst_s"));
+    let waited = e("refill_wait_s") + e("drain_wait_s");
+    let behind = e("refill_wait_behind_s") + e("drain_wait_behind_s") + e("bg_wait_behind_s");
+    assert!(
+        (waited - behind).abs() <= 1e-9 * waited.max(1.0),
+        "waits {waited} s, queued behind a kind {behind} s"
+    );
+    assert!(e("refill_trips") > 0.0 && e("drain_trips") > 0.0);
+    assert!(e("refill_contended") <= e("refill_trips"));
     let fixed = run("base");
     assert!(fixed.extra["ticks"] >= 2.0);
     assert_eq!(fixed.extra["tick_pcps"], 0.0, "base: high is not tuned");
     assert_eq!(fixed.extra["decay_drain"], 0.0);
+    assert_eq!(
+        fixed.extra["tick_burst_s"], 0.0,
+        "base: the ticks take no lock"
+    );
 }
 
 /// The headroom model: the rest of the system holds all but the asked headroom above each

@@ -537,6 +537,73 @@ pub fn kbuild_decay_table(rows: &[Row]) -> String {
     s
 }
 
+/// Where each row's zone-lock time went, by trip kind (the engine's `LockTally`):
+/// refills (and direct allocations) and drains (and direct frees) of the workload's
+/// CPUs — how many, the share that found the lock taken, mean wait and hold per trip —,
+/// the decay's and kswapd's trips (which delay no CPU: their holds, and the share of
+/// the workload's wait spent queued right behind one), the lock's busy share of the
+/// build (Σ holds ÷ makespan), the wait per page moved under the lock, and how long a
+/// decay round kept the lock busy past its tick (mean, largest).
+pub fn kbuild_lock_table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<8} | {:>6} | {:>9} | {:>6} | {:>8} | {:>8} | {:>9} | {:>6} | {:>8} | {:>8} | {:>6} | {:>8} | {:>6} | {:>6} | {:>7} | {:>9}",
+        "config",
+        "lock %",
+        "refills",
+        "cont %",
+        "wait us",
+        "hold us",
+        "drains",
+        "cont %",
+        "wait us",
+        "hold us",
+        "bg",
+        "bg hold",
+        "behind",
+        "busy %",
+        "ns/page",
+        "tick busy"
+    );
+    for r in rows {
+        let e = |k: &str| r.extra.get(k).copied().unwrap_or(f64::NAN);
+        let config = r.config.as_deref().unwrap_or("");
+        let config = config.split(',').next().unwrap_or(config);
+        let per = |n: f64, d: f64| if d > 0.0 { n / d } else { 0.0 };
+        let wait = e("refill_wait_s") + e("drain_wait_s");
+        let behind = e("bg_wait_behind_s");
+        let hold = e("refill_hold_s") + e("drain_hold_s") + e("bg_hold_s");
+        let ticks = e("ticks");
+        let _ = writeln!(
+            s,
+            "{:<8} | {:>6.1} | {:>9.0} | {:>6.1} | {:>8.2} | {:>8.2} | {:>9.0} | {:>6.1} | {:>8.2} | {:>8.2} | {:>6.0} | {:>6.1}ms | {:>5.1}% | {:>6.1} | {:>7.1} | {:>5.0}/{:<3.0}",
+            config,
+            r.zone_lock_pct.unwrap_or(f64::NAN),
+            e("refill_trips"),
+            100.0 * per(e("refill_contended"), e("refill_trips")),
+            1e6 * per(e("refill_wait_s"), e("refill_trips")),
+            1e6 * per(e("refill_hold_s"), e("refill_trips")),
+            e("drain_trips"),
+            100.0 * per(e("drain_contended"), e("drain_trips")),
+            1e6 * per(e("drain_wait_s"), e("drain_trips")),
+            1e6 * per(e("drain_hold_s"), e("drain_trips")),
+            e("bg_trips"),
+            1e3 * e("bg_hold_s"),
+            100.0 * per(behind, wait),
+            100.0 * per(hold, e("makespan_s")),
+            1e9 * per(wait, e("zone_lock_pages")),
+            1e6 * per(e("tick_burst_s"), ticks),
+            1e6 * e("tick_burst_max_s"),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "(cont % = trips that found the lock taken; behind = share of the wait queued right behind a decay/kswapd trip; busy % = Σ holds ÷ build; ns/page = wait ÷ pages moved under the lock; tick busy = µs a decay round kept the lock busy, mean/largest)"
+    );
+    s
+}
+
 /// One step of the kbuild table in one column: does ours move the way the published
 /// figures move?
 #[derive(Clone, Debug, PartialEq)]

@@ -126,6 +126,14 @@ pub(crate) struct EngineOutput {
     /// frees in the measured window, ns.
     pub(crate) alloc_trips: Histogram<u64>,
     pub(crate) free_trips: Histogram<u64>,
+    /// Zone-lock accounting by trip kind ([`TripKind`]): refills and direct allocations
+    /// and drains and direct frees of workload CPUs in their measured windows; decay
+    /// ticks and the page-cache model's kswapd over the whole run.
+    pub(crate) lock_kinds: [LockTally; 3],
+    /// Decay rounds: Σ and largest time the zone locks stayed busy with one round's
+    /// drains (from the tick to the end of its last drain's hold, the longest zone), ns.
+    pub(crate) tick_burst_ns: u64,
+    pub(crate) tick_burst_max_ns: u64,
     /// Allocator counters over the measured window (all CPUs).
     pub(crate) counters: Counters,
     /// Largest and last sampled total of pages on per-CPU lists.
@@ -154,6 +162,32 @@ pub(crate) struct EngineOutput {
     pub(crate) tick_high_before: u64,
     pub(crate) tick_high_after: u64,
     pub(crate) tick_pcps: u64,
+}
+
+/// The kind of a zone-lock trip, for [`LockTally`]: what the CPU was doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TripKind {
+    /// A workload allocation's trip: a pcp refill (`rmqueue_bulk`) or a direct
+    /// allocation (`rmqueue_buddy`).
+    Refill = 0,
+    /// A workload free's trip: a pcp drain (`free_pcppages_bulk`) or a direct free.
+    Drain = 1,
+    /// A decay tick's drain (`decay_pcp_high` from `vmstat_update`) or the page-cache
+    /// model's kswapd: the lock is occupied, no workload CPU is delayed.
+    Background = 2,
+}
+
+/// Zone-lock trips of one [`TripKind`]: how many, how many found the lock taken, their
+/// waits and holds, and the waits *other* trips spent queued right behind one of this
+/// kind (the holder that released the lock to them). Counts only; they change nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LockTally {
+    pub(crate) trips: u64,
+    pub(crate) contended: u64,
+    pub(crate) wait_ns: f64,
+    pub(crate) hold_ns: f64,
+    /// Σ wait of workload trips whose lock was last released by a trip of this kind.
+    pub(crate) wait_behind_ns: f64,
 }
 
 /// Why a simulation stopped.
@@ -223,6 +257,8 @@ struct ZoneLock {
     free_at: u64,
     last_cpu: u32,
     last_socket: u32,
+    /// The kind of the last trip (for [`LockTally::wait_behind_ns`]).
+    last_kind: TripKind,
 }
 
 /// Whose clock an allocator call's accesses are charged to.
@@ -447,6 +483,7 @@ pub(crate) fn simulate(
                 free_at: 0,
                 last_cpu: NO_CPU,
                 last_socket: NO_CPU,
+                last_kind: TripKind::Refill,
             };
             nzones
         ],
@@ -475,6 +512,9 @@ pub(crate) fn simulate(
             meta_prefetched: 0,
             alloc_trips: histogram(),
             free_trips: histogram(),
+            lock_kinds: [LockTally::default(); 3],
+            tick_burst_ns: 0,
+            tick_burst_max_ns: 0,
             counters: Counters::default(),
             pcp_peak: 0,
             pcp_final: 0,
@@ -603,12 +643,24 @@ impl Engine<'_> {
             } else {
                 let now = self.next_tick;
                 let (raised, before) = self.raised_high();
+                let busy_before: Vec<u64> = self.locks.iter().map(|l| l.free_at).collect();
                 for cpu in 0..self.a.nr_cpus() {
                     self.platform.set(cpu, now);
                     self.a.tick(cpu);
                     // Decay drains occupy the locks; their CPU is not delayed.
                     self.replay(cpu, Call::Background, now);
                 }
+                // How long the round kept a zone lock busy past the tick (report only).
+                let burst = self
+                    .locks
+                    .iter()
+                    .zip(&busy_before)
+                    .filter(|(l, &b)| l.free_at != b)
+                    .map(|(l, _)| l.free_at.saturating_sub(now))
+                    .max()
+                    .unwrap_or(0);
+                self.out.tick_burst_ns += burst;
+                self.out.tick_burst_max_ns = self.out.tick_burst_max_ns.max(burst);
                 let after = self.high_of(&raised);
                 self.out.ticks += 1;
                 self.out.tick_high_before += before;
@@ -738,6 +790,9 @@ impl Engine<'_> {
             Call::Alloc => c.refill_trip_ns,
             Call::Free | Call::Background => c.drain_trip_ns,
         };
+        if start > now && call != Call::Background && self.cpus[cpu].measuring {
+            self.out.lock_kinds[l.last_kind as usize].wait_behind_ns += start - now;
+        }
         Trip {
             zone: z,
             start,
@@ -759,6 +814,19 @@ impl Engine<'_> {
         l.free_at = end.round() as u64;
         l.last_cpu = cpu as u32;
         l.last_socket = socket;
+        let kind = match call {
+            Call::Alloc => TripKind::Refill,
+            Call::Free => TripKind::Drain,
+            Call::Background => TripKind::Background,
+        };
+        l.last_kind = kind;
+        if call == Call::Background || self.cpus[cpu].measuring {
+            let k = &mut self.out.lock_kinds[kind as usize];
+            k.trips += 1;
+            k.contended += u64::from(t.wait > 0.0);
+            k.wait_ns += t.wait;
+            k.hold_ns += t.hold;
+        }
         if call != Call::Background && self.cpus[cpu].measuring {
             let v = &mut self.cpus[cpu];
             v.wait += t.wait.round() as u64;

@@ -359,6 +359,8 @@ fn row_of(
             "tick_high_after",
             out.tick_high_after as f64 / out.tick_pcps.max(1) as f64,
         ),
+        ("tick_burst_s", out.tick_burst_ns as f64 * 1e-9),
+        ("tick_burst_max_s", out.tick_burst_max_ns as f64 * 1e-9),
         ("alloc_lines", out.meta_levels.iter().sum::<u64>() as f64),
         (
             "alloc_lines_dram",
@@ -383,6 +385,17 @@ fn row_of(
         ),
     ] {
         r.extra.insert(k.into(), v);
+    }
+    for (name, k) in ["refill", "drain", "bg"].iter().zip(&out.lock_kinds) {
+        for (what, v) in [
+            ("trips", k.trips as f64),
+            ("contended", k.contended as f64),
+            ("wait_s", k.wait_ns * 1e-9),
+            ("hold_s", k.hold_ns * 1e-9),
+            ("wait_behind_s", k.wait_behind_ns * 1e-9),
+        ] {
+            r.extra.insert(format!("{name}_{what}"), v);
+        }
     }
     r
 }
