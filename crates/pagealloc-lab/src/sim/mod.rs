@@ -29,6 +29,7 @@
 //! [`Row::trace_hash`]. A failing run reports the seed and the command that replays it
 //! ([`SimError`]).
 
+mod ahead;
 pub mod calibrate;
 mod engine;
 pub mod hierarchy;

@@ -52,10 +52,10 @@ const TABLE: usize = 64;
 /// The schedule of one run of accesses on one core (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct Overlap {
-    /// When each fill buffer of this hardware thread is free again, ns.
-    fill: Vec<f64>,
-    /// When each L2 miss queue entry of this hardware thread is free again, ns.
-    queue: Vec<f64>,
+    /// This hardware thread's fill buffers.
+    fill: Buffers,
+    /// This hardware thread's L2 miss queue entries.
+    queue: Buffers,
     /// Completion time of the last [`RECENT`] accesses, by report number.
     recent: [f64; RECENT],
     /// Reports seen (indexes `recent`).
@@ -75,8 +75,8 @@ impl Overlap {
     pub(crate) fn new(spec: &CacheSpec) -> Overlap {
         let share = |n: u32| (n / spec.threads_per_core.max(1)).max(1) as usize;
         Overlap {
-            fill: vec![0.0; share(spec.fill_buffers)],
-            queue: vec![0.0; share(spec.l2_misses)],
+            fill: Buffers::new(share(spec.fill_buffers)),
+            queue: Buffers::new(share(spec.l2_misses)),
             recent: [0.0; RECENT],
             n: 0,
             table: vec![(u64::MAX, 0, 0.0); TABLE],
@@ -89,8 +89,8 @@ impl Overlap {
     /// A new run starting at `t`, ns: nothing in flight.
     #[inline]
     pub(crate) fn begin(&mut self, t: f64) {
-        self.fill.fill(t);
-        self.queue.fill(t);
+        self.fill.reset(t);
+        self.queue.reset(t);
         self.run = self.run.wrapping_add(1);
         self.issue = t;
         self.end = t;
@@ -117,19 +117,19 @@ impl Overlap {
             let arrived = if tk == key && tr == self.run { td } else { 0.0 };
             (self.issue + ns).max(arrived)
         } else {
-            let (fi, ffree) = earliest(&self.fill);
+            let (fi, ffree) = self.fill.earliest();
             let mut start = self.issue.max(ffree);
             let far = level > Level::L2;
             let mut qi = 0;
             if far {
-                let (i, qfree) = earliest(&self.queue);
+                let (i, qfree) = self.queue.earliest();
                 qi = i;
                 start = start.max(qfree);
             }
             let done = start + ns;
-            self.fill[fi] = done;
+            self.fill.take(fi, done);
             if far {
-                self.queue[qi] = done;
+                self.queue.take(qi, done);
             }
             self.issue = start;
             self.table[slot] = (key, self.run, done);
@@ -141,6 +141,60 @@ impl Overlap {
             self.end = done;
         }
         done
+    }
+}
+
+/// Buffers of one kind (fill buffers, L2 miss queue entries): when each is free again.
+///
+/// A run starts with every buffer free at its start, `base`. Instead of writing `base`
+/// into every buffer at each [`Overlap::begin`] (most runs are a few lines and use few
+/// of them), the buffers the run has taken are the first `used` of `free_at`, and the
+/// others are free at `base`. Every completion time of a run is at or after its start
+/// (the issue clock never goes back), so while a buffer is untaken the earliest free
+/// time is `base`, without a scan. Which of several equally early buffers is taken is
+/// not observable: the schedule depends only on the set of free times, and that is the
+/// same as with every buffer written.
+#[derive(Clone, Debug)]
+struct Buffers {
+    free_at: Vec<f64>,
+    used: usize,
+    base: f64,
+}
+
+impl Buffers {
+    fn new(n: usize) -> Buffers {
+        Buffers {
+            free_at: vec![0.0; n],
+            used: 0,
+            base: 0.0,
+        }
+    }
+
+    /// A run starts at `t`: every buffer free.
+    #[inline]
+    fn reset(&mut self, t: f64) {
+        self.used = 0;
+        self.base = t;
+    }
+
+    /// A buffer that frees first: (index, time).
+    #[inline]
+    fn earliest(&self) -> (usize, f64) {
+        if self.used < self.free_at.len() {
+            (self.used, self.base)
+        } else {
+            earliest(&self.free_at)
+        }
+    }
+
+    /// Buffer `i` (from [`Buffers::earliest`]) is busy until `done`.
+    #[inline]
+    fn take(&mut self, i: usize, done: f64) {
+        debug_assert!(done >= self.base, "a run's times are at or after its start");
+        self.free_at[i] = done;
+        if i == self.used {
+            self.used += 1;
+        }
     }
 }
 
@@ -199,6 +253,69 @@ mod tests {
         assert_eq!(t2, 60.0);
         o.begin(100.0);
         assert_eq!(o.access(7, Level::L1, 2.5, 0), 102.5, "a new run");
+    }
+
+    #[test]
+    fn untaken_buffers_schedule_as_written_ones() {
+        use crate::workload::{Rng, SplitMix64};
+        // The schedule with every buffer's free time written at each run's start, as
+        // `Buffers` stands for it.
+        fn reference(
+            fill: &mut [f64],
+            queue: &mut [f64],
+            issue: &mut f64,
+            level: Level,
+            ns: f64,
+            from: Option<f64>,
+        ) -> f64 {
+            if let Some(f) = from {
+                *issue = issue.max(f);
+            }
+            let (fi, ffree) = earliest(fill);
+            let mut start = issue.max(ffree);
+            let far = level > Level::L2;
+            let (qi, qfree) = earliest(queue);
+            if far {
+                start = start.max(qfree);
+            }
+            let done = start + ns;
+            fill[fi] = done;
+            if far {
+                queue[qi] = done;
+            }
+            *issue = start;
+            done
+        }
+        let spec = CacheSpec {
+            fill_buffers: 4,
+            l2_misses: 6,
+            threads_per_core: 1,
+            ..SPR_CACHES
+        };
+        let mut o = Overlap::new(&spec);
+        let mut rng = SplitMix64::new(12);
+        let mut t = 0.0;
+        for _ in 0..200 {
+            o.begin(t);
+            let (mut fill, mut queue, mut issue) = (vec![t; 4], vec![t; 6], t);
+            let mut done_at: Vec<f64> = Vec::new();
+            for i in 0..rng.below(20) {
+                let level = if rng.percent(50) {
+                    Level::L2
+                } else {
+                    Level::LocalDram
+                };
+                let ns = [0.0, 5.0, 30.0, 110.0][rng.below(4) as usize];
+                let dep = if i > 0 && rng.percent(30) { 1 } else { 0 };
+                let from = (dep == 1).then(|| done_at[done_at.len() - 1]);
+                // Distinct keys: no line is filled twice in a run.
+                let got = o.access(1000 * i + 7, level, ns, dep);
+                let want = reference(&mut fill, &mut queue, &mut issue, level, ns, from);
+                assert_eq!(got, want);
+                done_at.push(got);
+            }
+            t = o.end() + rng.below(50) as f64;
+        }
     }
 
     #[test]

@@ -55,20 +55,7 @@ pub(crate) fn load_ahead(base: *const u64, bytes: usize, frames: u64) {
 fn prefetch_frame(pfn: u64) {
     let (base, bytes, frames) = AHEAD.with(Cell::get);
     if pfn < frames {
-        let at = base.wrapping_add(pfn as usize * bytes);
-        // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has (it is in the
-        // target's baseline features). A prefetch is a hint: it reads nothing the
-        // program sees and never faults, whatever the address (one past a table that
-        // has since been freed included), so no invariant of any memory is involved
-        // and no lock is needed (the address is this thread's `AHEAD`).
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                at as *const i8,
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = at;
+        super::ahead::line(base.wrapping_add(pfn as usize * bytes));
     }
 }
 
