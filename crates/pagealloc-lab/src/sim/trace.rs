@@ -26,12 +26,13 @@
 //! (the memmap lives on its node), the zone's node, the zonelist's node, the CPU's node
 //! for its pagesets.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, UnsafeCell};
 
 use pagealloc::{Access, AccessSink, Line, ZoneLine};
 
 thread_local! {
-    static BUF: RefCell<Vec<Packed>> = const { RefCell::new(Vec::new()) };
+    /// This thread's buffered reports. Only [`with_buf`] reaches it.
+    static BUF: UnsafeCell<Vec<Packed>> = const { UnsafeCell::new(Vec::new()) };
     /// The cache hierarchy's frame records, for [`ThreadSink`] to load ahead: the
     /// address of frame 0's record, bytes per record, and frames (0: none).
     static AHEAD: Cell<(usize, usize, u64)> = const { Cell::new((0, 0, 0)) };
@@ -206,19 +207,33 @@ impl AccessSink for ThreadSink {
             prefetch_frame(pfn);
         }
         let p = Packed::encode(&a);
-        BUF.with(|b| b.borrow_mut().push(p));
+        with_buf(|b| b.push(p));
     }
+}
+
+/// Runs `f` on this thread's buffer.
+///
+/// The buffer was a `RefCell`; its borrow flag, checked and written twice per report,
+/// was the sink's hottest instruction in `perf record` (the sink is ~10 % of a kbuild
+/// run). The exclusive borrow is instead guaranteed by construction.
+#[inline(always)]
+fn with_buf<R>(f: impl FnOnce(&mut Vec<Packed>) -> R) -> R {
+    // SAFETY: `BUF` is this thread's own (thread-local: no other thread reaches it, no
+    // lock is needed), and `with_buf` is its only user. The closures passed here (a
+    // push, a swap with the engine's buffer, a clear) call no code that could report
+    // an access or drain the buffer, so no second `&mut` to it exists while `f` runs.
+    BUF.with(|b| f(unsafe { &mut *b.get() }))
 }
 
 /// Moves this thread's buffered accesses into `out` (cleared first).
 pub(crate) fn drain_into(out: &mut Vec<Packed>) {
     out.clear();
-    BUF.with(|b| std::mem::swap(&mut *b.borrow_mut(), out));
+    with_buf(|b| std::mem::swap(b, out));
 }
 
 /// Drops this thread's buffered accesses (work no CPU is charged for).
 pub(crate) fn discard() {
-    BUF.with(|b| b.borrow_mut().clear());
+    with_buf(Vec::clear);
 }
 
 // Disjoint key spaces: the top byte says what the key is.
