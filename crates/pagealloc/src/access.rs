@@ -86,6 +86,19 @@ pub enum Line {
         /// List head, or [`PCP_HEADER`].
         list: u8,
     },
+    /// Line `line` of the ring buffer of list `list` of the pageset of (`cpu`, `zone`),
+    /// with array pagesets (`Config::array_pcp`): 16 frame indices per line. The list's
+    /// head and length are reported as its [`Line::Pcp`] line.
+    PcpArray {
+        /// CPU owning the pageset.
+        cpu: u32,
+        /// Zone index.
+        zone: u16,
+        /// List index (`0..NR_PCP_LISTS`).
+        list: u8,
+        /// Line of the list's buffer: entry slot / 16.
+        line: u32,
+    },
 }
 
 /// The `list` of [`Line::Pcp`] naming the pageset's lock/count/high line.
@@ -273,6 +286,26 @@ impl<'a> Rec<'a> {
         }
     }
 
+    /// The line of the ring buffer of list `list` holding buffer slot `slot` (array
+    /// pagesets).
+    #[inline]
+    pub(crate) fn pcp_array(&self, cpu: usize, list: u8, slot: u32, write: bool) {
+        if let Some(t) = self.tally {
+            Tally::bump(&t.lines, 1);
+        }
+        if let Some(s) = self.z.trace.sink() {
+            emit_pcp_array(
+                s,
+                cpu as u32,
+                self.z.idx as u16,
+                list,
+                slot / 16,
+                write,
+                self.is_locked(),
+            );
+        }
+    }
+
     /// `n` pages moved under the lock.
     #[inline]
     pub(crate) fn moved(&self, n: u64) {
@@ -332,6 +365,30 @@ fn emit_zone(s: &dyn AccessSink, zone: u16, line: ZoneLine, write: bool, locked:
 fn emit_pcp(s: &dyn AccessSink, cpu: u32, zone: u16, list: u8, write: bool, locked: bool) {
     s.access(Access {
         line: Line::Pcp { cpu, zone, list },
+        write,
+        locked,
+        dep: 0,
+    });
+}
+
+#[cold]
+#[inline(never)]
+fn emit_pcp_array(
+    s: &dyn AccessSink,
+    cpu: u32,
+    zone: u16,
+    list: u8,
+    line: u32,
+    write: bool,
+    locked: bool,
+) {
+    s.access(Access {
+        line: Line::PcpArray {
+            cpu,
+            zone,
+            list,
+            line,
+        },
         write,
         locked,
         dep: 0,

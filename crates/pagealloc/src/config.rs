@@ -434,6 +434,13 @@ config_table! {
     /// "do not hold lock when picking pages to free"; the splice is ours). Same lists,
     /// order and counts as the page-by-page moves; fewer metadata lines under the lock.
     splice_drain: bool = false, bound any;
+    /// Array pagesets: each pageset list is a ring of frame indices (a deque: frees push
+    /// at the head, refills append at the tail, allocations pop the head, drains pop the
+    /// tail), not a list linked through the frames' metadata. Same blocks in the same
+    /// order as the kernel's lists; a drain reads the indices of the frames it returns in
+    /// sequence, so their metadata loads do not wait for each other as a walk of `lru`
+    /// links does. Ours, not the kernel's.
+    array_pcp: bool = false, bound any;
     /// V2 09/10 (never merged): decay only pages that stayed idle (`count_min`).
     count_min: bool = false, bound any;
     /// A THP refill (`rmqueue_bulk` of pageblock-order blocks) takes up to half of the

@@ -194,11 +194,11 @@ impl PageMeta {
         self.prev.load(Relaxed)
     }
     #[inline]
-    fn set_next(&self, v: u32) {
+    pub(crate) fn set_next(&self, v: u32) {
         self.next.store(v, Relaxed);
     }
     #[inline]
-    fn set_prev(&self, v: u32) {
+    pub(crate) fn set_prev(&self, v: u32) {
         self.prev.store(v, Relaxed);
     }
 }

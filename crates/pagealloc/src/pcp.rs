@@ -61,7 +61,9 @@
 //!
 //! # Invariants
 //! `count == Σ_lists len · 2^order(list)`; every frame on a list has state `Pcp` and the
-//! list's order.
+//! list's order. With [`Config::array_pcp`](crate::Config::array_pcp) the lists are the
+//! [`Ring`]s (docs/mechanisms.md A.5) and the linked `lists` stay empty; without it, the
+//! rings stay empty.
 
 use crate::access::{Rec, PCP_HEADER};
 use crate::allocator::Allocator;
@@ -72,6 +74,7 @@ use crate::stats::Stats;
 use crate::sync::{SpinGuard, SpinLock};
 use crate::tune::{self, PcpState};
 use crate::zone::{Zone, ALLOC_KSWAPD, WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH};
+use alloc::vec::Vec;
 
 /// Lists per pageset: 3 types × orders 0..=3, plus the THP lists (`NR_PCP_LISTS`).
 pub const NR_PCP_LISTS: usize = 14;
@@ -90,6 +93,119 @@ pub(crate) struct Pcp {
     /// pageset inside its bounds again; until then `validate` accepts the stale values.
     pub(crate) resized: bool,
     pub(crate) lists: [List; NR_PCP_LISTS],
+    /// With [`Config::array_pcp`](crate::Config::array_pcp) the lists are these rings and
+    /// `lists` stays empty; without it, these stay empty (and unallocated).
+    pub(crate) rings: [Ring; NR_PCP_LISTS],
+}
+
+/// One list of an array pageset ([`Config::array_pcp`](crate::Config::array_pcp)): the
+/// metadata indices of its blocks, head first, in a ring buffer of a power-of-two size
+/// that doubles when full (under the pageset's lock; it never shrinks, so it ends at the
+/// largest count the list has held).
+#[derive(Debug, Default)]
+pub(crate) struct Ring {
+    buf: Vec<u32>,
+    head: u32,
+    len: u32,
+}
+
+impl Ring {
+    #[inline(always)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    #[inline(always)]
+    pub(crate) fn len(&self) -> u32 {
+        self.len
+    }
+    #[inline(always)]
+    fn mask(&self) -> u32 {
+        (self.buf.len() as u32).wrapping_sub(1)
+    }
+    /// Position in the buffer of entry `k` (0: the head); the buffer line it lies in is
+    /// `slot / 16`.
+    #[inline(always)]
+    pub(crate) fn slot_of(&self, k: u32) -> u32 {
+        self.head.wrapping_add(k) & self.mask()
+    }
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let cap = (self.buf.len() * 2).max(64);
+        let mut buf = Vec::with_capacity(cap);
+        buf.extend(self.iter());
+        buf.resize(cap, 0);
+        (self.buf, self.head) = (buf, 0);
+    }
+    /// A free: `list_add(&page->pcp_list, ...)`.
+    #[inline(always)]
+    pub(crate) fn push_head(&mut self, i: u32) {
+        if self.len as usize == self.buf.len() {
+            self.grow();
+        }
+        self.head = self.head.wrapping_sub(1) & self.mask();
+        self.buf[self.head as usize] = i;
+        self.len += 1;
+    }
+    /// A refill: `list_add_tail`.
+    #[inline]
+    pub(crate) fn push_tail(&mut self, i: u32) {
+        if self.len as usize == self.buf.len() {
+            self.grow();
+        }
+        let s = self.slot_of(self.len);
+        self.buf[s as usize] = i;
+        self.len += 1;
+    }
+    /// An allocation: the head.
+    #[inline(always)]
+    pub(crate) fn pop_head(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let i = self.buf[self.head as usize];
+        self.head = self.head.wrapping_add(1) & self.mask();
+        self.len -= 1;
+        Some(i)
+    }
+    /// A drain: the tail.
+    #[inline]
+    pub(crate) fn pop_tail(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        Some(self.buf[self.slot_of(self.len) as usize])
+    }
+    /// The `k`-th entry from the tail (0: the tail).
+    #[inline]
+    pub(crate) fn nth_from_tail(&self, k: u32) -> u32 {
+        debug_assert!(k < self.len);
+        self.buf[self.slot_of(self.len - 1 - k) as usize]
+    }
+    /// Entries head to tail.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.len).map(|k| self.buf[self.slot_of(k) as usize])
+    }
+    /// Move the last `n` entries in front of the `m` entries before them (a refill's
+    /// clusters, cut first but joined after the blocks taken one by one).
+    pub(crate) fn rotate_back(&mut self, m: u32, n: u32) {
+        // Three reversals: [A B] -> [B^r A^r]^r = [B A].
+        let start = self.len - m - n;
+        self.reverse(start, start + m);
+        self.reverse(start + m, self.len);
+        self.reverse(start, self.len);
+    }
+    /// Reverse the entries `from..to` (0: the head).
+    fn reverse(&mut self, from: u32, to: u32) {
+        let (mut a, mut b) = (from, to);
+        while a + 1 < b {
+            b -= 1;
+            let (sa, sb) = (self.slot_of(a) as usize, self.slot_of(b) as usize);
+            self.buf.swap(sa, sb);
+            a += 1;
+        }
+    }
 }
 
 impl Pcp {
@@ -126,6 +242,7 @@ impl Pcp {
             active: false,
             resized: false,
             lists: [List::new(); NR_PCP_LISTS],
+            rings: core::array::from_fn(|_| Ring::default()),
         }
     }
 }
@@ -135,7 +252,8 @@ impl Pcp {
 /// the hit reads one cache line of switches and no config.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Hot {
-    /// Bit `k`: blocks of order `k` are cached on the lists (`pcp_allowed_order`).
+    /// Bit `k`: blocks of order `k` are cached on linked lists (`pcp_allowed_order`); 0
+    /// with array pagesets, whose hit sits behind the linked hit's unlikely branch.
     pub(crate) orders: u16,
     /// `Config::thp_pcp_lists`.
     pub(crate) thp_lists: u8,
@@ -149,6 +267,9 @@ pub(crate) struct Hot {
     pub(crate) movable_zone: bool,
     /// `Config::poison` (memory-backed allocators): frees write the block first.
     pub(crate) poison: bool,
+    /// `orders` of an array pageset ([`Config::array_pcp`](crate::Config::array_pcp):
+    /// the lists are [`Pcp::rings`]); 0 with linked lists.
+    pub(crate) ring_orders: u16,
 }
 
 impl Hot {
@@ -159,8 +280,14 @@ impl Hot {
                 orders |= 1 << k;
             }
         }
+        let (orders, ring_orders) = if cfg.array_pcp {
+            (0, orders)
+        } else {
+            (orders, 0)
+        };
         Hot {
             orders,
+            ring_orders,
             thp_lists: cfg.thp_pcp_lists as u8,
             mt_cache: cfg.pcp_migratetype_cache,
             below_high: cfg.below_high,
@@ -173,7 +300,20 @@ impl Hot {
     /// `pcp_allowed_order`.
     #[inline(always)]
     pub(crate) fn allows(&self, order: u8) -> bool {
-        order < 16 && self.orders & (1 << order) != 0
+        order < 16 && (self.orders | self.ring_orders) & (1 << order) != 0
+    }
+
+    /// `pcp_allowed_order` for the hit of linked lists (`RING` false) or of rings.
+    #[inline(always)]
+    pub(crate) fn hit_allows<const RING: bool>(&self, order: u8) -> bool {
+        let bits = if RING { self.ring_orders } else { self.orders };
+        order < 16 && bits & (1 << order) != 0
+    }
+
+    /// The lists are [`Pcp::rings`].
+    #[inline(always)]
+    pub(crate) fn ring(&self) -> bool {
+        self.ring_orders != 0
     }
 }
 
@@ -265,8 +405,40 @@ impl Allocator {
         }
         let slot = self.slot(cpu, zi);
         let h = &slot.hot;
+        if !h.hit_allows::<false>(order) {
+            // An array pageset's hit is behind the linked hit's unlikely branch.
+            return self.alloc_hit_ring(cpu, order, gfp);
+        }
+        self.alloc_hit_rest::<false>(cpu, zone, slot, order, gfp)
+    }
+
+    /// The array pageset's hit, out of line with its own lookups: the linked hit's code
+    /// stays as it was.
+    #[inline(never)]
+    fn alloc_hit_ring(&self, cpu: usize, order: u8, gfp: Gfp) -> Option<u64> {
+        let zi = self.cpus.get(cpu)?.home_zone;
+        let zone = self.zones.get(zi)?;
+        let slot = self.slot(cpu, zi);
+        if !slot.hot.hit_allows::<true>(order) {
+            return None;
+        }
+        self.alloc_hit_rest::<true>(cpu, zone, slot, order, gfp)
+    }
+
+    /// The rest of [`Allocator::alloc_hit`] once the order is known to be cached, on
+    /// linked lists (`RING` false) or rings.
+    #[inline(always)]
+    fn alloc_hit_rest<const RING: bool>(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        order: u8,
+        gfp: Gfp,
+    ) -> Option<u64> {
+        let h = &slot.hot;
         let mt = gfp.migratetype();
-        if !h.allows(order) || (h.movable_zone && mt != MigrateType::Movable) {
+        if h.movable_zone && mt != MigrateType::Movable {
             return None;
         }
         let mut aflags = WMARK_LOW as u32;
@@ -285,19 +457,23 @@ impl Allocator {
         }
         let mut pcp = slot.pcp.try_lock()?;
         let pi = pindex(order, mt, h.thp_lists);
-        if pcp.lists[pi].is_empty() {
+        if if RING {
+            pcp.rings[pi].is_empty()
+        } else {
+            pcp.lists[pi].is_empty()
+        } {
             return None;
         }
         tune::on_alloc(&mut pcp.st, &self.tune);
         pcp.active = true;
-        self.pop_hit(cpu, zone, slot, &mut pcp, pi, order, mt)
+        self.pop_hit::<RING>(cpu, zone, slot, &mut pcp, pi, order, mt)
     }
 
     /// The pop of `__rmqueue_pcplist` from a list known not to be empty (`None` only if
     /// that was wrong).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn pop_hit(
+    fn pop_hit<const RING: bool>(
         &self,
         cpu: usize,
         zone: &Zone,
@@ -308,9 +484,11 @@ impl Allocator {
         mt: MigrateType,
     ) -> Option<u64> {
         let m = &self.meta[..];
-        let i = match zone.trace.sink() {
-            None => pcp.lists[pi].pop_head_nonempty(m),
-            Some(_) => pop_traced(cpu, zone, pcp, pi, m)?,
+        let i = match (RING, zone.trace.sink()) {
+            (false, None) => pcp.lists[pi].pop_head_nonempty(m),
+            (false, Some(_)) => pop_traced(cpu, zone, pcp, pi, m)?,
+            (true, None) => pcp.rings[pi].pop_head()?,
+            (true, Some(_)) => ring_pop_traced(cpu, zone, pcp, pi)?,
         };
         pcp.st.count -= 1 << order;
         if self.tune.count_min {
@@ -357,13 +535,25 @@ impl Allocator {
     ) -> Option<u64> {
         pcp.active = true;
         let pi = pindex(order, mt, slot.hot.thp_lists);
-        if pcp.lists[pi].is_empty() {
+        let ring = slot.hot.ring();
+        let empty = |p: &Pcp| {
+            if ring {
+                p.rings[pi].is_empty()
+            } else {
+                p.lists[pi].is_empty()
+            }
+        };
+        if empty(pcp) {
             self.refill(cpu, zone, slot, pcp, order, mt, aflags, pi);
-            if pcp.lists[pi].is_empty() {
+            if empty(pcp) {
                 return None;
             }
         }
-        self.pop_hit(cpu, zone, slot, pcp, pi, order, mt)
+        if ring {
+            self.pop_hit::<true>(cpu, zone, slot, pcp, pi, order, mt)
+        } else {
+            self.pop_hit::<false>(cpu, zone, slot, pcp, pi, order, mt)
+        }
     }
 
     #[cold]
@@ -435,7 +625,9 @@ impl Allocator {
                 st.cluster_cut.add(clusters as u64);
             }
         }
+        let ring = self.cfg.array_pcp;
         let before = pcp.lists[pi].tail();
+        let taken_from = pcp.rings[pi].len();
         while got < n {
             let Some(pfn) = b.take(order, mt, aflags) else {
                 break;
@@ -449,7 +641,11 @@ impl Allocator {
                 // with the type of the free list it came from (no pageblock lookup).
                 e.set_mt(mt as u8);
             }
-            pcp.lists[pi].push_tail_t(m, i, &mut b.rec());
+            if ring {
+                ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &b.rec());
+            } else {
+                pcp.lists[pi].push_tail_t(m, i, &mut b.rec());
+            }
             got += 1;
             touched += 1;
         }
@@ -473,7 +669,19 @@ impl Allocator {
                     .fetch_sub(1, crate::sync::atomic::Ordering::Release);
             }
             // Cut before the blocks taken one by one: keep that order on the list.
-            pcp.lists[pi].splice_after_t(m, before, c.first, c.last, c.len, &mut { r });
+            if ring {
+                let taken = pcp.rings[pi].len() - taken_from;
+                let mut i = c.first;
+                for k in 0..c.len {
+                    // each next frame is read from the one before (cached: just fixed up)
+                    r.frame_dep(zone.pfn_of(i), false, u8::from(k > 0));
+                    ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &r);
+                    i = m[i as usize].next();
+                }
+                pcp.rings[pi].rotate_back(taken, c.len);
+            } else {
+                pcp.lists[pi].splice_after_t(m, before, c.first, c.last, c.len, &mut { r });
+            }
         }
         pcp.st.count += got << order;
         got
@@ -489,17 +697,39 @@ impl Allocator {
         match slot.pcp.try_lock() {
             Some(mut pcp) => {
                 let i = zone.meta_index(pfn);
-                self.commit_free(cpu, zone, slot, &mut pcp, i, order, mt, pb_mt)
+                self.commit_free_any(cpu, zone, slot, &mut pcp, i, order, mt, pb_mt)
             }
             None => self.free_to_zone(cpu, zone, pfn, order),
         }
     }
 
+    /// [`Allocator::commit_free`] on the pageset's kind of lists.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn commit_free_any(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        pcp: &mut Pcp,
+        i: u32,
+        order: u8,
+        mt: MigrateType,
+        pb_mt: MigrateType,
+    ) {
+        if slot.hot.ring() {
+            self.commit_free::<true>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
+        } else {
+            self.commit_free::<false>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
+        }
+    }
+
     /// `free_unref_page_commit` (docs/mechanisms.md §3.2), in the kernel's order of
-    /// operations, for the block whose head has metadata index `i`.
+    /// operations, for the block whose head has metadata index `i`, on linked lists
+    /// (`RING` false) or rings.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(crate) fn commit_free(
+    pub(crate) fn commit_free<const RING: bool>(
         &self,
         cpu: usize,
         zone: &Zone,
@@ -519,9 +749,11 @@ impl Allocator {
         pcp.active = true;
         slot.stats.pgfree.add(1 << order);
         let pi = pindex(order, mt, slot.hot.thp_lists);
-        match zone.trace.sink() {
-            None => pcp.lists[pi].push_head(m, i),
-            Some(_) => push_traced(cpu, zone, pcp, pi, m, i),
+        match (RING, zone.trace.sink()) {
+            (false, None) => pcp.lists[pi].push_head(m, i),
+            (false, Some(_)) => push_traced(cpu, zone, pcp, pi, m, i),
+            (true, None) => pcp.rings[pi].push_head(i),
+            (true, Some(_)) => ring_push_traced(cpu, zone, pcp, pi, i),
         }
         pcp.st.count += 1 << order;
         let d = tune::on_free(&mut pcp.st, order, zone.tune_flags(), &self.tune);
@@ -576,6 +808,9 @@ impl Allocator {
         let mut n = n.min(pcp.st.count);
         if n <= 0 {
             return;
+        }
+        if slot.hot.ring() {
+            return self.drain_rings(cpu, zone, slot, n, pcp, start);
         }
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
@@ -647,6 +882,115 @@ impl Allocator {
             .add((moved_before - pcp.st.count) as u64);
     }
 
+    /// `free_pcppages_bulk` on array pagesets: the kernel's loop (list tails, round robin
+    /// from `start`, each list emptied until `n` pages are out; order-0 frames merge-
+    /// skipped with `merge_skip`), the frames taken from the rings' tails. Before the
+    /// zone lock, [`ring_prewalk`] loads the metadata of every frame that will leave: their
+    /// indices are in the rings, so the loads are independent and their misses overlap,
+    /// where a walk of linked lists waits for each frame before it can find the next.
+    fn drain_rings(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        mut n: i32,
+        pcp: &mut Pcp,
+        start: usize,
+    ) {
+        let m = &self.meta[..];
+        let moved_before = pcp.st.count;
+        let link = self.cfg.splice_drain && self.cfg.merge_skip;
+        ring_prewalk(cpu, zone, pcp, n, start, link, m);
+        let mut g = zone.lock(cpu, &*self.platform);
+        let isolated = zone
+            .nr_isolate_pageblock
+            .load(crate::sync::atomic::Ordering::Relaxed)
+            > 0;
+        let mut b = g.buddy(m, &self.cfg);
+        if self.cfg.clustered_refill {
+            b.inner.free.clusters.start_fresh();
+        }
+        let splice =
+            self.cfg.splice_drain && self.cfg.merge_skip && !isolated && b.can_skip_merge();
+        let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
+        while n > 0 && pcp.st.count > 0 {
+            loop {
+                pi = (pi + 1) % NR_PCP_LISTS;
+                if !pcp.rings[pi].is_empty() {
+                    break;
+                }
+            }
+            let k = order_of(pi);
+            b.rec().pcp(cpu, pi as u8, true);
+            if splice && k == 0 {
+                let cnt = pcp.rings[pi].len().min(n as u32);
+                self.drain_ring_splice(cpu, &mut b, &mut pcp.rings[pi], pi, cnt);
+                n -= cnt as i32;
+                pcp.st.count -= cnt as i32;
+                continue;
+            }
+            while let Some(i) = ring_pop_tail_t(cpu, &mut pcp.rings[pi], pi, &b.rec()) {
+                n -= 1 << k;
+                pcp.st.count -= 1 << k;
+                b.rec().moved(1 << k);
+                let pfn = zone.pfn_of(i);
+                let e = &m[i as usize];
+                b.rec().frame(pfn, true);
+                let mt = if self.cfg.pcp_migratetype_cache && !isolated {
+                    MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
+                } else {
+                    b.pb_mt(pfn)
+                };
+                e.set_state_flags(State::Tail, 0);
+                if k == 0 {
+                    b.free_order0(pfn, mt);
+                } else {
+                    b.free_one(pfn, k, mt, false);
+                }
+                if n <= 0 {
+                    break;
+                }
+            }
+        }
+        b.rec().pcp(cpu, PCP_HEADER, true);
+        drop(g);
+        slot.stats.pcp_drain.add(1);
+        slot.stats
+            .pcp_drain_pages
+            .add((moved_before - pcp.st.count) as u64);
+    }
+
+    /// The order-0 part of an array pageset's drain with
+    /// [`Config::splice_drain`](crate::Config::splice_drain), zone lock held: the last
+    /// `cnt` frames of `ring`, linked into a chain by [`ring_prewalk`] before the lock,
+    /// leave it from the tail and become merge-skipped order-0 `Buddy` heads, then join
+    /// the order-0 free lists in runs as in [`Allocator::drain_splice`].
+    fn drain_ring_splice(
+        &self,
+        cpu: usize,
+        b: &mut Buddy<'_>,
+        ring: &mut Ring,
+        pi: usize,
+        cnt: u32,
+    ) {
+        let m = b.m;
+        let last = ring.nth_from_tail(0);
+        b.rec().moved(cnt as u64);
+        let mut first = last;
+        for _ in 0..cnt {
+            let Some(i) = ring_pop_tail_t(cpu, ring, pi, &b.rec()) else {
+                break;
+            };
+            let e = &m[i as usize];
+            e.set_order(0);
+            e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
+            // its index was read from the ring line reported just before
+            b.rec().frame_dep(b.z.pfn_of(i), true, 1);
+            first = i;
+        }
+        self.splice_runs(b, first, last, cnt);
+    }
+
     /// The order-0 part of a drain with [`Config::splice_drain`](crate::Config::splice_drain),
     /// zone lock held: the last `cnt` frames of `list`, from `first` (found by
     /// [`drain_prewalk`] before the lock), leave it in one cut and join the order-0 free
@@ -671,8 +1015,15 @@ impl Allocator {
             b.rec().frame_dep(b.z.pfn_of(i), true, u8::from(k > 0));
             i = e.prev();
         }
-        // Pass 2, over the same (now cached) lines: the free-list type of each frame, one
-        // pageblock lookup per pageblock met; a run ends where the type changes.
+        self.splice_runs(b, first, last, cnt);
+    }
+
+    /// Pass 2 of a spliced drain, over the chain `first..=last` of `cnt` frames already
+    /// merge-skipped order-0 `Buddy` heads, linked both ways, its lines cached: the
+    /// free-list type of each frame, one pageblock lookup per pageblock met; a run ends
+    /// where the type changes, and each run joins its free list in one splice.
+    fn splice_runs(&self, b: &mut Buddy<'_>, first: u32, last: u32, cnt: u32) {
+        let m = b.m;
         let mut pb = (u64::MAX, MigrateType::Movable);
         let mut mt_of = |b: &Buddy<'_>, i: u32| {
             if self.cfg.pcp_migratetype_cache {
@@ -813,6 +1164,12 @@ pub(crate) fn pcp_free_types(
     if !slot.hot.allows(order) {
         return None;
     }
+    pcp_free_types_allowed(zone, pfn)
+}
+
+/// [`pcp_free_types`] for an order the lists are known to serve.
+#[inline(always)]
+pub(crate) fn pcp_free_types_allowed(zone: &Zone, pfn: u64) -> Option<(MigrateType, MigrateType)> {
     let pb_mt = zone.pageblock_mt(pfn);
     if (pb_mt as usize) < NR_PCPTYPES {
         Some((pb_mt, pb_mt))
@@ -867,6 +1224,117 @@ fn drain_prewalk(
         left -= cnt as i32;
     }
     firsts
+}
+
+/// Before an array pageset's drain takes the zone lock: the plan of its loop (as
+/// [`drain_prewalk`]'s), and a load of the metadata of every block that will leave, its
+/// index read from the ring; with `link`, the order-0 frames are linked into the chain
+/// [`Allocator::drain_ring_splice`] hands over. Reported as unlocked accesses: each ring
+/// line once, each frame as found from it.
+fn ring_prewalk(
+    cpu: usize,
+    zone: &Zone,
+    pcp: &Pcp,
+    n: i32,
+    start: usize,
+    link: bool,
+    m: &[crate::memmap::PageMeta],
+) {
+    let r = Rec::unlocked(zone);
+    let traced = zone.trace.sink().is_some();
+    let mut left = n;
+    for step in 0..NR_PCP_LISTS {
+        if left <= 0 {
+            break;
+        }
+        let pi = (start + step) % NR_PCP_LISTS;
+        let ring = &pcp.rings[pi];
+        if ring.is_empty() {
+            continue;
+        }
+        let k = order_of(pi);
+        let blocks = (left as u32).div_ceil(1 << k).min(ring.len());
+        left -= (blocks << k) as i32;
+        let mut since = 0u8;
+        let mut before = NIL;
+        for j in 0..blocks {
+            let i = ring.nth_from_tail(j);
+            let e = &m[i as usize];
+            if link && k == 0 {
+                // The chain a spliced drain hands to the free lists, each frame linked to
+                // the one leaving before it, as the page-by-page loop's head inserts would
+                // chain them (the links of a frame on a ring are unused; the frames are
+                // the pageset's, under its lock).
+                e.set_next(before);
+                if before != NIL {
+                    m[before as usize].set_prev(i);
+                }
+            } else {
+                core::hint::black_box(e.state());
+            }
+            if traced {
+                let s = ring.slot_of(ring.len() - 1 - j);
+                if j == 0 || s % 16 == 15 {
+                    r.pcp_array(cpu, pi as u8, s, false);
+                    since = 0;
+                }
+                since += 1;
+                r.frame_dep(zone.pfn_of(i), link && k == 0, since);
+            }
+            before = i;
+        }
+    }
+}
+
+/// [`Ring::push_tail`] of a refill, reported: the buffer line written and the frame.
+#[inline]
+fn ring_push_tail_t(cpu: usize, ring: &mut Ring, pi: usize, i: u32, r: &Rec<'_>) {
+    ring.push_tail(i);
+    r.pcp_array(cpu, pi as u8, ring.slot_of(ring.len() - 1), true);
+    r.frame(r.z.pfn_of(i), true);
+}
+
+/// [`Ring::pop_tail`] of a drain, reported: the buffer line read.
+#[inline]
+fn ring_pop_tail_t(cpu: usize, ring: &mut Ring, pi: usize, r: &Rec<'_>) -> Option<u32> {
+    let s = ring.slot_of(ring.len().checked_sub(1)?);
+    r.pcp_array(cpu, pi as u8, s, false);
+    ring.pop_tail()
+}
+
+/// The pop of an array pageset's hit with a sink installed: the pageset's count line,
+/// the list's head and length, the buffer line read and the frame whose state the
+/// caller writes.
+#[cold]
+#[inline(never)]
+fn ring_pop_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize) -> Option<u32> {
+    let r = Rec::unlocked(zone);
+    r.pcp(cpu, PCP_HEADER, true);
+    r.pcp(cpu, pi as u8, true);
+    let ring = &mut pcp.rings[pi];
+    if ring.is_empty() {
+        return None;
+    }
+    r.pcp_array(cpu, pi as u8, ring.slot_of(0), false);
+    let i = ring.pop_head()?;
+    r.frame_dep(zone.pfn_of(i), true, 1);
+    Some(i)
+}
+
+/// The push of an array pageset's free with a sink installed: the pageblock lookup the
+/// caller made, the pageset's count line, the list's head and length, the buffer line
+/// written and the frame whose state the caller wrote.
+#[cold]
+#[inline(never)]
+fn ring_push_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize, i: u32) {
+    let r = Rec::unlocked(zone);
+    r.pageblock(zone.pfn_of(i), false);
+    r.pcp(cpu, PCP_HEADER, true);
+    r.pcp(cpu, pi as u8, true);
+    r.frame(zone.pfn_of(i), true);
+    let ring = &mut pcp.rings[pi];
+    ring.push_head(i);
+    r.pcp_array(cpu, pi as u8, ring.slot_of(0), true);
 }
 
 /// The pop of `take_from_list` with a sink installed: reports the pageset's count line,

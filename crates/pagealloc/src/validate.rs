@@ -187,9 +187,9 @@ impl Allocator {
         let mut total = 0u64;
         for (cpu, p) in pcps.iter().enumerate() {
             let mut pages = 0i64;
-            for (pi, l) in p.lists.iter().enumerate() {
+            for (pi, (l, ring)) in p.lists.iter().zip(&p.rings).enumerate() {
                 let o = order_of(pi);
-                for i in l.iter(m) {
+                for i in l.iter(m).chain(ring.iter()) {
                     let e = &m[i as usize];
                     if e.state() != State::Pcp || e.order() != o {
                         return Err(format!(

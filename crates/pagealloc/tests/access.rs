@@ -252,3 +252,59 @@ fn reports_tag_pointer_chases_and_computed_addresses() {
     assert!(lookups > 100, "buddy lookups by PFN: {lookups}");
     assert!(chased > 100, "list neighbours reached by a link: {chased}");
 }
+
+/// `array_pcp` (ours): a drain of an array pageset finds each leaving frame through its
+/// index in the ring, not through the `lru` link of the frame before it, so the loads of
+/// the frames do not wait for each other. Freed in a scattered order, the drains of the
+/// linked `fast` pageset chase from frame to frame, those of the array pageset from ring
+/// lines to frames, never from a frame to a frame.
+#[cfg(feature = "access")]
+#[test]
+fn array_pcp_drains_read_indices_from_the_ring() {
+    for ring in [false, true] {
+        let mut c: Config = "fast,thp=off".parse().unwrap();
+        c.array_pcp = ring;
+        let (a, log) = traced(c);
+        let mut fs: Vec<Frame> = (0..3000)
+            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+            .collect();
+        // A fixed scatter: every 7th frame first, and so on.
+        fs.sort_by_key(|f| (f.pfn.0 % 7, f.pfn.0));
+        log.take();
+        for f in fs {
+            a.free_on(0, f).unwrap();
+        }
+        a.drain_cpu(0);
+        let frees = log.take();
+        let (mut frame_to_frame, mut ring_to_frame, mut ring_lines) = (0, 0, 0);
+        for (i, x) in frees.iter().enumerate() {
+            if matches!(x.line, Line::PcpArray { cpu: 0, .. }) {
+                ring_lines += 1;
+            }
+            if x.dep == 0 || !matches!(x.line, Line::Frame(_)) {
+                continue;
+            }
+            match frees[i - x.dep as usize].line {
+                Line::Frame(_) => frame_to_frame += 1,
+                Line::PcpArray { .. } => ring_to_frame += 1,
+                // a linked list's tail, held in its head
+                Line::Pcp { .. } => {}
+                other => panic!("a frame found from {other:?}"),
+            }
+        }
+        let drained = a.counters().pcp_drain_pages;
+        eprintln!(
+            "array_pcp={ring}: {drained} pages drained, frame->frame {frame_to_frame}, \
+             ring->frame {ring_to_frame}, ring lines {ring_lines}"
+        );
+        assert!(drained >= 3000);
+        if ring {
+            assert_eq!(frame_to_frame, 0);
+            assert!(ring_to_frame as u64 >= drained, "{ring_to_frame}");
+        } else {
+            assert_eq!((ring_to_frame, ring_lines), (0, 0));
+            assert!(frame_to_frame as u64 >= drained, "{frame_to_frame}");
+        }
+        a.validate().unwrap();
+    }
+}

@@ -628,6 +628,11 @@ fn mixed_run(extra: &str, splice: bool) -> (Vec<u64>, Counters) {
             if splice { "on" } else { "off" }
         ),
     );
+    mixed_run_with(c, &format!("{extra} splice {splice}"))
+}
+
+/// [`mixed_run`] with any config.
+fn mixed_run_with(c: Config, label: &str) -> (Vec<u64>, Counters) {
     let (a, _p) = manual(&Layout::single(1 << 15, 2), c);
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
@@ -677,7 +682,7 @@ fn mixed_run(extra: &str, splice: bool) -> (Vec<u64>, Counters) {
             a.drain_cpu(round % 2);
         }
         a.validate()
-            .unwrap_or_else(|e| panic!("{extra} splice {splice} round {round}: {e}"));
+            .unwrap_or_else(|e| panic!("{label} round {round}: {e}"));
     }
     (handed, a.counters())
 }
@@ -717,6 +722,51 @@ fn splice_drain_matches_the_page_by_page_drain_with_fewer_lines_under_the_lock()
             off.zone_lock_meta, on.zone_lock_meta, on.pcp_drain_pages
         );
         assert!(on.zone_lock_meta < off.zone_lock_meta, "{extra}");
+    }
+}
+
+// ---------------------------------------------------------------- 4c. array pagesets
+
+/// `array_pcp` (ours): the pagesets' lists as rings of frame indices keep the kernel's
+/// list order exactly (frees at the head, refills at the tail, allocations from the
+/// head, drains from the tail): the same frames are handed out in the same order and
+/// every counter is the same as with linked lists, in the kernel preset and in the
+/// merge-skipping, clustered and spliced variants, with THP lists on or off.
+#[test]
+fn array_pcp_hands_out_the_same_frames_in_the_same_order_as_linked_lists() {
+    for base in [
+        "linux-6.12,thp=off",
+        "linux-6.12",
+        "linux-6.6",
+        "fast,thp=off",
+        "fast",
+        "fast,splice_drain=off",
+        "fast,clustered_refill=off",
+        "fast,pcp_migratetype_cache=on",
+    ] {
+        let c = |ring: bool| {
+            let mut c: Config = base.parse().unwrap();
+            c.array_pcp = ring;
+            c
+        };
+        let (h_list, mut list) = mixed_run_with(c(false), base);
+        let (h_ring, mut ring) = mixed_run_with(c(true), base);
+        assert!(h_list.len() > 10_000, "{base}");
+        // The lines reported under the zone lock differ by design: a ring's buffer lines
+        // instead of the list links' frames (`array_pcp_drains_read_indices_from_the_ring`).
+        eprintln!(
+            "{base}: zone-lock metadata lines {} -> {}, all lines {} -> {}",
+            list.zone_lock_meta, ring.zone_lock_meta, list.zone_lock_lines, ring.zone_lock_lines
+        );
+        for c in [&mut list, &mut ring] {
+            (c.zone_lock_meta, c.zone_lock_lines) = (0, 0);
+        }
+        assert_eq!(h_list, h_ring, "{base}: frames handed out differ");
+        assert_eq!(
+            format!("{list:?}"),
+            format!("{ring:?}"),
+            "{base}: counters differ"
+        );
     }
 }
 

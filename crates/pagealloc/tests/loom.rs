@@ -25,8 +25,19 @@ fn config() -> Config {
 }
 
 fn build() -> Arc<Allocator> {
+    build_with(config())
+}
+
+fn build_with(c: Config) -> Arc<Allocator> {
     let p = std::sync::Arc::new(ManualPlatform::new());
-    Arc::new(Allocator::with_platform(&Layout::single(64, 2), config(), p).expect("build"))
+    Arc::new(Allocator::with_platform(&Layout::single(64, 2), c, p).expect("build"))
+}
+
+/// [`config`] with array pagesets (`array_pcp`) and the spliced, merge-skipping drain.
+fn array_config() -> Config {
+    let mut c = config();
+    (c.array_pcp, c.merge_skip, c.splice_drain) = (true, true, true);
+    c
 }
 
 /// Every frame back: nothing allocated, nothing lost, counters balanced.
@@ -77,6 +88,41 @@ fn alloc_free_vs_remote_drain() {
             a.free_on(0, *x).expect("free");
         }
         t.join().unwrap();
+        check_conserved(&a);
+    });
+}
+
+/// [`alloc_free_vs_remote_drain`] with array pagesets: the drain before the zone lock
+/// (linking the frames it will return) and the hit's ring pops and pushes race with the
+/// remote drain.
+#[test]
+fn array_pcp_alloc_free_vs_remote_drain() {
+    model("array_pcp_alloc_free_vs_remote_drain", || {
+        let a = build_with(array_config());
+        let a2 = a.clone();
+        let t = thread::spawn(move || a2.drain_cpu(0));
+        let f: Vec<Frame> = (0..3)
+            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).expect("alloc"))
+            .collect();
+        for x in &f {
+            a.free_on(0, *x).expect("free");
+        }
+        t.join().unwrap();
+        check_conserved(&a);
+    });
+}
+
+/// [`concurrent_double_free`] with array pagesets: one of two racing frees wins.
+#[test]
+fn array_pcp_concurrent_double_free() {
+    model("array_pcp_concurrent_double_free", || {
+        let a = build_with(array_config());
+        let f = a.alloc_on(0, 0, Gfp::KERNEL, None).expect("alloc");
+        let a2 = a.clone();
+        let t = thread::spawn(move || a2.free_on(1, f).is_ok());
+        let mine = a.free_on(0, f).is_ok();
+        let theirs = t.join().unwrap();
+        assert!(mine ^ theirs, "mine={mine} theirs={theirs}");
         check_conserved(&a);
     });
 }

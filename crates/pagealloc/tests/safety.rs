@@ -13,6 +13,14 @@ fn default_alloc(pages: u64, cpus: usize) -> Allocator {
     manual(&Layout::single(pages, cpus), Config::default()).0
 }
 
+/// The configs the free checks are run in: the default, and array pagesets
+/// (`array_pcp`, whose hit has a path of its own) plain and with `fast`.
+const FREE_CONFIGS: [&str; 3] = ["linux-6.12", "linux-6.12,array_pcp=on", "fast,array_pcp=on"];
+
+fn alloc_with(cfg: &str, pages: u64, cpus: usize) -> Allocator {
+    manual(&Layout::single(pages, cpus), cfg.parse().unwrap()).0
+}
+
 /// After a refused free, nothing changed: the allocator validates, conserves frames and
 /// the refused frame is not on any free list.
 fn assert_intact(a: &Allocator, allocated: u64) {
@@ -23,7 +31,12 @@ fn assert_intact(a: &Allocator, allocated: u64) {
 
 #[test]
 fn double_free_is_refused_in_every_build() {
-    let a = default_alloc(1 << 14, 2);
+    for cfg in FREE_CONFIGS {
+        double_free_is_refused(alloc_with(cfg, 1 << 14, 2));
+    }
+}
+
+fn double_free_is_refused(a: Allocator) {
     for order in [0u8, 1, 3, 9, 10] {
         let f = a.alloc_on(0, order, Gfp::USER, None).unwrap();
         a.free_on(0, f).unwrap();
@@ -47,9 +60,15 @@ fn double_free_is_refused_in_every_build() {
 
 #[test]
 fn bad_frees_are_typed_errors() {
+    for cfg in FREE_CONFIGS {
+        bad_frees_are_typed_errors_in(cfg.parse().unwrap());
+    }
+}
+
+fn bad_frees_are_typed_errors_in(c: Config) {
     let mut l = Layout::single(1 << 12, 1);
     l.nodes[0].zones[0].holes.push((2048, 2560));
-    let (a, _) = manual(&l, Config::default());
+    let (a, _) = manual(&l, c);
     let big = a.alloc_on(0, 3, Gfp::KERNEL, None).unwrap();
     // never allocated
     let free_pfn = (0..4096)
@@ -101,7 +120,12 @@ fn bad_frees_are_typed_errors() {
 
 #[test]
 fn racing_double_frees_exactly_one_wins() {
-    let a = Arc::new(default_alloc(1 << 14, 4));
+    for cfg in FREE_CONFIGS {
+        racing_double_frees_in(Arc::new(alloc_with(cfg, 1 << 14, 4)));
+    }
+}
+
+fn racing_double_frees_in(a: Arc<Allocator>) {
     const TRIALS: usize = 2000;
     let mut wins = [0usize; 3];
     for t in 0..TRIALS {
@@ -124,7 +148,12 @@ fn racing_double_frees_exactly_one_wins() {
 
 #[test]
 fn unchecked_free_is_an_explicit_unsafe_opt_in() {
-    let a = default_alloc(1 << 14, 2);
+    for cfg in FREE_CONFIGS {
+        unchecked_free_in(alloc_with(cfg, 1 << 14, 2));
+    }
+}
+
+fn unchecked_free_in(a: Allocator) {
     let frames: Vec<_> = (0..100)
         .map(|i| a.alloc_on(0, (i % 4) as u8, Gfp::USER, None).unwrap())
         .collect();

@@ -21,6 +21,8 @@
 //! - `struct per_cpu_pages`: lock, count, high, batch and the other scalars in the first
 //!   48 bytes, then `lists[NR_PCP_LISTS]` of 16 bytes: list `l` is in line
 //!   `(48 + 16 l) / 64`.
+//! - Array pagesets (`Config::array_pcp`, not a kernel layout): each list's ring buffer,
+//!   16 frame indices per line, lines of their own (`Line::PcpArray`).
 //!
 //! Each line has a home NUMA node: the frame's node for `struct page` and pageblock bits
 //! (the memmap lives on its node), the zone's node, the zonelist's node, the CPU's node
@@ -81,6 +83,15 @@ const KIND_PAGEBLOCK: u64 = 1;
 const KIND_ZONE: u64 = 2;
 const KIND_ZONELIST: u64 = 3;
 const KIND_PCP: u64 = 4;
+const KIND_PCP_ARRAY: u64 = 5;
+
+/// A [`Line::PcpArray`] in 56 bits: buffer line (28 bits), list (4), zone (8), CPU (16).
+fn pcp_array_word(cpu: u32, zone: u16, list: u8, line: u32) -> u64 {
+    u64::from(line & 0x0fff_ffff)
+        | u64::from(list & 0xf) << 28
+        | u64::from(zone & 0xff) << 32
+        | u64::from(cpu & 0xffff) << 40
+}
 
 /// A [`ZoneLine`] as 16 bits: `free_area[o]` is `o`, the others above 255.
 const ZL_COUNTERS: u64 = 0x100;
@@ -108,6 +119,12 @@ impl Packed {
                 KIND_PCP,
                 u64::from(cpu) << 32 | u64::from(zone) << 8 | u64::from(list),
             ),
+            Line::PcpArray {
+                cpu,
+                zone,
+                list,
+                line,
+            } => (KIND_PCP_ARRAY, pcp_array_word(cpu, zone, list, line)),
         };
         Packed {
             word,
@@ -181,6 +198,12 @@ impl Packed {
                 node: (w >> 16) as u16,
                 pos: w as u16,
             },
+            KIND_PCP_ARRAY => Line::PcpArray {
+                cpu: (w >> 40) as u32,
+                zone: (w >> 32) as u8 as u16,
+                list: (w >> 28) as u8 & 0xf,
+                line: w as u32 & 0x0fff_ffff,
+            },
             _ => Line::Pcp {
                 cpu: (w >> 32) as u32,
                 zone: (w >> 8) as u16,
@@ -247,6 +270,9 @@ const K_PCP: u64 = 5 << 56;
 /// Key of the first indexed line ([`LineMap::indexed`]): zone, zonelist, pageset and
 /// pageblock lines numbered densely, in a table of the hierarchy instead of its map.
 const K_INDEXED: u64 = 6 << 56;
+/// Lines of array pagesets' ring buffers (`Config::array_pcp`): `K_PCP_ARRAY | word`,
+/// the word of [`pcp_array_word`]; each on its CPU's node.
+const K_PCP_ARRAY: u64 = 7 << 56;
 
 /// Lines per zone: `free_area[0..32]`, counters, watermarks, lock.
 const ZONE_LINES: u64 = 35;
@@ -442,6 +468,10 @@ impl LineMap {
                     node: n as u32,
                 }
             }
+            KIND_PCP_ARRAY => Place {
+                key: K_PCP_ARRAY | w,
+                node: self.cpu_node[(w >> 40) as usize],
+            },
             _ => {
                 let list = w as u8;
                 let l = if list == pagealloc::access::PCP_HEADER {
@@ -523,6 +553,18 @@ mod tests {
                 zone: u16::MAX,
                 list: 13,
             },
+            Line::PcpArray {
+                cpu: 65_535,
+                zone: 255,
+                list: 13,
+                line: (1 << 28) - 1,
+            },
+            Line::PcpArray {
+                cpu: 3,
+                zone: 1,
+                list: 0,
+                line: 0,
+            },
         ];
         for (i, line) in lines.into_iter().enumerate() {
             let a = Access {
@@ -598,5 +640,20 @@ mod tests {
         assert_eq!(pcp(pagealloc::access::PCP_HEADER).key, pcp(0).key);
         assert_ne!(pcp(0).key, pcp(1).key);
         assert_eq!(pcp(0).node, a.cpu_node(1).unwrap() as u32);
+        // Array pagesets' ring lines: their own keys, on the CPU's node.
+        let ring = |cpu, list, line| {
+            m.place(Line::PcpArray {
+                cpu,
+                zone: 0,
+                list,
+                line,
+            })
+        };
+        let keys = [ring(1, 0, 0), ring(1, 0, 1), ring(1, 1, 0), ring(0, 0, 0)].map(|p| p.key);
+        for (i, k) in keys.iter().enumerate() {
+            assert!(keys[..i].iter().all(|x| x != k), "{keys:?}");
+            assert_ne!(*k, pcp(0).key);
+        }
+        assert_eq!(ring(1, 0, 5).node, a.cpu_node(1).unwrap() as u32);
     }
 }

@@ -164,13 +164,46 @@ impl Allocator {
         let slot = self.slot(cpu, zi);
         // `allows` bounds the order (no bit above MAX_ORDER); poisoning writes the block,
         // which the full path does before taking the lock.
-        if !slot.hot.allows(order) || slot.hot.poison {
+        if !slot.hot.hit_allows::<false>(order) || slot.hot.poison {
+            // An array pageset's hit is behind the linked hit's unlikely branch.
+            return self.free_hit_ring(cpu, frame, trusted);
+        }
+        self.free_hit_rest::<false>(cpu, z, slot, pfn, order, trusted)
+    }
+
+    /// The array pageset's hit, out of line with its own lookups: the linked hit's code
+    /// stays as it was.
+    #[inline(never)]
+    fn free_hit_ring(&self, cpu: usize, frame: Frame, trusted: bool) -> Hit {
+        let (pfn, order) = (frame.pfn.0, frame.order);
+        let Some(zi) = self.zone_of(pfn) else {
+            return Hit::Miss;
+        };
+        // `cpu` was checked by the caller.
+        let (z, slot) = (&self.zones[zi], self.slot(cpu, zi));
+        if !slot.hot.hit_allows::<true>(order) || slot.hot.poison {
             return Hit::Miss;
         }
+        self.free_hit_rest::<true>(cpu, z, slot, pfn, order, trusted)
+    }
+
+    /// The rest of [`Allocator::free_hit`] once the order is known to be cached, on linked
+    /// lists (`RING` false) or rings.
+    #[inline(always)]
+    fn free_hit_rest<const RING: bool>(
+        &self,
+        cpu: usize,
+        z: &crate::zone::Zone,
+        slot: &crate::pcp::PcpSlot,
+        pfn: u64,
+        order: u8,
+        trusted: bool,
+    ) -> Hit {
         if trusted && (pfn & ((1u64 << order) - 1) != 0 || pfn + (1u64 << order) > z.end_pfn) {
             return Hit::Miss;
         }
-        let Some((mt, pb_mt)) = crate::pcp::pcp_free_types(slot, z, pfn, order) else {
+        // The order was tested by the caller.
+        let Some((mt, pb_mt)) = crate::pcp::pcp_free_types_allowed(z, pfn) else {
             return Hit::Miss;
         };
         let Some(mut pcp) = slot.pcp.try_lock() else {
@@ -189,7 +222,7 @@ impl Allocator {
                 return Hit::WrongOrder(allocated);
             }
         }
-        self.commit_free(cpu, z, slot, &mut pcp, i, order, mt, pb_mt);
+        self.commit_free::<RING>(cpu, z, slot, &mut pcp, i, order, mt, pb_mt);
         Hit::Done
     }
 
@@ -282,7 +315,7 @@ impl Allocator {
             match held.as_mut() {
                 Some((_, pcp)) => {
                     let i = z.meta_index(pfn);
-                    self.commit_free(cpu, z, slot, pcp, i, f.order, mt, pb)
+                    self.commit_free_any(cpu, z, slot, pcp, i, f.order, mt, pb)
                 }
                 None => self.free_to_zone(cpu, z, pfn, f.order),
             }
