@@ -375,6 +375,8 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
         );
         println!("\nthe decay tick during the build (mean high of the pagesets it acted on):");
         print!("{}", calibrate::kbuild_decay_table(&rows));
+    }
+    if workload_name == "kbuild" {
         println!("\nthe zone lock by trip kind (per trip: mean wait and hold):");
         print!("{}", calibrate::kbuild_lock_table(&rows));
     }

@@ -599,6 +599,27 @@ pub fn kbuild_lock_table(rows: &[Row]) -> String {
     }
     let _ = writeln!(
         s,
+        "zone-lock wait by second of the build (share of the row's wait; trips):"
+    );
+    for r in rows {
+        let config = r.config.as_deref().unwrap_or("");
+        let config = config.split(',').next().unwrap_or(config);
+        let waits: Vec<(f64, f64)> = (0..)
+            .map_while(|i| {
+                let w = r.extra.get(&format!("tick{i}_wait_s"))?;
+                Some((*w, r.extra[&format!("tick{i}_trips")]))
+            })
+            .collect();
+        let total: f64 = waits.iter().map(|w| w.0).sum();
+        let _ = write!(s, "{config:<8} |");
+        for (w, n) in waits {
+            let share = if total > 0.0 { 100.0 * w / total } else { 0.0 };
+            let _ = write!(s, " {share:>5.1}% ({n:.0})");
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
         "(cont % = trips that found the lock taken; behind = share of the wait queued right behind a decay/kswapd trip; busy % = Σ holds ÷ build; ns/page = wait ÷ pages moved under the lock; tick busy = µs a decay round kept the lock busy, mean/largest)"
     );
     s

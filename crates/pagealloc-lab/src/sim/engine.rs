@@ -51,7 +51,8 @@
 //! and not over the op's duration; two CPUs never interleave inside the allocator. Lock
 //! trips of remote drains (`drain_all_pages` from another CPU's slow path) are charged
 //! to the drained CPU's next op. Decay ticks occupy the zone lock but do not delay the
-//! CPU they run on. Memory-level parallelism is the fill-buffer schedule of [`Overlap`] (see
+//! CPU they run on; every CPU ticks at the same instant, where the kernel's
+//! `vmstat_update` (re-armed with `round_jiffies_relative`) skews CPU n by 3n jiffies. Memory-level parallelism is the fill-buffer schedule of [`Overlap`] (see
 //! what it cannot see there). There is no scheduler: a CPU runs one script, never migrates, and
 //! never idles except when blocked.
 
@@ -134,6 +135,9 @@ pub(crate) struct EngineOutput {
     /// drains (from the tick to the end of its last drain's hold, the longest zone), ns.
     pub(crate) tick_burst_ns: u64,
     pub(crate) tick_burst_max_ns: u64,
+    /// Per tick interval of the build (the first from 0 to the first tick): Σ wait of
+    /// the workload's zone-lock trips that started in it, ns, and how many trips.
+    pub(crate) wait_by_tick: Vec<(f64, u64)>,
     /// Allocator counters over the measured window (all CPUs).
     pub(crate) counters: Counters,
     /// Largest and last sampled total of pages on per-CPU lists.
@@ -515,6 +519,7 @@ pub(crate) fn simulate(
             lock_kinds: [LockTally::default(); 3],
             tick_burst_ns: 0,
             tick_burst_max_ns: 0,
+            wait_by_tick: Vec::new(),
             counters: Counters::default(),
             pcp_peak: 0,
             pcp_final: 0,
@@ -826,6 +831,14 @@ impl Engine<'_> {
             k.contended += u64::from(t.wait > 0.0);
             k.wait_ns += t.wait;
             k.hold_ns += t.hold;
+        }
+        if call != Call::Background && self.cpus[cpu].measuring {
+            let i = (t.start as u64 / self.tick_ns) as usize;
+            if self.out.wait_by_tick.len() <= i {
+                self.out.wait_by_tick.resize(i + 1, (0.0, 0));
+            }
+            self.out.wait_by_tick[i].0 += t.wait;
+            self.out.wait_by_tick[i].1 += 1;
         }
         if call != Call::Background && self.cpus[cpu].measuring {
             let v = &mut self.cpus[cpu];

@@ -387,6 +387,10 @@ fn row_of(
     ] {
         r.extra.insert(k.into(), v);
     }
+    for (i, &(wait, trips)) in out.wait_by_tick.iter().enumerate() {
+        r.extra.insert(format!("tick{i}_wait_s"), wait * 1e-9);
+        r.extra.insert(format!("tick{i}_trips"), trips as f64);
+    }
     for (name, k) in ["refill", "drain", "bg"].iter().zip(&out.lock_kinds) {
         for (what, v) in [
             ("trips", k.trips as f64),

@@ -52,8 +52,12 @@
 //! What the synthesis leaves out, and why (docs/sim-cost-model.md §4.3): the page cache
 //! as such (the simulator's headroom model stands for the memory the rest of the
 //! machine holds: the published patch9 row needs the zone near its high watermark),
-//! make's serial phases (`mrproper`, configuration, the final link), and the build's
-//! full length in ticks (hundreds in LKP's 300 s run; a few here, see above).
+//! make's serial phases (LKP's loop: `drop_caches`, `mrproper`, configuration, then
+//! `make -j` with its prepare steps and the serial vmlinux link), the build's full
+//! length in ticks (hundreds in LKP's 300 s run; a few here, see above), and whatever
+//! makes the real build's large zone-lock trips cost as much per page as its small ones
+//! (the published zone lock % is nearly proportional to alloc_zone; ours collapses
+//! once the lock leaves saturation: §4.3, "Where the zone-lock wait goes").
 //!
 //! [`Op::Exit`]: super::Op::Exit
 
