@@ -6,7 +6,8 @@
 //! the current-CPU entry points (`alloc_pages`/`free_pages`, which ask `sched_getcpu`).
 //!
 //! `hotpath PAIRS` runs `alloc_on`/`free_on` for exactly PAIRS pairs and nothing else;
-//! `hotpath PAIRS unchecked` the same with `free_on_unchecked`: run it under `valgrind --tool=callgrind` with two values of PAIRS and divide the
+//! `hotpath PAIRS unchecked` the same with `free_on_unchecked`, `hotpath PAIRS order9`
+//! with checked order-9 (THP) pairs: run it under `valgrind --tool=callgrind` with two values of PAIRS and divide the
 //! difference of the totals by the difference of PAIRS for instructions per pair.
 
 use pagealloc::{Allocator, Config, Gfp, Layout};
@@ -21,6 +22,13 @@ fn alloc() -> Allocator {
 fn pairs_on(a: &Allocator, n: u64) {
     for _ in 0..n {
         let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+        a.free_on(0, black_box(f)).unwrap();
+    }
+}
+
+fn pairs_order9(a: &Allocator, n: u64) {
+    for _ in 0..n {
+        let f = a.alloc_on(0, 9, Gfp::USER, None).unwrap();
         a.free_on(0, black_box(f)).unwrap();
     }
 }
@@ -53,13 +61,23 @@ fn main() {
     if let Some(n) = std::env::args().nth(1) {
         let n: u64 = n.parse().expect("PAIRS is a number");
         let a = alloc();
-        if std::env::args().nth(2).as_deref() == Some("unchecked") {
-            pairs_unchecked(&a, n);
-        } else {
-            pairs_on(&a, n);
-        }
+        let mode = std::env::args().nth(2);
+        let pages = match mode.as_deref() {
+            Some("unchecked") => {
+                pairs_unchecked(&a, n);
+                n
+            }
+            Some("order9") => {
+                pairs_order9(&a, n);
+                n << 9
+            }
+            _ => {
+                pairs_on(&a, n);
+                n
+            }
+        };
         let c = a.counters();
-        assert_eq!(c.pgalloc, n);
+        assert_eq!(c.pgalloc, pages);
         assert!(c.pcp_refill <= 1, "stayed on the PCP hit path");
         return;
     }

@@ -12,7 +12,8 @@
 //! | the walk and `commit_free` as they were (seam, no sink) | 423 | 415 |
 //! | `alloc_hit`, `Hot`, `on_free`'s short form (seam, no sink) | 301 | 268 |
 //! | the seam compiled out (no `access` feature) | 286 | 254 |
-//! | `free_hit`: free inlined, its check under the pageset lock | **256** | **250** |
+//! | `free_hit`: free inlined, its check under the pageset lock | 256 | 250 |
+//! | array pagesets' hits out of line, no second order test (`array_pcp` off) | **254** | **248** |
 //!
 //! Time, side by side in one run (5 interleaved runs of 9 × 2M pairs, medians, at load
 //! 10 on 2 cores): 76.2 → 57.1 ns per checked pair (0.75×) from the 301-instruction
