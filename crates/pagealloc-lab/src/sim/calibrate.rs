@@ -599,6 +599,31 @@ pub fn kbuild_lock_table(rows: &[Row]) -> String {
     }
     let _ = writeln!(
         s,
+        "lines touched under the lock per trip (share charged beyond the LLC: another core's modified copy, another socket, DRAM), whole run:"
+    );
+    for r in rows {
+        let e = |k: &str| r.extra.get(k).copied().unwrap_or(f64::NAN);
+        let config = r.config.as_deref().unwrap_or("");
+        let config = config.split(',').next().unwrap_or(config);
+        let _ = write!(s, "{config:<8} |");
+        for kind in ["refill", "drain", "bg"] {
+            let (lines, missed, trips) = (
+                e(&format!("{kind}_lines")),
+                e(&format!("{kind}_lines_missed")),
+                e(&format!("{kind}_trips")),
+            );
+            let per = if trips > 0.0 { lines / trips } else { 0.0 };
+            let share = if lines > 0.0 {
+                100.0 * missed / lines
+            } else {
+                0.0
+            };
+            let _ = write!(s, " {kind} {per:>8.0} ({share:>4.1}%)");
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
         "zone-lock wait by second of the build (share of the row's wait; trips):"
     );
     for r in rows {

@@ -192,6 +192,11 @@ pub(crate) struct LockTally {
     pub(crate) hold_ns: f64,
     /// Σ wait of workload trips whose lock was last released by a trip of this kind.
     pub(crate) wait_behind_ns: f64,
+    /// Lines touched under the lock by trips of this kind (whole run), and of them those
+    /// charged beyond the socket's LLC (another core's modified copy, another socket,
+    /// DRAM).
+    pub(crate) lines: u64,
+    pub(crate) lines_missed: u64,
 }
 
 /// Why a simulation stopped.
@@ -755,6 +760,13 @@ impl Engine<'_> {
             self.overlap.access(p.key, level, ns, x.dep());
             if let Some(t) = trip.as_mut() {
                 t.lines += line_ns;
+                let k = &mut self.out.lock_kinds[match call {
+                    Call::Alloc => TripKind::Refill,
+                    Call::Free => TripKind::Drain,
+                    Call::Background => TripKind::Background,
+                } as usize];
+                k.lines += 1;
+                k.lines_missed += u64::from(level.missed_llc() || level == Level::Peer);
             }
         }
         now = match trip.take() {

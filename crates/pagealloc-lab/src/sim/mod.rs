@@ -398,6 +398,8 @@ fn row_of(
             ("wait_s", k.wait_ns * 1e-9),
             ("hold_s", k.hold_ns * 1e-9),
             ("wait_behind_s", k.wait_behind_ns * 1e-9),
+            ("lines", k.lines as f64),
+            ("lines_missed", k.lines_missed as f64),
         ] {
             r.extra.insert(format!("{name}_{what}"), v);
         }
