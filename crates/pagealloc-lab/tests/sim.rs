@@ -209,6 +209,19 @@ fn the_decay_acts_on_a_build_that_outlasts_the_tick() {
     );
     assert!(e("refill_trips") > 0.0 && e("drain_trips") > 0.0);
     assert!(e("refill_contended") <= e("refill_trips"));
+    // One tick per CPU per second, each at its own skewed time (CPU n 3n ms before the
+    // second, `round_jiffies_common`): 8 CPUs over a build of 4.1 s make 32, and the
+    // decay drains of different CPUs, 3 ms apart, never queue behind one another (with
+    // every CPU ticking at the same instant, 3 of these 6 found the lock taken).
+    let whole = e("makespan_s").floor();
+    assert!(
+        e("ticks") >= 8.0 * (whole - 1.0) && e("ticks") <= 8.0 * (whole + 1.0),
+        "{} ticks in {} s",
+        e("ticks"),
+        e("makespan_s")
+    );
+    assert!(e("bg_trips") > 0.0);
+    assert_eq!(e("bg_contended"), 0.0, "decay drains queued together");
     let fixed = run("base");
     assert!(fixed.extra["ticks"] >= 2.0);
     assert_eq!(fixed.extra["tick_pcps"], 0.0, "base: high is not tuned");

@@ -498,10 +498,11 @@ pub fn kbuild_table(rows: &[Row]) -> String {
     s
 }
 
-/// What the decay tick (`decay_pcp_high`, once a second per CPU) did during each row's
-/// build: the virtual build time, the ticks that ran before the last task ended, the
-/// mean `high` of the pagesets each tick acted on (those above high_min) just before and
-/// just after it, and the drains the ticks made (`decay_drain`). Rows without tuning
+/// What the decay tick (`decay_pcp_high`, once a second per CPU, each CPU at its own
+/// skewed time) did during each row's build: the virtual build time, the per-CPU ticks
+/// that ran before the last task ended, the mean number of pagesets a tick acted on
+/// (those above high_min), their mean `high` just before and just after it, and the
+/// drains the ticks made (`decay_drain`). Rows without tuning
 /// (base … patch5) have no raised pageset: their `high` columns are empty.
 pub fn kbuild_decay_table(rows: &[Row]) -> String {
     let mut s = String::new();
@@ -542,8 +543,8 @@ pub fn kbuild_decay_table(rows: &[Row]) -> String {
 /// CPUs — how many, the share that found the lock taken, mean wait and hold per trip —,
 /// the decay's and kswapd's trips (which delay no CPU: their holds, and the share of
 /// the workload's wait spent queued right behind one), the lock's busy share of the
-/// build (Σ holds ÷ makespan), the wait per page moved under the lock, and how long a
-/// decay round kept the lock busy past its tick (mean, largest).
+/// build (Σ holds ÷ makespan), the wait per page moved under the lock, and how long one
+/// CPU's decay tick kept the lock busy past its time (mean, largest).
 pub fn kbuild_lock_table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -645,7 +646,7 @@ pub fn kbuild_lock_table(rows: &[Row]) -> String {
     }
     let _ = writeln!(
         s,
-        "(cont % = trips that found the lock taken; behind = share of the wait queued right behind a decay/kswapd trip; busy % = Σ holds ÷ build; ns/page = wait ÷ pages moved under the lock; tick busy = µs a decay round kept the lock busy, mean/largest)"
+        "(cont % = trips that found the lock taken; behind = share of the wait queued right behind a decay/kswapd trip; busy % = Σ holds ÷ build; ns/page = wait ÷ pages moved under the lock; tick busy = µs one CPU's decay tick kept the lock busy, mean/largest)"
     );
     s
 }

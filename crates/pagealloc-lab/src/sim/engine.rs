@@ -32,7 +32,9 @@
 //! sender blocked on a full inbox is woken only once the inbox has drained to
 //! [`Workload::inbox_resume`]; blocks received count against the inbox until the
 //! receiver has freed all it took (a whole message). Every tick interval
-//! of virtual time each CPU gets [`pagealloc::Allocator::tick`] (decay), and the total of
+//! of virtual time each CPU gets [`pagealloc::Allocator::tick`] (decay) at its own
+//! skewed instant ([`tick_phase_ns`]: CPU n 3n jiffies before the whole second, as the
+//! kernel's `round_jiffies_relative` places `vmstat_update`), and the total of
 //! pages on per-CPU lists is sampled every `sample_ns`.
 //!
 //! The executor contract (slots, blocked ops, barriers, measured window, counts, trace
@@ -51,9 +53,10 @@
 //! and not over the op's duration; two CPUs never interleave inside the allocator. Lock
 //! trips of remote drains (`drain_all_pages` from another CPU's slow path) are charged
 //! to the drained CPU's next op. Decay ticks occupy the zone lock but do not delay the
-//! CPU they run on; every CPU ticks at the same instant, where the kernel's
-//! `vmstat_update` (re-armed with `round_jiffies_relative`) skews CPU n by 3n jiffies. Memory-level parallelism is the fill-buffer schedule of [`Overlap`] (see
-//! what it cannot see there). There is no scheduler: a CPU runs one script, never migrates, and
+//! CPU they run on, and a tick runs exactly at its skewed time (the kernel's work item
+//! waits for its CPU's current task to yield; ours never does). Memory-level
+//! parallelism is the fill-buffer schedule of [`Overlap`] (see what it cannot see
+//! there). There is no scheduler: a CPU runs one script, never migrates, and
 //! never idles except when blocked.
 
 use std::cmp::Reverse;
@@ -131,11 +134,11 @@ pub(crate) struct EngineOutput {
     /// and drains and direct frees of workload CPUs in their measured windows; decay
     /// ticks and the page-cache model's kswapd over the whole run.
     pub(crate) lock_kinds: [LockTally; 3],
-    /// Decay rounds: Σ and largest time the zone locks stayed busy with one round's
+    /// Decay ticks: Σ and largest time the zone locks stayed busy with one CPU's tick's
     /// drains (from the tick to the end of its last drain's hold, the longest zone), ns.
     pub(crate) tick_burst_ns: u64,
     pub(crate) tick_burst_max_ns: u64,
-    /// Per tick interval of the build (the first from 0 to the first tick): Σ wait of
+    /// Per tick interval of the build (`tick_interval_ms` slices from 0): Σ wait of
     /// the workload's zone-lock trips that started in it, ns, and how many trips.
     pub(crate) wait_by_tick: Vec<(f64, u64)>,
     /// Allocator counters over the measured window (all CPUs).
@@ -157,11 +160,12 @@ pub(crate) struct EngineOutput {
     pub(crate) cache_final_pages: u64,
     /// Pages held by the rest of the system (the headroom model), all zones.
     pub(crate) held_pages: u64,
-    /// Decay ticks (`vmstat_update` rounds over all CPUs) that ran before the last
-    /// workload CPU finished.
+    /// Decay ticks that ran before the last workload CPU finished, one per CPU per
+    /// `vmstat_update` (each CPU ticks at its own skewed time, [`tick_phase_ns`]): a
+    /// machine of N CPUs makes N a second.
     pub(crate) ticks: u64,
-    /// Σ over those ticks of Σ `high` over the pagesets the decay acts on (high above
-    /// high_min when the round starts), read just before and just after the round's
+    /// Σ over those ticks of Σ `high` over the ticking CPU's pagesets the decay acts on
+    /// (high above high_min when the tick starts), read just before and just after its
     /// decay, and Σ of how many pagesets that was.
     pub(crate) tick_high_before: u64,
     pub(crate) tick_high_after: u64,
@@ -425,8 +429,17 @@ struct Engine<'a> {
     /// The core's miss schedule for the run of accesses being replayed.
     overlap: Overlap,
     out: EngineOutput,
+    /// The earliest pending decay tick, ns: `tick_first[tick_order[tick_pos]]` plus
+    /// `tick_round` intervals.
     next_tick: u64,
     tick_ns: u64,
+    /// Per machine CPU: its first tick ([`tick_phase_ns`]); the CPUs in the order of
+    /// those times (ties by CPU number), which every later interval repeats; the place
+    /// of the next tick in that order, and how many whole intervals have passed.
+    tick_first: Vec<u64>,
+    tick_order: Vec<usize>,
+    tick_pos: usize,
+    tick_round: u64,
     next_sample: u64,
     /// Page-cache model: blocks held per zone, and the CPU that allocates them.
     cache_blocks: Vec<Vec<Frame>>,
@@ -474,6 +487,10 @@ pub(crate) fn simulate(
         .collect();
     let tick_ns = spec.config.tick_interval_ms.max(1) * 1_000_000;
     let mcpus = a.nr_cpus();
+    let tick_first: Vec<u64> = (0..mcpus).map(|c| tick_phase_ns(c, tick_ns, HZ)).collect();
+    let mut tick_order: Vec<usize> = (0..mcpus).collect();
+    tick_order.sort_by_key(|&c| (tick_first[c], c));
+    let next_tick = tick_order.first().map_or(u64::MAX, |&c| tick_first[c]);
     let mut e = Engine {
         spec,
         platform,
@@ -542,8 +559,12 @@ pub(crate) fn simulate(
             tick_high_after: 0,
             tick_pcps: 0,
         },
-        next_tick: tick_ns,
+        next_tick,
         tick_ns,
+        tick_first,
+        tick_order,
+        tick_pos: 0,
+        tick_round: 0,
         next_sample: 0,
         cache_blocks: vec![Vec::new(); nzones],
         cache_cpu: Vec::new(),
@@ -595,6 +616,31 @@ fn event_key(t: u64, cpu: u32) -> u64 {
         "event key out of range: t {t} ns, cpu {cpu}"
     );
     t << CPU_BITS | u64::from(cpu)
+}
+
+/// The kernel's timer frequency the decay ticks are skewed in: `CONFIG_HZ_1000`, what
+/// LKP's x86_64 kernel configs (`x86_64-rhel-8.3`, the one the PCP series' figures were
+/// measured with) select. One jiffy is `1e9 / HZ` ns. docs/sim-cost-model.md §2.
+pub(crate) const HZ: u64 = 1000;
+
+/// When `cpu` first runs its decay tick, ns after the start (time 0 is on a whole
+/// second of jiffies); it ticks again every `tick_ns` after that.
+///
+/// The kernel's `vmstat_update` (mm/vmstat.c, which calls `refresh_cpu_vm_stats` and so
+/// `decay_pcp_high`) re-arms itself with `round_jiffies_relative(sysctl_stat_interval)`
+/// on its own CPU, and `round_jiffies_common` (kernel/time/timer.c) skews every CPU
+/// "so that all CPUs do not fire at once": it adds `cpu * 3` jiffies, rounds to a
+/// whole second and takes the `cpu * 3` off again. With the default interval of one
+/// second (`sysctl_stat_interval = HZ`) CPU n therefore runs at every whole second less
+/// `3n mod HZ` jiffies: CPU 0 at 1 s, CPU 1 three jiffies before it, and from CPU
+/// `HZ / 3 + 1` on the skew wraps round the second. The first tick of each CPU falls
+/// within the first interval, as on a machine that has been up for a while (the boot
+/// path, `start_shepherd_timer` and `vmstat_shepherd`, only starts the chain). For an
+/// interval other than one second the same skew is taken modulo the interval.
+pub(crate) fn tick_phase_ns(cpu: usize, tick_ns: u64, hz: u64) -> u64 {
+    let jiffy_ns = 1_000_000_000 / hz.max(1);
+    let skew = (cpu as u64 * 3 % hz.max(1)) * jiffy_ns % tick_ns.max(1);
+    tick_ns.max(1) - skew
 }
 
 impl Engine<'_> {
@@ -652,15 +698,14 @@ impl Engine<'_> {
                 self.next_sample += self.spec.sample_ns.max(1);
             } else {
                 let now = self.next_tick;
-                let (raised, before) = self.raised_high();
+                let cpu = self.tick_order[self.tick_pos];
+                let (raised, before) = self.raised_high(cpu);
                 let busy_before: Vec<u64> = self.locks.iter().map(|l| l.free_at).collect();
-                for cpu in 0..self.a.nr_cpus() {
-                    self.platform.set(cpu, now);
-                    self.a.tick(cpu);
-                    // Decay drains occupy the locks; their CPU is not delayed.
-                    self.replay(cpu, Call::Background, now);
-                }
-                // How long the round kept a zone lock busy past the tick (report only).
+                self.platform.set(cpu, now);
+                self.a.tick(cpu);
+                // Decay drains occupy the locks; their CPU is not delayed.
+                self.replay(cpu, Call::Background, now);
+                // How long the tick kept a zone lock busy past its time (report only).
                 let burst = self
                     .locks
                     .iter()
@@ -676,23 +721,27 @@ impl Engine<'_> {
                 self.out.tick_high_before += before;
                 self.out.tick_high_after += after;
                 self.out.tick_pcps += raised.len() as u64;
-                self.next_tick += self.tick_ns;
+                self.tick_pos += 1;
+                if self.tick_pos == self.tick_order.len() {
+                    self.tick_pos = 0;
+                    self.tick_round += 1;
+                }
+                let next = self.tick_order[self.tick_pos];
+                self.next_tick = self.tick_first[next] + self.tick_round * self.tick_ns;
             }
         }
     }
 
-    /// The pagesets the decay acts on (`high` above high_min), and Σ of their `high`
-    /// (read for the report only: it changes no state and charges nothing).
-    fn raised_high(&self) -> (Vec<(usize, usize)>, u64) {
+    /// `cpu`'s pagesets the decay acts on (`high` above high_min), and Σ of their
+    /// `high` (read for the report only: it changes no state and charges nothing).
+    fn raised_high(&self, cpu: usize) -> (Vec<(usize, usize)>, u64) {
         let mut set = Vec::new();
         let mut sum = 0u64;
-        for cpu in 0..self.a.nr_cpus() {
-            for zone in 0..self.nzones {
-                if let Some(p) = self.a.pcp_info(cpu, zone) {
-                    if p.high > p.high_min {
-                        set.push((cpu, zone));
-                        sum += p.high as u64;
-                    }
+        for zone in 0..self.nzones {
+            if let Some(p) = self.a.pcp_info(cpu, zone) {
+                if p.high > p.high_min {
+                    set.push((cpu, zone));
+                    sum += p.high as u64;
                 }
             }
         }
@@ -1231,7 +1280,27 @@ impl Backend for Engine<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{event_key, CPU_BITS, CPU_MASK};
+    use super::{event_key, tick_phase_ns, CPU_BITS, CPU_MASK};
+
+    /// `round_jiffies_common`'s skew at HZ=1000 and a 1 s interval: CPU n 3n ms before
+    /// the second, wrapping round it past CPU 333; other HZ scale the jiffy.
+    #[test]
+    fn decay_ticks_are_skewed_three_jiffies_per_cpu() {
+        let s = 1_000_000_000;
+        let ms = 1_000_000;
+        assert_eq!(tick_phase_ns(0, s, 1000), s);
+        assert_eq!(tick_phase_ns(1, s, 1000), s - 3 * ms);
+        assert_eq!(tick_phase_ns(7, s, 1000), s - 21 * ms);
+        assert_eq!(tick_phase_ns(333, s, 1000), s - 999 * ms);
+        assert_eq!(tick_phase_ns(334, s, 1000), s - 2 * ms);
+        assert_eq!(tick_phase_ns(1, s, 250), s - 12 * ms);
+        assert_eq!(tick_phase_ns(1, 100 * ms, 1000), 97 * ms);
+        assert_eq!(tick_phase_ns(40, 100 * ms, 1000), 80 * ms);
+        for cpu in 0..1024 {
+            let t = tick_phase_ns(cpu, s, 1000);
+            assert!(t > 0 && t <= s, "cpu {cpu}: {t}");
+        }
+    }
 
     #[test]
     fn event_keys_order_as_time_then_cpu() {

@@ -45,8 +45,9 @@
 //! for one compile's processes: at full scale it lives about 76 ms of virtual time
 //! (the build's makespan × 112 CPUs ÷ tasks), so a tick comes once every dozen or so
 //! task lifetimes on a CPU, as in the real build; what `tasks` sets is how many ticks
-//! the build lasts. Full scale (896) ends before the first tick (0.6–0.8 s: the decay
-//! never acts); `-p tasks=14336` lasts several seconds, with the decay acting each second
+//! the build lasts. Full scale (896) ends before the workload CPUs' first ticks on
+//! spr-2s-224 (0.6–0.8 s; CPUs 0–111 first tick at 667–1000 ms, the kernel's
+//! `round_jiffies` skew: the decay never acts on a tuned pageset); `-p tasks=14336` lasts several seconds, with the decay acting each second
 //! (docs/sim-cost-model.md §4.3 has both tables and the sources).
 //!
 //! What the synthesis leaves out, and why (docs/sim-cost-model.md §4.3): the page cache
@@ -76,7 +77,7 @@ define_params! {
     /// Parameters of kbuild.
     pub struct KbuildParams {
         /// Tasks (compiler runs) in the whole build, shared by all CPUs (full scale: 8
-        /// waves of 112, which end before the first decay tick; 14336 lasts several
+        /// waves of 112, which end before the workload CPUs' decay acts; 14336 lasts several
         /// ticks: see "Scale" above).
         tasks: u32 = 512, full 896;
         /// Median order-0 pages per task (log-normal).
