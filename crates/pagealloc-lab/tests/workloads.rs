@@ -405,7 +405,17 @@ fn zonelist_hog_shares_and_failure() {
     assert_eq!(stats.total.touches, 1000);
     assert_eq!(stats.total.exits, 3);
 
-    // 600 pages for 1000 wanted: threads back off, retry, give up, free, exit.
+    // 600 pages for 1000 wanted: threads back off, retry, give up, free, exit. (Without
+    // the staggered start, so every compute is a backoff.)
+    let w = workload(
+        "zonelist_hog",
+        &[
+            ("threads", "3"),
+            ("total_pages", "1000"),
+            ("create_ns", "0"),
+            ("wake_jitter_ns", "0"),
+        ],
+    );
     let limited = DryRun::new(4, 1).capacity_pages(600).run(&*w).unwrap();
     let t = &limited.total;
     assert!(t.alloc_failures[0] > 0);
@@ -413,6 +423,58 @@ fn zonelist_hog_shares_and_failure() {
     assert_eq!(t.compute_ns % 10_000, 0);
     assert_eq!(t.exits, 3);
     assert!(t.allocs[0] < 1000);
+}
+
+/// The hog's threads start as `pthread_create` makes them: thread k computes
+/// `(k + 1) × create_ns` plus a seeded jitter below `wake_jitter_ns` before its first
+/// fault; the seed picks the jitter and a seed replays exactly.
+#[test]
+fn zonelist_hog_threads_start_staggered_and_jittered() {
+    let p = [
+        ("threads", "3"),
+        ("total_pages", "300"),
+        ("create_ns", "9000"),
+        ("wake_jitter_ns", "170000"),
+    ];
+    let w = workload("zonelist_hog", &p);
+    let starts = |seed: u64| -> Vec<u64> {
+        let (_, trace) = traced(&*w, 4, seed);
+        assert!(trace[3]
+            .iter()
+            .all(|e| e.op == Op::Done || e.op == Op::Exit));
+        trace[..3]
+            .iter()
+            .enumerate()
+            .map(|(k, t)| match t[0].op {
+                Op::Compute { ns } => {
+                    let created = (k as u64 + 1) * 9000;
+                    assert!((created..created + 170_000).contains(&ns), "{k}: {ns}");
+                    ns
+                }
+                other => panic!("thread {k} starts with {other:?}"),
+            })
+            .collect()
+    };
+    let (a, b, c) = (starts(1), starts(1), starts(2));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_ne!(dry_run(&*w, 4, 1).trace_hash, dry_run(&*w, 4, 2).trace_hash);
+    assert_eq!(dry_run(&*w, 4, 1).trace_hash, dry_run(&*w, 4, 1).trace_hash);
+
+    // Without jitter the seed changes nothing and the stagger is exact.
+    let mut q = p;
+    q[3] = ("wake_jitter_ns", "0");
+    let w = workload("zonelist_hog", &q);
+    let (_, trace) = traced(&*w, 4, 1);
+    for (k, t) in trace[..3].iter().enumerate() {
+        assert_eq!(
+            t[0].op,
+            Op::Compute {
+                ns: (k as u64 + 1) * 9000
+            }
+        );
+    }
+    assert_eq!(dry_run(&*w, 4, 1).trace_hash, dry_run(&*w, 4, 2).trace_hash);
 }
 
 #[test]
