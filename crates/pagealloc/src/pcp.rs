@@ -70,7 +70,7 @@ use crate::access::{Rec, PCP_HEADER};
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{Gfp, MigrateType, NR_PCPTYPES, PAGEBLOCK_ORDER, THP_ORDER};
-use crate::memmap::{List, State, FLAG_MERGE_SKIPPED, NIL};
+use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED, NIL};
 use crate::stats::Stats;
 use crate::sync::{SpinGuard, SpinLock};
 use crate::tune::{self, PcpState};
@@ -822,10 +822,7 @@ impl Allocator {
             [NIL; NR_PCP_LISTS]
         };
         let mut g = zone.lock(cpu, &*self.platform);
-        let isolated = zone
-            .nr_isolate_pageblock
-            .load(crate::sync::atomic::Ordering::Relaxed)
-            > 0;
+        let isolated = zone.has_isolated_pageblocks();
         let mut b = g.buddy(m, &self.cfg);
         if self.cfg.clustered_refill {
             // A drain's order-0 frees open fresh clusters: a drain of one batch of one
@@ -857,19 +854,7 @@ impl Allocator {
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;
                 b.rec().moved(1 << k);
-                let pfn = zone.pfn_of(i);
-                let e = &m[i as usize];
-                let mt = if self.cfg.pcp_migratetype_cache && !isolated {
-                    MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
-                } else {
-                    b.pb_mt(pfn)
-                };
-                e.set_state_flags(State::Tail, 0);
-                if k == 0 {
-                    b.free_order0(pfn, mt);
-                } else {
-                    b.free_one(pfn, k, mt, false);
-                }
+                self.drain_one(&mut b, zone.pfn_of(i), &m[i as usize], k, isolated);
                 if n <= 0 {
                     break;
                 }
@@ -881,6 +866,25 @@ impl Allocator {
         slot.stats
             .pcp_drain_pages
             .add((moved_before - pcp.st.count) as u64);
+    }
+
+    /// One frame of a drain, zone lock held: its migratetype (the one cached in the page
+    /// with `pcp_migratetype_cache` and no isolated pageblock, else the pageblock's), its
+    /// state handed back to the buddy, and the buddy free (`free_order0` skips the merge
+    /// with `merge_skip`). Shared by the linked and the array pagesets' drains.
+    #[inline(always)]
+    fn drain_one(&self, b: &mut Buddy<'_>, pfn: u64, e: &PageMeta, k: u8, isolated: bool) {
+        let mt = if self.cfg.pcp_migratetype_cache && !isolated {
+            MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
+        } else {
+            b.pb_mt(pfn)
+        };
+        e.set_state_flags(State::Tail, 0);
+        if k == 0 {
+            b.free_order0(pfn, mt);
+        } else {
+            b.free_one(pfn, k, mt, false);
+        }
     }
 
     /// `free_pcppages_bulk` on array pagesets: the kernel's loop (list tails, round robin
@@ -903,10 +907,7 @@ impl Allocator {
         let link = self.cfg.splice_drain && self.cfg.merge_skip;
         ring_prewalk(cpu, zone, pcp, n, start, link, m);
         let mut g = zone.lock(cpu, &*self.platform);
-        let isolated = zone
-            .nr_isolate_pageblock
-            .load(crate::sync::atomic::Ordering::Relaxed)
-            > 0;
+        let isolated = zone.has_isolated_pageblocks();
         let mut b = g.buddy(m, &self.cfg);
         if self.cfg.clustered_refill {
             b.inner.free.clusters.start_fresh();
@@ -935,19 +936,8 @@ impl Allocator {
                 pcp.st.count -= 1 << k;
                 b.rec().moved(1 << k);
                 let pfn = zone.pfn_of(i);
-                let e = &m[i as usize];
                 b.rec().frame(pfn, true);
-                let mt = if self.cfg.pcp_migratetype_cache && !isolated {
-                    MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
-                } else {
-                    b.pb_mt(pfn)
-                };
-                e.set_state_flags(State::Tail, 0);
-                if k == 0 {
-                    b.free_order0(pfn, mt);
-                } else {
-                    b.free_one(pfn, k, mt, false);
-                }
+                self.drain_one(&mut b, pfn, &m[i as usize], k, isolated);
                 if n <= 0 {
                     break;
                 }

@@ -201,6 +201,16 @@ impl Zone {
     pub(crate) fn meta_index(&self, pfn: u64) -> u32 {
         self.meta_base + (pfn - self.start_pfn) as u32
     }
+    /// Whether any pageblock of the zone is isolated (`has_isolate_pageblock`): a drain
+    /// then looks every frame's pageblock up instead of trusting a cached type or
+    /// skipping merges.
+    #[inline]
+    pub(crate) fn has_isolated_pageblocks(&self) -> bool {
+        self.nr_isolate_pageblock
+            .load(crate::sync::atomic::Ordering::Relaxed)
+            > 0
+    }
+
     #[inline]
     pub(crate) fn pfn_of(&self, idx: u32) -> u64 {
         self.start_pfn + (idx - self.meta_base) as u64

@@ -75,60 +75,60 @@ fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
 
 /// CPU 0 allocates and frees (refill, then a free past `high` drains a batch) while
 /// another thread drains CPU 0's pagesets remotely (`drain_cpu`).
+fn alloc_free_vs_remote_drain_on(a: Arc<Allocator>) {
+    let a2 = a.clone();
+    let t = thread::spawn(move || a2.drain_cpu(0));
+    let f: Vec<Frame> = (0..3)
+        .map(|_| a.alloc_on(0, 0, Gfp::USER, None).expect("alloc"))
+        .collect();
+    for x in &f {
+        a.free_on(0, *x).expect("free");
+    }
+    t.join().unwrap();
+    check_conserved(&a);
+}
+
+/// Two threads free the same block of `order` at once: exactly one succeeds (the free's
+/// compare-and-swap), the other gets `NotAllocated`.
+fn concurrent_double_free_on(a: Arc<Allocator>, order: u8) {
+    let f = a.alloc_on(0, order, Gfp::KERNEL, None).expect("alloc");
+    let a2 = a.clone();
+    let t = thread::spawn(move || a2.free_on(1, f).is_ok());
+    let mine = a.free_on(0, f).is_ok();
+    let theirs = t.join().unwrap();
+    assert!(
+        mine ^ theirs,
+        "mine={mine} theirs={theirs}: exactly one free must win"
+    );
+    check_conserved(&a);
+}
+
+/// [`alloc_free_vs_remote_drain_on`] with linked pagesets.
 #[test]
 fn alloc_free_vs_remote_drain() {
     model("alloc_free_vs_remote_drain", || {
-        let a = build();
-        let a2 = a.clone();
-        let t = thread::spawn(move || a2.drain_cpu(0));
-        let f: Vec<Frame> = (0..3)
-            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).expect("alloc"))
-            .collect();
-        for x in &f {
-            a.free_on(0, *x).expect("free");
-        }
-        t.join().unwrap();
-        check_conserved(&a);
+        alloc_free_vs_remote_drain_on(build())
     });
 }
 
-/// [`alloc_free_vs_remote_drain`] with array pagesets: the drain before the zone lock
+/// [`alloc_free_vs_remote_drain_on`] with array pagesets: the drain before the zone lock
 /// (linking the frames it will return) and the hit's ring pops and pushes race with the
 /// remote drain.
 #[test]
 fn array_pcp_alloc_free_vs_remote_drain() {
     model("array_pcp_alloc_free_vs_remote_drain", || {
-        let a = build_with(array_config());
-        let a2 = a.clone();
-        let t = thread::spawn(move || a2.drain_cpu(0));
-        let f: Vec<Frame> = (0..3)
-            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).expect("alloc"))
-            .collect();
-        for x in &f {
-            a.free_on(0, *x).expect("free");
-        }
-        t.join().unwrap();
-        check_conserved(&a);
+        alloc_free_vs_remote_drain_on(build_with(array_config()))
     });
 }
 
-/// [`concurrent_double_free`] with array pagesets: one of two racing frees wins.
+/// [`concurrent_double_free_on`] with array pagesets, order 0 (a ring push).
 #[test]
 fn array_pcp_concurrent_double_free() {
     model("array_pcp_concurrent_double_free", || {
-        let a = build_with(array_config());
-        let f = a.alloc_on(0, 0, Gfp::KERNEL, None).expect("alloc");
-        let a2 = a.clone();
-        let t = thread::spawn(move || a2.free_on(1, f).is_ok());
-        let mine = a.free_on(0, f).is_ok();
-        let theirs = t.join().unwrap();
-        assert!(mine ^ theirs, "mine={mine} theirs={theirs}");
-        check_conserved(&a);
+        concurrent_double_free_on(build_with(array_config()), 0)
     });
 }
 
-/// Decay (`tick`) of CPU 0's pageset races with frees on CPU 0: the excess `tick`
-/// returns and the frees' own drains must not lose or duplicate a frame.
 #[test]
 fn decay_vs_free() {
     model("decay_vs_free", || {
@@ -215,21 +215,8 @@ fn remote_free_vs_alloc_same_pcp() {
     });
 }
 
-/// Two threads free the same block at once: exactly one succeeds (the free's
-/// compare-and-swap), the other gets `NotAllocated`.
+/// [`concurrent_double_free_on`] with linked pagesets, order 1.
 #[test]
 fn concurrent_double_free() {
-    model("concurrent_double_free", || {
-        let a = build();
-        let f = a.alloc_on(0, 1, Gfp::KERNEL, None).expect("alloc");
-        let a2 = a.clone();
-        let t = thread::spawn(move || a2.free_on(1, f).is_ok());
-        let mine = a.free_on(0, f).is_ok();
-        let theirs = t.join().unwrap();
-        assert!(
-            mine ^ theirs,
-            "mine={mine} theirs={theirs}: exactly one free must win"
-        );
-        check_conserved(&a);
-    });
+    model("concurrent_double_free", || concurrent_double_free_on(build(), 1));
 }
