@@ -218,5 +218,7 @@ fn remote_free_vs_alloc_same_pcp() {
 /// [`concurrent_double_free_on`] with linked pagesets, order 1.
 #[test]
 fn concurrent_double_free() {
-    model("concurrent_double_free", || concurrent_double_free_on(build(), 1));
+    model("concurrent_double_free", || {
+        concurrent_double_free_on(build(), 1)
+    });
 }
