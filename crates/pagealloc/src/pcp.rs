@@ -369,6 +369,20 @@ pub(crate) fn pindex(order: u8, mt: MigrateType, thp_lists: u8) -> usize {
     }
 }
 
+/// The list after `pi`, round robin, that `is_empty` says is not empty:
+/// `free_pcppages_bulk`'s `do { if (++pindex > NR_PCP_LISTS - 1) pindex = 0; } while
+/// (list_empty(list))`, shared by the linked and the array pagesets' drains. At least one
+/// list must hold pages.
+#[inline(always)]
+fn next_nonempty(mut pi: usize, is_empty: impl Fn(usize) -> bool) -> usize {
+    loop {
+        pi = (pi + 1) % NR_PCP_LISTS;
+        if !is_empty(pi) {
+            return pi;
+        }
+    }
+}
+
 /// `pindex_to_order`.
 #[inline]
 pub(crate) fn order_of(pi: usize) -> u8 {
@@ -834,12 +848,7 @@ impl Allocator {
         let splice = splice && !isolated && b.can_skip_merge();
         let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         while n > 0 && pcp.st.count > 0 {
-            loop {
-                pi = (pi + 1) % NR_PCP_LISTS;
-                if !pcp.lists[pi].is_empty() {
-                    break;
-                }
-            }
+            pi = next_nonempty(pi, |p| pcp.lists[p].is_empty());
             let k = order_of(pi);
             b.rec().pcp(cpu, pi as u8, true);
             if splice && k == 0 {
@@ -916,12 +925,7 @@ impl Allocator {
             self.cfg.splice_drain && self.cfg.merge_skip && !isolated && b.can_skip_merge();
         let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         while n > 0 && pcp.st.count > 0 {
-            loop {
-                pi = (pi + 1) % NR_PCP_LISTS;
-                if !pcp.rings[pi].is_empty() {
-                    break;
-                }
-            }
+            pi = next_nonempty(pi, |p| pcp.rings[p].is_empty());
             let k = order_of(pi);
             b.rec().pcp(cpu, pi as u8, true);
             if splice && k == 0 {
