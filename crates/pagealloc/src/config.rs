@@ -112,10 +112,11 @@ presets! {
     /// about one frame's metadata per cluster instead of per page, and drains splice
     /// their order-0 frames onto the free lists in runs; high-order requests merge the
     /// skipped frames on demand (the slow path's compaction step). THP refills take up to
-    /// half the room below `high` instead of two blocks (`thp_refill_high`), and
-    /// zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
+    /// half the room below `high` instead of two blocks (`thp_refill_high`), THP frees
+    /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
+    /// and zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
     /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,lock_stat=off";
 }
 
 impl Preset {
@@ -449,6 +450,13 @@ config_table! {
     /// CPU allocating huge pages makes one zone trip per several blocks, and the pageset
     /// never holds more than `high` allows. Ours, not the kernel's.
     thp_refill_high: bool = false, bound any;
+    /// A drain that a free of a pageblock-order block sets off (`free_pcppages_bulk` from
+    /// `free_unref_page_commit`) returns, from that THP list, down to half of `high`,
+    /// `count - high / 2` pages, when that is more than the kernel's `nr_pcp_free`
+    /// (`batch << SCALE` pages, 4 blocks with the default batch): a CPU freeing huge
+    /// pages makes one zone trip per many blocks, the mirror of `thp_refill_high`. Ours,
+    /// not the kernel's.
+    thp_drain_high: bool = false, bound any;
 
     // ---- instrumentation ----
     /// Zone-lock statistics in the spirit of `CONFIG_LOCK_STAT`: every zone-lock hold is

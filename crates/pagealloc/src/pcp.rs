@@ -795,7 +795,19 @@ impl Allocator {
         if d.drain <= 0 {
             return;
         }
-        self.free_pcppages_bulk(cpu, zone, slot, d.drain, pcp, pi);
+        let mut n = d.drain;
+        if self.cfg.thp_drain_high && order_of(pi) == THP_ORDER {
+            // Down to half of `high`, from this THP list only: one zone trip for many
+            // blocks (`Config::thp_drain_high`).
+            let len = if slot.hot.ring() {
+                pcp.rings[pi].len()
+            } else {
+                pcp.lists[pi].len()
+            };
+            let down = (pcp.st.count - pcp.st.high / 2).min((len as i32) << THP_ORDER);
+            n = n.max(down);
+        }
+        self.free_pcppages_bulk(cpu, zone, slot, n, pcp, pi);
         if zone.has_flag(ZONE_BELOW_HIGH)
             && zone.watermark_ok(
                 0,

@@ -864,6 +864,48 @@ fn thp_refill_high_makes_fewer_zone_trips_and_stays_below_high() {
     assert_eq!(on.pgalloc, off.pgalloc);
 }
 
+/// `thp_drain_high` (ours): a drain set off by a huge-page free returns the THP list down
+/// to half of `high` instead of the kernel's `batch << SCALE` pages (4 blocks), so a run
+/// of huge-page frees makes far fewer zone trips; every page still goes back, and the
+/// pageset stays within `high`.
+#[test]
+fn thp_drain_high_makes_fewer_zone_trips_and_stays_below_high() {
+    let run = |extra: &str| {
+        // 2 GiB, one CPU
+        let a = Allocator::new(&Layout::single(1 << 19, 1), with("linux-6.12", extra)).unwrap();
+        let mut got = Vec::new();
+        let mut drained = 0u32;
+        for _ in 0..3 {
+            for _ in 0..256 {
+                got.push(a.alloc_on(0, 9, Gfp::USER, None).unwrap());
+            }
+            let before = a.counters();
+            while let Some(f) = got.pop() {
+                let was = a.pcp_info(0, 0).unwrap().count;
+                a.free_on(0, f).unwrap();
+                let p = a.pcp_info(0, 0).unwrap();
+                assert!(p.count <= p.high, "{extra}: {p:?}");
+                if p.count < was {
+                    drained = drained.max(((was + 512 - p.count) >> 9) as u32);
+                }
+            }
+            let after = a.counters();
+            assert_eq!(after.pgfree - before.pgfree, 256 << 9, "{extra}");
+        }
+        a.validate().unwrap();
+        (a.counters(), drained)
+    };
+    let (off, off_max) = run("");
+    let (on, on_max) = run("thp_drain_high=on");
+    assert!(!Preset::Linux612.config().thp_drain_high && Preset::Fast.config().thp_drain_high);
+    // The kernel's drain: `batch << SCALE` = 2016 pages, 4 blocks.
+    assert_eq!(off_max, 4, "{off:?}");
+    assert!(on_max >= 16, "{on_max} {on:?}");
+    assert!(on.pcp_drain * 4 <= off.pcp_drain, "{on:?} {off:?}");
+    assert!(on.zone_lock < off.zone_lock);
+    assert_eq!((on.pgalloc, on.pgfree), (off.pgalloc, off.pgfree));
+}
+
 // ---------------------------------------------------------------- 5b. lock_stat
 
 /// `lock_stat` (instrumentation, not a kernel mechanism): on, every zone-lock hold is
