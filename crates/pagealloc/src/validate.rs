@@ -3,8 +3,10 @@
 //! For each zone, with every pageset of the zone and then the zone locked (so the
 //! snapshot is consistent even while other threads run):
 //! 1. every free-list entry is a `Buddy` head of the list's order and type, aligned, inside
-//!    the zone; `nr_free[o]` equals the lists' lengths; Σ non-isolated pages equals
-//!    NR_FREE_PAGES and the HIGHATOMIC lists equal `nr_free_highatomic`;
+//!    the zone; `nr_free[o]` equals the lists' lengths, and each list's bit in the zone's
+//!    occupancy word (which the watermark test reads) is set exactly when the list is not
+//!    empty; Σ non-isolated pages equals NR_FREE_PAGES and the HIGHATOMIC lists equal
+//!    `nr_free_highatomic`;
 //! 2. every pcp entry is a `Pcp` head of the list's order; `count` equals the lists' pages;
 //!    `high_min, high_max >= 0`, `batch >= 1`, and `high_min <= high <= high_max`,
 //!    `count <= high_max`, the upper bounds up to what refills add beyond `high` (`Pcp::within_bounds`
@@ -135,6 +137,13 @@ impl Allocator {
                     return Err(format!(
                         "free list o{o}/{mt} length {} but {n} entries",
                         l.len()
+                    ));
+                }
+                let ty = MigrateType::from_u8(mt as u8).expect("a migratetype index");
+                if z.nonempty_bit(o as u8, ty) != (n != 0) {
+                    return Err(format!(
+                        "free list o{o}/{mt} has {n} entries but its occupancy bit is {}",
+                        z.nonempty_bit(o as u8, ty)
                     ));
                 }
                 blocks += n as u64;
@@ -336,6 +345,87 @@ mod tests {
         a.free_bulk_on(0, &frames).expect("free");
         a.validate().expect("valid after the burst");
         a
+    }
+
+    /// The zone's occupancy word against its lists: after every step of a random mix of
+    /// allocations and frees of every order and type (splits, merges, steals, refills and
+    /// drains), `validate` finds each list's bit in step, and the watermark test's scan
+    /// gives, for every order and flag set, the verdict of looking at the lists one by one.
+    #[test]
+    fn occupancy_word_follows_the_lists() {
+        use crate::frame::{MigrateType, MAX_ORDER, NR_MIGRATETYPES};
+        use crate::zone::{ALLOC_HIGHATOMIC, ALLOC_MIN_RESERVE, ALLOC_OOM};
+        let a = Allocator::new(&Layout::single(8192, 2), Config::default()).expect("build");
+        let types = [
+            MigrateType::Unmovable,
+            MigrateType::Movable,
+            MigrateType::Reclaimable,
+        ];
+        let mut held = Vec::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut allocs, mut refused) = (0, 0);
+        for step in 0..3000 {
+            let r = next();
+            if held.is_empty() || r % 3 != 0 {
+                let order = [0, 0, 0, 1, 2, 3, 4, 9, 9, 10][(r >> 8) as usize % 10];
+                let gfp = Gfp::from_migratetype(types[(r >> 16) as usize % 3]);
+                match a.alloc_on((r >> 24) as usize % 2, order, gfp, None) {
+                    Ok(f) => {
+                        held.push(f);
+                        allocs += 1;
+                    }
+                    Err(_) => refused += 1,
+                }
+            } else {
+                let f = held.swap_remove((r >> 8) as usize % held.len());
+                a.free_on((r >> 24) as usize % 2, f).expect("free");
+            }
+            if step % 7 != 0 {
+                continue;
+            }
+            a.validate().expect("occupancy bits in step with the lists");
+            let z = &a.zones[0];
+            let g = z.lock_inspect();
+            for aflags in [0, ALLOC_HIGHATOMIC, ALLOC_OOM, ALLOC_MIN_RESERVE] {
+                let ha = aflags & (ALLOC_HIGHATOMIC | ALLOC_OOM) != 0;
+                for order in 1..=MAX_ORDER {
+                    let lists = (order..=MAX_ORDER).any(|o| {
+                        (0..NR_MIGRATETYPES).any(|t| {
+                            (t < 3 || (ha && t == MigrateType::HighAtomic as usize))
+                                && !g.free.lists[o as usize][t].is_empty()
+                        })
+                    });
+                    assert_eq!(
+                        z.usable_free_block(order, aflags),
+                        lists,
+                        "step {step}, order {order}, aflags {aflags:#x}"
+                    );
+                }
+            }
+        }
+        // The mix reached both verdicts: high orders were refused once the zone was
+        // fragmented, and most requests were served.
+        assert!(
+            allocs > 1000 && refused > 0,
+            "{allocs} served, {refused} refused"
+        );
+    }
+
+    #[test]
+    fn an_occupancy_bit_out_of_step_is_caught() {
+        let a = filled();
+        let z = &a.zones[0];
+        let mt = crate::frame::MigrateType::Movable;
+        let empty = z.lock_inspect().free.lists[1][mt as usize].is_empty();
+        z.set_nonempty(1, mt, empty);
+        let e = a.validate().unwrap_err();
+        assert!(e.what.contains("occupancy bit"), "{e}");
     }
 
     #[test]

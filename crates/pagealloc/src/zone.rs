@@ -10,7 +10,7 @@
 //! does. `cpu_stats[c]` is written only under the zone lock.
 
 use crate::buddy::FreeArea;
-use crate::frame::{MigrateType, MAX_ORDER, NR_ORDERS, PAGEBLOCK_ORDER};
+use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
 use crate::platform::Platform;
 use crate::stats::Stats;
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -20,6 +20,21 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 use core::ops::{Deref, DerefMut};
+
+/// Bits per order in [`Zone`]'s free-list occupancy word: one per migratetype.
+const OCC_STRIDE: u32 = NR_MIGRATETYPES as u32;
+/// Every order's copy of one type mask: `types * OCC_REPEAT` sets the `types` bits of
+/// every order in the occupancy word.
+const OCC_REPEAT: u64 = {
+    let mut r = 0u64;
+    let mut o = 0;
+    while o < NR_ORDERS {
+        r |= 1 << (o as u32 * OCC_STRIDE);
+        o += 1;
+    }
+    r
+};
+const _: () = assert!(NR_ORDERS * NR_MIGRATETYPES <= 64);
 
 /// Index of the min watermark in `wmark`.
 pub(crate) const WMARK_MIN: usize = 0;
@@ -104,8 +119,11 @@ pub(crate) struct Zone {
     flags: AtomicU32,
     /// Number of pageblocks of type ISOLATE (`nr_isolate_pageblock`).
     pub(crate) nr_isolate_pageblock: AtomicU32,
-    /// Bit `mt` set in `nonempty[o]` while `free_area[o].free_list[mt]` is not empty.
-    nonempty: [AtomicU8; NR_ORDERS],
+    /// Free-list occupancy: bit `o * OCC_STRIDE + mt` set while
+    /// `free_area[o].free_list[mt]` is not empty, all orders in one word so that the
+    /// watermark test's scan of orders `order..=MAX_ORDER` for a usable type is one load,
+    /// a shift and a mask (see [`Zone::watermark_ok`]).
+    nonempty: AtomicU64,
     /// (high_min, high_max, batch) last given to all pcps (`pageset_high_min`, ...):
     /// read through [`Zone::pageset_sizes`] and [`Zone::pageset_batch`].
     pageset: [AtomicU32; 3],
@@ -176,7 +194,7 @@ impl Zone {
             boost: AtomicU64::new(0),
             flags: AtomicU32::new(0),
             nr_isolate_pageblock: AtomicU32::new(0),
-            nonempty: Default::default(),
+            nonempty: AtomicU64::new(0),
             pageset: Default::default(),
             merge_disable: AtomicU32::new(0),
             cluster_inflight: AtomicU32::new(0),
@@ -235,15 +253,22 @@ impl Zone {
         }
     }
 
+    /// Record whether `free_area[order].free_list[mt]` is empty. Zone lock held: every
+    /// writer of the word holds it, so a plain load and store cannot lose a bit.
     #[inline]
     pub(crate) fn set_nonempty(&self, order: u8, mt: MigrateType, on: bool) {
-        let a = &self.nonempty[order as usize];
-        let bit = 1u8 << mt as u8;
-        let v = a.load(Relaxed);
+        let bit = 1u64 << (order as u32 * OCC_STRIDE + mt as u32);
+        let v = self.nonempty.load(Relaxed);
         let n = if on { v | bit } else { v & !bit };
         if n != v {
-            a.store(n, Relaxed);
+            self.nonempty.store(n, Relaxed);
         }
+    }
+
+    /// Whether the occupancy word says `free_area[order].free_list[mt]` is not empty
+    /// (`validate` checks it against the lists).
+    pub(crate) fn nonempty_bit(&self, order: u8, mt: MigrateType) -> bool {
+        self.nonempty.load(Relaxed) >> (order as u32 * OCC_STRIDE + mt as u32) & 1 != 0
     }
 
     // ---- flags ----
@@ -314,6 +339,18 @@ impl Zone {
 
     /// `__zone_watermark_ok` (docs/mechanisms.md §6.2). `lowmem_reserve` is not modelled (0).
     pub(crate) fn watermark_ok(&self, order: u8, mark: u64, aflags: u32, fa: bool) -> bool {
+        self.watermark_test(order, mark, aflags, fa)
+    }
+
+    /// The body of [`Zone::watermark_ok`], inlined into [`Zone::watermark_fast`] for
+    /// orders above 0. The scan of the free areas of orders `order..=MAX_ORDER` for a
+    /// non-empty list of a usable type (`free_area_empty` per order and type in the
+    /// kernel) reads the occupancy word once: bit `o * OCC_STRIDE + t` of it is list
+    /// (o, t)'s, so shifting it right by `order * OCC_STRIDE` leaves exactly the orders
+    /// from `order` up, and `types * OCC_REPEAT` picks the usable types of each. The same
+    /// verdict as testing the lists one by one.
+    #[inline(always)]
+    fn watermark_test(&self, order: u8, mark: u64, aflags: u32, fa: bool) -> bool {
         let free = self.free_pages() as i64 - self.unusable(order, aflags, fa) as i64;
         let mut m = mark as i64;
         if aflags & ALLOC_MIN_RESERVE != 0 {
@@ -328,17 +365,23 @@ impl Zone {
         if free <= m {
             return false;
         }
-        if order == 0 {
-            return true;
-        }
-        let mut types: u8 = 0b111;
+        order == 0 || self.usable_free_block(order, aflags)
+    }
+
+    /// The end of `__zone_watermark_ok`: whether a free area of order `order..=MAX_ORDER`
+    /// holds a block of a type the request may use (the three PCP types, and HIGHATOMIC
+    /// with `ALLOC_HIGHATOMIC` or `ALLOC_OOM`).
+    #[inline(always)]
+    pub(crate) fn usable_free_block(&self, order: u8, aflags: u32) -> bool {
+        let mut types: u64 = 0b111;
         if aflags & (ALLOC_HIGHATOMIC | ALLOC_OOM) != 0 {
             types |= 1 << MigrateType::HighAtomic as u8;
         }
-        (order..=MAX_ORDER).any(|o| self.nonempty[o as usize].load(Relaxed) & types != 0)
+        (self.nonempty.load(Relaxed) >> (order as u32 * OCC_STRIDE)) & (types * OCC_REPEAT) != 0
     }
 
-    /// `zone_watermark_fast`: a cheap order-0 test first, then the full one.
+    /// `zone_watermark_fast`: a cheap order-0 test first, then the full one (inline for
+    /// orders above 0, where the kernel's short-cut does not apply).
     #[inline]
     pub(crate) fn watermark_fast(&self, order: u8, mark: u64, aflags: u32, fa: bool) -> bool {
         if order == 0 {
@@ -347,8 +390,9 @@ impl Zone {
             if free - free.min(reserved) > mark {
                 return true;
             }
+            return self.watermark_ok(0, mark, aflags, fa);
         }
-        self.watermark_ok(order, mark, aflags, fa)
+        self.watermark_test(order, mark, aflags, fa)
     }
 
     /// `(high_min, high_max, batch)` last given to the zone's pagesets
