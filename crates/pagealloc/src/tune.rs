@@ -236,7 +236,7 @@ pub struct FreeDecision {
 /// assert!(!d.free_high && d.drain == 0);
 /// assert_eq!(st.flags & PCPF_PREV_FREE_HIGH_ORDER, 0);
 /// ```
-#[inline]
+#[inline(always)]
 pub fn on_free(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDecision {
     let high_order = (1..=crate::frame::COSTLY_ORDER).contains(&order);
     // The common case, decided without `nr_pcp_high`: not a free_high candidate, no zone
