@@ -33,6 +33,9 @@ pub(crate) struct FreeArea {
     /// Merge-skipped frees since the last deferred merge: an upper bound on the frames
     /// marked merge-skipped, so that [`Buddy::merge_skipped`] returns at once when zero.
     pub(crate) nr_skipped: u64,
+    /// Pageblock-order blocks put on the free lists merge-skipped since the last merge
+    /// of them (`Config::thp_merge_skip`): an upper bound, 0 when none is marked.
+    pub(crate) nr_skipped_thp: u64,
 }
 
 impl FreeArea {
@@ -42,6 +45,7 @@ impl FreeArea {
             nr_free: [0; NR_ORDERS],
             clusters: Clusters::default(),
             nr_skipped: 0,
+            nr_skipped_thp: 0,
         }
     }
 }
@@ -602,8 +606,9 @@ impl Buddy<'_> {
     /// buddy is still on the private list merges when that buddy is freed. Returns
     /// frames merged; returns at once when no frame was merge-skipped since the last call.
     pub(crate) fn merge_skipped(&mut self) -> u64 {
+        let thp = self.merge_skipped_thp();
         if self.inner.free.nr_skipped == 0 {
-            return 0;
+            return thp;
         }
         self.settle();
         let m = self.m;
@@ -637,6 +642,45 @@ impl Buddy<'_> {
             n += 1;
         }
         self.inner.free.nr_skipped = 0;
+        n + thp
+    }
+
+    /// Merge every merge-skipped pageblock-order block (`Config::thp_merge_skip`): all
+    /// are unlinked onto a private list first (state `Tail`, so none merges with a block
+    /// still being collected), then freed again with merging; a block whose buddy is
+    /// still on the private list merges when that buddy is freed. Returns blocks merged.
+    pub(crate) fn merge_skipped_thp(&mut self) -> u64 {
+        if self.inner.free.nr_skipped_thp == 0 {
+            return 0;
+        }
+        let m = self.m;
+        let mut held = List::new();
+        for mt in MigrateType::ALL {
+            let mut cur = self.inner.free.lists[PAGEBLOCK_ORDER as usize][mt as usize].head();
+            let mut back = 0;
+            while let Some(i) = cur {
+                let e = &m[i as usize];
+                self.rec().frame_dep(self.z.pfn_of(i), false, back);
+                back = 1;
+                let next = e.next();
+                cur = (next != crate::memmap::NIL).then_some(next);
+                if e.flags() & FLAG_MERGE_SKIPPED == 0 {
+                    continue;
+                }
+                let lmt = self.del_from_list(self.z.pfn_of(i), PAGEBLOCK_ORDER);
+                self.account(-(1i64 << PAGEBLOCK_ORDER), lmt);
+                e.set_state_flags(State::Tail, 0);
+                held.push_tail_t(m, i, &mut self.rec());
+                back = 0;
+            }
+        }
+        let mut n = 0;
+        while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
+            let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
+            self.free_one(self.z.pfn_of(i), PAGEBLOCK_ORDER, mt, false);
+            n += 1;
+        }
+        self.inner.free.nr_skipped_thp = 0;
         n
     }
 
@@ -662,12 +706,24 @@ impl Buddy<'_> {
     /// already did, merging nothing). `nr_skipped` loses the frames merged, and
     /// becomes 0 only when the walk reached the end of every list.
     pub(crate) fn merge_skipped_for(&mut self, order: u8) -> (u64, u64, bool) {
-        if self.inner.free.nr_skipped == 0 {
+        if self.inner.free.nr_skipped == 0
+            && (order <= PAGEBLOCK_ORDER || self.inner.free.nr_skipped_thp == 0)
+        {
             return (0, 0, false);
         }
         // Another CPU's merge may have made one since this request failed.
         if self.has_block(order) {
             return (0, 0, true);
+        }
+        if order > PAGEBLOCK_ORDER && self.inner.free.nr_skipped_thp > 0 {
+            // Above pageblock order only merge-skipped pageblock-order blocks can help:
+            // order-0 frames merge at most up to a pageblock.
+            let n = self.merge_skipped_thp();
+            let found = self.has_block(order);
+            return (n, n, found);
+        }
+        if self.inner.free.nr_skipped == 0 {
+            return (0, 0, false);
         }
         self.settle();
         let m = self.m;

@@ -113,10 +113,11 @@ presets! {
     /// their order-0 frames onto the free lists in runs; high-order requests merge the
     /// skipped frames on demand (the slow path's compaction step). THP refills take up to
     /// half the room below `high` instead of two blocks (`thp_refill_high`), THP frees
-    /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
-    /// and zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
+    /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`)
+    /// and leave the blocks they drain unmerged until an order-10 request asks
+    /// (`thp_merge_skip`), and zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
     /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_merge_skip=on,lock_stat=off";
 }
 
 impl Preset {
@@ -457,6 +458,12 @@ config_table! {
     /// pages makes one zone trip per many blocks, the mirror of `thp_refill_high`. Ours,
     /// not the kernel's.
     thp_drain_high: bool = false, bound any;
+    /// With `merge_skip`: a pageset drain puts a pageblock-order block on its free list
+    /// without merging it with its buddy (marked merge-skipped, as `merge_skip` does
+    /// order-0 frames); an order-10 request that finds no block merges them on demand in
+    /// the slow path. A THP drain and the refill after it then move order-9 blocks
+    /// without building and splitting order-10 ones. Ours, not the kernel's.
+    thp_merge_skip: bool = false, bound any;
 
     // ---- instrumentation ----
     /// Zone-lock statistics in the spirit of `CONFIG_LOCK_STAT`: every zone-lock hold is

@@ -903,6 +903,14 @@ impl Allocator {
         e.set_state_flags(State::Tail, 0);
         if k == 0 {
             b.free_order0(pfn, mt);
+        } else if k == PAGEBLOCK_ORDER
+            && self.cfg.thp_merge_skip
+            && self.cfg.merge_skip
+            && !isolated
+            && mt.is_mergeable()
+            && b.can_skip_merge()
+        {
+            b.free_skip_merge_thp(pfn, mt);
         } else {
             b.free_one(pfn, k, mt, false);
         }
@@ -1426,6 +1434,16 @@ impl Buddy<'_> {
         self.account(len as i64, mt);
         self.inner.free.nr_skipped += len as u64;
         self.st.merge_skipped.add(len as u64);
+    }
+
+    /// Put a pageblock-order block on the free list head, marked merge-skipped, without
+    /// looking at its buddy (`Config::thp_merge_skip`).
+    pub(crate) fn free_skip_merge_thp(&mut self, pfn: u64, mt: MigrateType) {
+        self.add_to_list(pfn, PAGEBLOCK_ORDER, mt, false);
+        self.m[self.z.meta_index(pfn) as usize].set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
+        self.account(1 << PAGEBLOCK_ORDER, mt);
+        self.inner.free.nr_skipped_thp += 1;
+        self.st.merge_skipped.add(1);
     }
 
     /// Put an order-0 frame on the free list head, marked merge-skipped, without looking

@@ -906,6 +906,64 @@ fn thp_drain_high_makes_fewer_zone_trips_and_stays_below_high() {
     assert_eq!((on.pgalloc, on.pgfree), (off.pgalloc, off.pgfree));
 }
 
+/// `thp_merge_skip` (ours, with `merge_skip`): a drained huge page goes back to the
+/// order-9 free list unmerged; the blocks freed in a run are then order-9 blocks, not
+/// order-10 ones, until an order-10 request merges them on demand, and that request and
+/// every later one until memory runs out get the same number of blocks as without it.
+#[test]
+fn thp_merge_skip_leaves_drained_huge_pages_unmerged_until_order_10_asks() {
+    let run = |extra: &str| {
+        // 2 GiB, one CPU
+        let a = Allocator::new(
+            &Layout::single(1 << 19, 1),
+            with("linux-6.12,merge_skip=on", extra),
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        for _ in 0..256 {
+            got.push(a.alloc_on(0, 9, Gfp::USER, None).unwrap());
+        }
+        while let Some(f) = got.pop() {
+            a.free_on(0, f).unwrap();
+        }
+        a.validate().unwrap();
+        let before = (a.counters(), a.zone_info(0).unwrap().nr_free);
+        let mut big = Vec::new();
+        while let Ok(f) = a.alloc_on(0, 10, Gfp::USER, None) {
+            big.push(f);
+        }
+        let c = a.counters();
+        for f in big.drain(..) {
+            a.free_on(0, f).unwrap();
+        }
+        a.validate().unwrap();
+        (before, c, a.counters())
+    };
+    let ((off_c, off_free), off_after, _) = run("");
+    let ((on_c, on_free), on_after, on_end) = run("thp_merge_skip=on");
+    assert!(!Preset::Linux612.config().thp_merge_skip && Preset::Fast.config().thp_merge_skip);
+    // Off: every drained block merged with its buddy; no huge page was merge-skipped.
+    assert_eq!(off_c.merge_skipped, 0, "{off_c:?}");
+    assert!(on_c.merge_skipped > 0, "{on_c:?}");
+    assert!(
+        on_free[9] > off_free[9] && on_free[10] < off_free[10],
+        "{on_free:?} {off_free:?}"
+    );
+    // The order-10 requests merge them on demand and get as many blocks.
+    assert!(off_after.pgalloc > off_c.pgalloc, "{off_after:?}");
+    assert_eq!(
+        on_after.pgalloc - on_c.pgalloc,
+        off_after.pgalloc - off_c.pgalloc
+    );
+    assert!(
+        on_after.merge_ondemand > on_c.merge_ondemand,
+        "{on_after:?}"
+    );
+    assert!(on_after.highorder_rescued > 0, "{on_after:?}");
+    assert_eq!(off_after.highorder_rescued, 0, "{off_after:?}");
+    assert_eq!(on_end.pgfree, on_end.pgalloc);
+}
+
 // ---------------------------------------------------------------- 5b. lock_stat
 
 /// `lock_stat` (instrumentation, not a kernel mechanism): on, every zone-lock hold is
