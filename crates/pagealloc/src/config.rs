@@ -115,9 +115,10 @@ presets! {
     /// half the room below `high` instead of two blocks (`thp_refill_high`), THP frees
     /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`)
     /// and leave the blocks they drain unmerged until an order-10 request asks
-    /// (`thp_merge_skip`), and zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
-    /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_merge_skip=on,lock_stat=off";
+    /// (`thp_merge_skip`), refills take both halves of a larger block at once
+    /// (`refill_pairs`), and zone-lock holds are not timed (`lock_stat=off`: two clock
+    /// reads less per trip). docs/performance.md has the figures.
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_merge_skip=on,refill_pairs=on,lock_stat=off";
 }
 
 impl Preset {
@@ -464,6 +465,13 @@ config_table! {
     /// the slow path. A THP drain and the refill after it then move order-9 blocks
     /// without building and splitting order-10 ones. Ours, not the kernel's.
     thp_merge_skip: bool = false, bound any;
+    /// A refill (`rmqueue_bulk`) that needs two more blocks of an order whose free list of
+    /// its type is empty takes a block of the next order and keeps both halves, where the
+    /// kernel's `__rmqueue_smallest` splits it, puts the upper half on the free list
+    /// (`expand`) and takes it back off on its next step: the same blocks in the same order
+    /// and the same counts, without the two list operations. Ours, not the kernel's (the
+    /// free-area accesses differ).
+    refill_pairs: bool = false, bound any;
 
     // ---- instrumentation ----
     /// Zone-lock statistics in the spirit of `CONFIG_LOCK_STAT`: every zone-lock hold is

@@ -644,25 +644,36 @@ impl Allocator {
         let before = pcp.lists[pi].tail();
         let taken_from = pcp.rings[pi].len();
         while got < n {
-            let Some(pfn) = b.take(order, mt, aflags) else {
-                break;
+            // With `refill_pairs`, both halves of a block of the next order at once.
+            let (pfn, blocks) = match (self.cfg.refill_pairs && n - got >= 2)
+                .then(|| b.take_pair(order, mt))
+                .flatten()
+            {
+                Some(pfn) => (pfn, 2),
+                None => match b.take(order, mt, aflags) {
+                    Some(pfn) => (pfn, 1),
+                    None => break,
+                },
             };
-            let i = zone.meta_index(pfn);
-            let e = &m[i as usize];
-            e.set_order(order);
-            e.set_state(State::Pcp);
-            if self.cfg.pcp_migratetype_cache {
-                // ≤ 6.9 `__rmqueue_smallest`: `set_pcppage_migratetype(page, migratetype)`
-                // with the type of the free list it came from (no pageblock lookup).
-                e.set_mt(mt as u8);
+            for k in 0..blocks {
+                let i = zone.meta_index(pfn + (k << order));
+                let e = &m[i as usize];
+                e.set_order(order);
+                e.set_state(State::Pcp);
+                if self.cfg.pcp_migratetype_cache {
+                    // ≤ 6.9 `__rmqueue_smallest`: `set_pcppage_migratetype(page,
+                    // migratetype)` with the type of the free list it came from (no
+                    // pageblock lookup).
+                    e.set_mt(mt as u8);
+                }
+                if ring {
+                    ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &b.rec());
+                } else {
+                    pcp.lists[pi].push_tail_t(m, i, &mut b.rec());
+                }
             }
-            if ring {
-                ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &b.rec());
-            } else {
-                pcp.lists[pi].push_tail_t(m, i, &mut b.rec());
-            }
-            got += 1;
-            touched += 1;
+            got += blocks as i32;
+            touched += blocks;
         }
         st.refill_meta_touched.add(touched);
         {

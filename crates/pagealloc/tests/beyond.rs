@@ -964,6 +964,65 @@ fn thp_merge_skip_leaves_drained_huge_pages_unmerged_until_order_10_asks() {
     assert_eq!(on_end.pgfree, on_end.pgalloc);
 }
 
+/// `refill_pairs` (ours): a refill that finds its order's list empty keeps both halves of
+/// a block of the next order instead of putting the upper half on the list and taking it
+/// back. The same blocks in the same order and the same counts as the kernel's steps,
+/// with fewer metadata and free-area accesses under the zone lock. Orders 9 and 1..=3
+/// (the THP list and the small high-order lists), `thp_refill_high` on and off.
+#[test]
+fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
+    let run = |base: &str, extra: &str| {
+        // 2 GiB, one CPU
+        let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
+        let mut got = Vec::new();
+        let mut seq = Vec::new();
+        for round in 0..3 {
+            for k in 0..300u64 {
+                let order = [9, 9, 1, 2, 3, 0][((k + round) % 6) as usize];
+                let f = a.alloc_on(0, order, Gfp::USER, None).unwrap();
+                seq.push(f.pfn.0);
+                got.push(f);
+            }
+            // Free every other block, so later refills find split and unsplit blocks.
+            let mut keep = Vec::new();
+            for (k, f) in got.drain(..).enumerate() {
+                if k % 2 == 0 {
+                    a.free_on(0, f).unwrap();
+                } else {
+                    keep.push(f);
+                }
+            }
+            got = keep;
+        }
+        a.validate().unwrap();
+        for f in got {
+            a.free_on(0, f).unwrap();
+        }
+        a.validate().unwrap();
+        (seq, a.counters())
+    };
+    assert!(!Preset::Linux612.config().refill_pairs && Preset::Fast.config().refill_pairs);
+    for base in ["linux-6.12", "linux-6.12,thp_refill_high=on"] {
+        let (s_off, off) = run(base, "");
+        let (s_on, on) = run(base, "refill_pairs=on");
+        assert_eq!(s_on, s_off, "{base}: the same blocks in the same order");
+        for ((name, a), (_, b)) in on.iter().zip(off.iter()) {
+            if name.ends_with("_ns") || name == "zone_lock_meta" || name == "zone_lock_lines" {
+                continue;
+            }
+            assert_eq!(a, b, "{base}: {name}");
+        }
+        assert!(
+            on.zone_lock_meta < off.zone_lock_meta,
+            "{base}: {on:?} {off:?}"
+        );
+        assert!(
+            on.zone_lock_lines < off.zone_lock_lines,
+            "{base}: {on:?} {off:?}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- 5b. lock_stat
 
 /// `lock_stat` (instrumentation, not a kernel mechanism): on, every zone-lock hold is
