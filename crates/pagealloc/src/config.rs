@@ -424,7 +424,7 @@ config_table! {
     highatomic_free_accounting: bool = true, before Linux612 = false, bound any;
 
     // ---- beyond mainline ----
-    /// Zonelist full-zone cache (2.6.19–4.3): skip zones found full in the last second.
+    /// Zonelist full-zone cache (2.6.20–4.3): skip zones found full in the last second.
     zonelist_cache: bool = false, alias "zlc", bound any;
     /// Aaron Lu's RFC: order-0 frees under the zone lock skip buddy merging; merged later
     /// on demand.

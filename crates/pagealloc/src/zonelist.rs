@@ -2,7 +2,7 @@
 //! first, then the others by distance (ties by node id); within a node, the highest zone
 //! first (Normal before DMA32 before DMA), as `build_zonelists` orders them.
 //!
-//! And the old zonelist full-zone cache (`zlc`, Linux 2.6.19–4.3, docs/mechanisms.md §8), a
+//! And the old zonelist full-zone cache (`zlc`, Linux 2.6.20–4.3, docs/mechanisms.md §8), a
 //! [`Config::zonelist_cache`](crate::Config::zonelist_cache) switch, non-mainline since 4.4.
 //!
 //! # Design
