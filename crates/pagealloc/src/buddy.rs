@@ -745,19 +745,22 @@ impl Buddy<'_> {
         if self.has_block(order) {
             return (0, 0, true);
         }
+        // Above pageblock order the merge-skipped pageblock-order blocks first: each
+        // merges with its buddy if that is free; the order-0 walk below completes
+        // pageblocks whose buddy block is free but was not skipped.
+        let mut thp = 0;
         if order > PAGEBLOCK_ORDER && self.inner.free.nr_skipped_thp > 0 {
-            // Above pageblock order only merge-skipped pageblock-order blocks can help:
-            // order-0 frames merge at most up to a pageblock.
-            let n = self.merge_skipped_thp();
-            let found = self.has_block(order);
-            return (n, n, found);
+            thp = self.merge_skipped_thp();
+            if self.has_block(order) {
+                return (thp, thp, true);
+            }
         }
         if self.inner.free.nr_skipped == 0 {
-            return (0, 0, false);
+            return (thp, thp, false);
         }
         self.settle();
         let m = self.m;
-        let (mut n, mut blocks) = (0, 0);
+        let (mut n, mut blocks) = (thp, thp);
         for mt in MigrateType::ALL {
             let mut cur = self.inner.free.lists[0][mt as usize].head();
             // After the head each frame is the previous one's link (one report back).
@@ -786,7 +789,8 @@ impl Buddy<'_> {
                 n += self.merge_pageblock(start);
                 blocks += 1;
                 if self.has_block(order) {
-                    self.inner.free.nr_skipped = self.inner.free.nr_skipped.saturating_sub(n);
+                    // `n` counts the pageblock-order blocks merged above too.
+                    self.inner.free.nr_skipped = self.inner.free.nr_skipped.saturating_sub(n - thp);
                     return (n, blocks, true);
                 }
                 // The cursor's frame was reported before the merge: read it afresh.
