@@ -113,12 +113,11 @@ presets! {
     /// their order-0 frames onto the free lists in runs; high-order requests merge the
     /// skipped frames on demand (the slow path's compaction step). THP refills take up to
     /// half the room below `high` instead of two blocks (`thp_refill_high`), THP frees
-    /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`)
-    /// and leave the blocks they drain unmerged until an order-10 request asks
-    /// (`thp_merge_skip`), refills take both halves of a larger block at once
+    /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
+    /// refills take both halves of a larger block at once
     /// (`refill_pairs`), and zone-lock holds are not timed (`lock_stat=off`: two clock
     /// reads less per trip). docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_merge_skip=on,refill_pairs=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,refill_pairs=on,lock_stat=off";
 }
 
 impl Preset {
@@ -463,7 +462,9 @@ config_table! {
     /// without merging it with its buddy (marked merge-skipped, as `merge_skip` does
     /// order-0 frames); an order-10 request that finds no block merges them on demand in
     /// the slow path. A THP drain and the refill after it then move order-9 blocks
-    /// without building and splitting order-10 ones. Ours, not the kernel's.
+    /// without building and splitting order-10 ones. Ours, not the kernel's; off in
+    /// every preset (docs/performance.md, "The order-9 put side": it makes `fast`'s
+    /// order-9 allocations slower than it makes its frees faster).
     thp_merge_skip: bool = false, bound any;
     /// A refill (`rmqueue_bulk`) that needs two more blocks of an order whose free list of
     /// its type is empty takes a block of the next order and keeps both halves, where the
