@@ -629,64 +629,45 @@ impl Buddy<'_> {
     }
 
     /// The deferred merge of merge skipping (Appendix A): every order-0 frame marked
-    /// merge-skipped is taken off its list and freed again with merging. One pass over
-    /// the order-0 lists, O(1) per frame: marked frames are first unlinked onto a private
-    /// list (state `Tail`, so they cannot be merged as someone's buddy while half done,
-    /// and unlinking one never disturbs the walk), then freed one by one; a frame whose
-    /// buddy is still on the private list merges when that buddy is freed. Returns
-    /// frames merged; returns at once when no frame was merge-skipped since the last call.
+    /// merge-skipped is taken off its list and freed again with merging, after the
+    /// pageblock-order blocks of `Config::thp_merge_skip` ([`Buddy::merge_skipped_thp`]).
+    /// Returns frames and blocks merged; returns at once when nothing was merge-skipped
+    /// since the last call.
     pub(crate) fn merge_skipped(&mut self) -> u64 {
         let thp = self.merge_skipped_thp();
         if self.inner.free.nr_skipped == 0 {
             return thp;
         }
         self.settle();
-        let m = self.m;
-        let mut held = List::new();
-        for mt in MigrateType::ALL {
-            let mut cur = self.inner.free.lists[0][mt as usize].head();
-            // After the head, each frame is the previous one's link (a pointer chase,
-            // one report back); after a removal the next frame was just reported as the
-            // unlinked frame's neighbour, and a consumer sees that line in flight.
-            let mut back = 0;
-            while let Some(i) = cur {
-                let e = &m[i as usize];
-                self.rec().frame_dep(self.z.pfn_of(i), false, back);
-                back = 1;
-                let next = e.next();
-                cur = (next != crate::memmap::NIL).then_some(next);
-                if e.flags() & FLAG_MERGE_SKIPPED == 0 {
-                    continue;
-                }
-                let lmt = self.del_from_list(self.z.pfn_of(i), 0);
-                self.account(-1, lmt);
-                e.set_state_flags(State::Tail, 0);
-                held.push_tail_t(m, i, &mut self.rec());
-                back = 0;
-            }
-        }
-        let mut n = 0;
-        while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
-            let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
-            self.free_one(self.z.pfn_of(i), 0, mt, false);
-            n += 1;
-        }
+        let n = self.remerge_marked(0);
         self.inner.free.nr_skipped = 0;
         n + thp
     }
 
-    /// Merge every merge-skipped pageblock-order block (`Config::thp_merge_skip`): all
-    /// are unlinked onto a private list first (state `Tail`, so none merges with a block
-    /// still being collected), then freed again with merging; a block whose buddy is
-    /// still on the private list merges when that buddy is freed. Returns blocks merged.
+    /// Merge every merge-skipped pageblock-order block (`Config::thp_merge_skip`).
+    /// Returns blocks merged.
     pub(crate) fn merge_skipped_thp(&mut self) -> u64 {
         if self.inner.free.nr_skipped_thp == 0 {
             return 0;
         }
+        let n = self.remerge_marked(PAGEBLOCK_ORDER);
+        self.inner.free.nr_skipped_thp = 0;
+        n
+    }
+
+    /// One pass over the free lists of `order`, O(1) per block: the blocks marked
+    /// merge-skipped are first unlinked onto a private list (state `Tail`, so none can be
+    /// merged as someone's buddy while half done, and unlinking one never disturbs the
+    /// walk), then freed one by one with merging; a block whose buddy is still on the
+    /// private list merges when that buddy is freed. Returns blocks freed again.
+    fn remerge_marked(&mut self, order: u8) -> u64 {
         let m = self.m;
         let mut held = List::new();
         for mt in MigrateType::ALL {
-            let mut cur = self.inner.free.lists[PAGEBLOCK_ORDER as usize][mt as usize].head();
+            let mut cur = self.inner.free.lists[order as usize][mt as usize].head();
+            // After the head, each block is the previous one's link (a pointer chase,
+            // one report back); after a removal the next block was just reported as the
+            // unlinked block's neighbour, and a consumer sees that line in flight.
             let mut back = 0;
             while let Some(i) = cur {
                 let e = &m[i as usize];
@@ -697,8 +678,8 @@ impl Buddy<'_> {
                 if e.flags() & FLAG_MERGE_SKIPPED == 0 {
                     continue;
                 }
-                let lmt = self.del_from_list(self.z.pfn_of(i), PAGEBLOCK_ORDER);
-                self.account(-(1i64 << PAGEBLOCK_ORDER), lmt);
+                let lmt = self.del_from_list(self.z.pfn_of(i), order);
+                self.account(-(1i64 << order), lmt);
                 e.set_state_flags(State::Tail, 0);
                 held.push_tail_t(m, i, &mut self.rec());
                 back = 0;
@@ -707,10 +688,9 @@ impl Buddy<'_> {
         let mut n = 0;
         while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
             let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
-            self.free_one(self.z.pfn_of(i), PAGEBLOCK_ORDER, mt, false);
+            self.free_one(self.z.pfn_of(i), order, mt, false);
             n += 1;
         }
-        self.inner.free.nr_skipped_thp = 0;
         n
     }
 
