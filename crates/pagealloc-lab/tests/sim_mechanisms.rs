@@ -144,6 +144,60 @@ fn zonelist_cache_on_the_memory_hog() {
     assert!(score(&on) > score(&off));
 }
 
+/// The instructions of each zone a walk checks past the first (`zone_check_ns`, 127 ns
+/// on sn2): charged per entry of the allocator's own `zonelist_scanned` counter, so a run
+/// that never falls back is unchanged by it (same trace hash), and on the memory hog at
+/// 64 GiB (1/32 scale, 19 threads, seed 1: ~4 M entries past the first) it raises the
+/// allocator time of the walk that reads them all; the full-zone cache, which skips
+/// most of them, then lowers it, the direction Jackson measured at 64 GB, 19 threads
+/// (−13.7 %). docs/sim-cost-model.md §3 and §11.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only: seconds in a release build")]
+fn zone_check_cost_on_the_memory_hog() {
+    let run_cost = |total: &str, config: &str, zone_check_ns: Option<f64>| {
+        let kv = vec![
+            ("total_pages".to_owned(), total.to_owned()),
+            ("threads".to_owned(), "19".to_owned()),
+        ];
+        let w = workload::build("zonelist_hog", Scale::Full, &kv).unwrap();
+        let m = Machine::by_name("sn2-28n-56").unwrap();
+        let mut o = SimOptions::new(m.clone(), config.parse::<Config>().unwrap());
+        o.mem_scale = 32;
+        if let Some(ns) = zone_check_ns {
+            let mut c = m.cost;
+            c.zone_check_ns = ns;
+            o.cost = Some(c);
+        }
+        sim::run(&*w, &o).unwrap()
+    };
+    // 12 GiB: no thread leaves its node, nothing is charged.
+    let quiet = run_cost("98304", "linux-6.12", None);
+    assert_eq!(quiet.extra["zonelist_scanned"], 0.0);
+    assert_eq!(
+        quiet.trace_hash,
+        run_cost("98304", "linux-6.12", Some(0.0)).trace_hash
+    );
+    // 64 GiB: walks pass full zones.
+    let free = run_cost("524288", "linux-6.12", Some(0.0));
+    let off = run_cost("524288", "linux-6.12", None);
+    let on = run_cost("524288", "linux-6.12,zonelist_cache=on", None);
+    let scanned = off.extra["zonelist_scanned"];
+    assert!(scanned > 1e6, "the size forces fallback: {scanned}");
+    assert_ne!(free.trace_hash, off.trace_hash);
+    let charged = scanned * Machine::by_name("sn2-28n-56").unwrap().cost.zone_check_ns * 1e-9;
+    let rise = off.extra["alloc_time_s"] - free.extra["alloc_time_s"];
+    eprintln!(
+        "hog 64 GiB 1/32: alloc time {:.4} s (zone_check_ns = 0) -> {:.4} s (off) -> {:.4} s (on), {scanned} entries, {charged:.4} s charged",
+        free.extra["alloc_time_s"], off.extra["alloc_time_s"], on.extra["alloc_time_s"]
+    );
+    assert!(
+        rise > 0.5 * charged && rise < 2.0 * charged,
+        "the walk's rise {rise:.4} s follows the entries charged {charged:.4} s"
+    );
+    assert!(on.extra["zonelist_scanned"] < 0.2 * scanned);
+    assert!(on.extra["alloc_time_s"] < off.extra["alloc_time_s"]);
+}
+
 /// The pcp migratetype cache (≤ 6.9; Weiner's series removed it in 6.10) on the bulk
 /// workload (icx-2s-128, 6.6's fixed `high` so every round refills and drains): with the
 /// cache a drain reads the type cached in the page instead of the pageblock bits, so the

@@ -9,6 +9,13 @@
 //! `hotpath PAIRS unchecked` the same with `free_on_unchecked`, `hotpath PAIRS order9`
 //! with checked order-9 (THP) pairs: run it under `valgrind --tool=callgrind` with two values of PAIRS and divide the
 //! difference of the totals by the difference of PAIRS for instructions per pair.
+//!
+//! `hotpath PAIRS fullK` (K = 0…3) runs the same checked order-0 pairs on CPU 0 of a
+//! four-node layout whose first K nodes (in CPU 0's zonelist order) are filled below
+//! their low watermark, so every allocation's zonelist walk checks K full zones before
+//! the one it takes from (a pcp hit there). The difference of `full3` and `full1` per
+//! pair, divided by 2, is the instructions of one extra zone checked and found full
+//! (the simulator's `zone_check_ns`, docs/sim-cost-model.md §3).
 
 use pagealloc::{Allocator, Config, Gfp, Layout};
 use std::hint::black_box;
@@ -50,6 +57,28 @@ fn pairs_current(a: &Allocator, n: u64) {
     }
 }
 
+/// Four nodes of 64 MiB, one CPU each; the first `k` zones of CPU 0's zonelist are
+/// filled (each by its own node's CPU, until an allocation falls back), so they fail
+/// the watermark test. Returns the allocator and the pages kept to hold them full.
+fn with_full_zones(k: usize) -> (Allocator, Vec<pagealloc::Frame>) {
+    let a = Allocator::new(&Layout::numa(4, 16_384, 1), Config::default()).expect("allocator");
+    let order: Vec<usize> = a.zonelist(0).to_vec();
+    let mut held = Vec::new();
+    for &zi in order.iter().take(k) {
+        let node = zi; // one zone per node in this layout
+        let cpu = node;
+        loop {
+            let f = a.alloc_on(cpu, 0, Gfp::USER, None).expect("fill");
+            if a.zone_of_pfn(f.pfn) != Some(zi) {
+                a.free_on(cpu, f).expect("free");
+                break;
+            }
+            held.push(f);
+        }
+    }
+    (a, held)
+}
+
 type Case = (&'static str, fn(&Allocator, u64));
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -60,8 +89,24 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     if let Some(n) = std::env::args().nth(1) {
         let n: u64 = n.parse().expect("PAIRS is a number");
-        let a = alloc();
         let mode = std::env::args().nth(2);
+        if let Some(k) = mode.as_deref().and_then(|m| m.strip_prefix("full")) {
+            let k: usize = k.parse().expect("fullK: K is a number");
+            let (a, held) = with_full_zones(k);
+            let start = a.counters();
+            pairs_on(&a, n);
+            let d = a.counters().since(&start);
+            assert_eq!(d.pgalloc, n);
+            assert!(d.pcp_refill <= 1, "stayed on the PCP hit path");
+            assert_eq!(
+                d.zonelist_scanned,
+                n * k as u64,
+                "each walk passed {k} full zones"
+            );
+            drop(held);
+            return;
+        }
+        let a = alloc();
         let pages = match mode.as_deref() {
             Some("unchecked") => {
                 pairs_unchecked(&a, n);

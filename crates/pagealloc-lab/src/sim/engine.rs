@@ -1144,13 +1144,20 @@ impl Backend for Engine<'_> {
             MigrateKind::Movable => MigrateType::Movable,
             MigrateKind::Reclaimable => MigrateType::Reclaimable,
         });
+        let scanned = self.a.cpu_zonelist_scanned(cpu);
         let r = self.a.alloc_on(cpu, order, gfp, None);
         let fault = if kind == MigrateKind::Movable && r.is_ok() {
             cost.fault_ns
         } else {
             0.0
         };
-        self.charge(cpu, cost.alloc_fast_ns + fault);
+        // The instructions of every zone the walk checked past the first, as the
+        // allocator counted them (`zonelist_scanned`); the first is in `alloc_fast_ns`.
+        let checks = (self.a.cpu_zonelist_scanned(cpu) - scanned) as f64;
+        self.charge(
+            cpu,
+            cost.alloc_fast_ns + fault + checks * cost.zone_check_ns,
+        );
         self.out.page_ops += 1;
         self.replay(cpu, Call::Alloc, self.cpus[cpu].time);
         let v = &mut self.cpus[cpu];

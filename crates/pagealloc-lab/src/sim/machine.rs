@@ -32,6 +32,14 @@ pub struct CostModel {
     pub alloc_fast_ns: f64,
     /// The instructions of a free's fast path, ns; its memory as above.
     pub free_fast_ns: f64,
+    /// The instructions of one zone a zonelist walk checks past the first (the loop
+    /// body and `zone_watermark_fast` of a zone found full), at the fast path's ns per
+    /// instruction; charged per entry of the allocator's own `zonelist_scanned` counter,
+    /// as CPU time outside the lock; the lines it reads go through the hierarchy. ns.
+    /// Measured, not fitted: 98 instructions per extra zone (`examples/hotpath`,
+    /// `full3` − `full1`) × (`alloc_fast_ns` + `free_fast_ns`) / 254 instructions of
+    /// the order-0 pair (docs/sim-cost-model.md §3).
+    pub zone_check_ns: f64,
     /// The rest of a page fault around a movable (user) allocation: trap, page-table
     /// update, accounting, return; charged once per movable allocation, ns.
     pub fault_ns: f64,
@@ -76,6 +84,7 @@ impl CostModel {
     pub const KEYS: &'static [&'static str] = &[
         "alloc_fast_ns",
         "free_fast_ns",
+        "zone_check_ns",
         "fault_ns",
         "refill_trip_ns",
         "drain_trip_ns",
@@ -90,10 +99,11 @@ impl CostModel {
     ];
 
     /// The parameters as `(name, value)`, in [`CostModel::KEYS`] order.
-    pub fn list(&self) -> [(&'static str, f64); 13] {
+    pub fn list(&self) -> [(&'static str, f64); 14] {
         [
             ("alloc_fast_ns", self.alloc_fast_ns),
             ("free_fast_ns", self.free_fast_ns),
+            ("zone_check_ns", self.zone_check_ns),
             ("fault_ns", self.fault_ns),
             ("refill_trip_ns", self.refill_trip_ns),
             ("drain_trip_ns", self.drain_trip_ns),
@@ -125,6 +135,7 @@ impl CostModel {
         let field = match key.trim() {
             "alloc_fast_ns" => &mut self.alloc_fast_ns,
             "free_fast_ns" => &mut self.free_fast_ns,
+            "zone_check_ns" => &mut self.zone_check_ns,
             "fault_ns" => &mut self.fault_ns,
             "refill_trip_ns" => &mut self.refill_trip_ns,
             "drain_trip_ns" => &mut self.drain_trip_ns,
@@ -164,6 +175,19 @@ impl CostModel {
 /// docs/sim-cost-model.md §4.1.
 pub const FGRAPH_NS: f64 = 52.0;
 
+/// Instructions of one extra zone checked and found full by a zonelist walk, measured
+/// with callgrind on `examples/hotpath` (`full3` − `full1`, per pair, / 2).
+pub const ZONE_CHECK_INSNS: f64 = 98.0;
+
+/// Instructions of the checked order-0 allocate+free pair on a pcp hit (`examples/hotpath`
+/// under callgrind), the instructions `alloc_fast_ns` + `free_fast_ns` stand for.
+pub const FAST_PAIR_INSNS: f64 = 254.0;
+
+/// `zone_check_ns` on SPR and ICX: [`ZONE_CHECK_INSNS`] at the fast path's ns per
+/// instruction, (60 + 50 ns) / [`FAST_PAIR_INSNS`] = 0.433 ns, so 42.4 ns; other
+/// machines scale it as they scale the fast path. docs/sim-cost-model.md §3.
+pub const ZONE_CHECK_NS: f64 = ZONE_CHECK_INSNS * (60.0 + 50.0) / FAST_PAIR_INSNS;
+
 /// Sapphire Rapids (Xeon 8480+ class, 2 sockets, 224 threads). The zone-lock
 /// parameters are the least-squares fit of the published batch sweep (see
 /// [`super::calibrate`]); the hand-off and touch costs are fitted to the kbuild table
@@ -171,6 +195,7 @@ pub const FGRAPH_NS: f64 = 52.0;
 pub const SPR_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
+    zone_check_ns: ZONE_CHECK_NS,
     fault_ns: 1500.0,
     refill_trip_ns: 1207.2,
     drain_trip_ns: 644.1,
@@ -188,6 +213,7 @@ pub const SPR_COST: CostModel = CostModel {
 pub const ICX_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
+    zone_check_ns: ZONE_CHECK_NS,
     fault_ns: 1012.0,
     refill_trip_ns: 586.5,
     drain_trip_ns: 792.2,
@@ -221,6 +247,7 @@ const fn scaled(c: CostModel, k: f64) -> CostModel {
     CostModel {
         alloc_fast_ns: c.alloc_fast_ns * k,
         free_fast_ns: c.free_fast_ns * k,
+        zone_check_ns: c.zone_check_ns * k,
         fault_ns: c.fault_ns * k,
         refill_trip_ns: c.refill_trip_ns * k,
         drain_trip_ns: c.drain_trip_ns * k,

@@ -138,6 +138,16 @@ impl Allocator {
             .sum()
     }
 
+    /// Zonelist entries past the first zone checked by `cpu`'s walks: the
+    /// `zonelist_scanned` counter of [`Allocator::cpu_counters`] alone, one cell, cheap
+    /// enough to read around every operation (the simulator charges each entry's
+    /// instructions with it). 0 for a CPU that does not exist.
+    pub fn cpu_zonelist_scanned(&self, cpu: usize) -> u64 {
+        self.cpus
+            .get(cpu)
+            .map_or(0, |c| c.stats.zonelist_scanned.get())
+    }
+
     /// Reset every counter (not atomic with concurrent work).
     pub fn reset_counters(&self) {
         for s in self.pcps.iter() {
