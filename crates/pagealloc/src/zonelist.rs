@@ -72,12 +72,13 @@ impl ZonelistCache {
         }
     }
 
-    /// `zlc_setup`: wipe the bitmap if it is more than a second old.
+    /// `zlc_setup`: wipe the bitmap if it is more than a second old; `wiped(i)` is called
+    /// for each position whose bit the wipe clears (for the access report).
     #[cold]
-    pub(crate) fn setup(&self, now_ns: u64) {
+    pub(crate) fn setup(&self, now_ns: u64, wiped: impl FnMut(usize)) {
         let last = self.last_full_zap.load(Relaxed);
         if now_ns.saturating_sub(last) > ZLC_ZAP_NS {
-            self.clear();
+            self.clear(wiped);
             self.last_full_zap.store(now_ns, Relaxed);
         }
     }
@@ -104,11 +105,17 @@ impl ZonelistCache {
         }
     }
 
-    /// `zlc_clear_zones_full`: reclaim made progress.
-    pub(crate) fn clear(&self) {
-        for w in self.fullzones.iter() {
-            if w.load(Relaxed) != 0 {
+    /// `zlc_clear_zones_full`: reclaim made progress. `wiped(i)` is called for each
+    /// position whose bit this clears.
+    pub(crate) fn clear(&self, mut wiped: impl FnMut(usize)) {
+        for (k, w) in self.fullzones.iter().enumerate() {
+            let mut bits = w.load(Relaxed);
+            if bits != 0 {
                 w.store(0, Relaxed);
+                while bits != 0 {
+                    wiped(k * 64 + bits.trailing_zeros() as usize);
+                    bits &= bits - 1;
+                }
             }
         }
     }
@@ -172,14 +179,19 @@ mod tests {
         c.mark_full(1);
         assert!(!c.worth_trying(1));
         assert_eq!(c.full_positions(), [1]);
-        c.setup(ZLC_ZAP_NS); // exactly one second old: kept
+        let mut wiped = Vec::new();
+        c.setup(ZLC_ZAP_NS, |i| wiped.push(i)); // exactly one second old: kept
         assert!(!c.worth_trying(1));
-        c.setup(ZLC_ZAP_NS + 1); // older: wiped
+        assert!(wiped.is_empty());
+        c.setup(ZLC_ZAP_NS + 1, |i| wiped.push(i)); // older: wiped
         assert!(c.worth_trying(1));
+        assert_eq!(wiped, [1], "the wipe reports the bit it cleared");
         c.mark_full(2);
-        c.setup(2 * ZLC_ZAP_NS); // only just zapped: kept
+        c.mark_full(0);
+        c.setup(2 * ZLC_ZAP_NS, |i| wiped.push(i)); // only just zapped: kept
         assert!(!c.worth_trying(2));
-        c.clear();
+        c.clear(|i| wiped.push(i));
+        assert_eq!(wiped, [1, 0, 2]);
         assert!(c.full_positions().is_empty());
     }
 }

@@ -308,3 +308,69 @@ fn array_pcp_drains_read_indices_from_the_ring() {
         a.validate().unwrap();
     }
 }
+
+/// The zonelist full-zone cache reports its own accesses: a zone found full writes its
+/// entry's line (`zlc_mark_zone_full`), a zone the cache skips still reads it
+/// (`zlc_zone_worth_trying`: `z_to_n` and the bit) but none of the zone's lines, and the
+/// wipe after a second writes the lines whose bits it clears.
+#[cfg(feature = "access")]
+#[test]
+fn the_zonelist_cache_reports_its_reads_and_writes() {
+    let p = Arc::new(ManualPlatform::new());
+    let cfg = Config {
+        zonelist_cache: true,
+        ..Config::default()
+    };
+    let mut a = Allocator::with_platform(&Layout::numa(3, 16_384, 1), cfg, p.clone()).unwrap();
+    let log = Arc::new(Log::default());
+    a.set_access_sink(log.clone());
+    let zl = a.zonelist(0).to_vec();
+    // Fill the first two zones of CPU 0's zonelist from their own nodes' CPUs.
+    let mut held = Vec::new();
+    for &zi in &zl[..2] {
+        loop {
+            let f = a.alloc_on(zi, 0, Gfp::USER, None).unwrap();
+            if a.zone_of_pfn(f.pfn) != Some(zi) {
+                a.free_on(zi, f).unwrap();
+                break;
+            }
+            held.push((zi, f));
+        }
+    }
+    let zonelist = |x: &Access, pos: u16, write: bool| {
+        x.write == write && matches!(x.line, Line::Zonelist { node: 0, pos: q } if q == pos)
+    };
+    let zone_line =
+        |x: &Access, z: usize| matches!(x.line, Line::Zone { zone, .. } if zone as usize == z);
+    // First walk: positions 0 and 1 are found full and marked.
+    log.take();
+    let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    assert_eq!(a.zone_of_pfn(f.pfn), Some(zl[2]));
+    let first = log.take();
+    assert!(first.iter().any(|x| zonelist(x, 0, true)));
+    assert!(first.iter().any(|x| zonelist(x, 1, true)));
+    // Second walk: position 1 is skipped, read but not checked.
+    let g = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    let second = log.take();
+    assert!(second.iter().any(|x| zonelist(x, 1, false)));
+    assert!(!second.iter().any(|x| zone_line(x, zl[1])), "{second:?}");
+    assert!(!second.iter().any(|x| zonelist(x, 1, true)));
+    // More than a second later the wipe writes the bits it clears: position 1's line is
+    // written before its zone is checked again (and marked again after).
+    p.advance(2_000_000_000);
+    let h = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+    let third = log.take();
+    let wiped = third.iter().position(|x| zonelist(x, 1, true));
+    let checked = third.iter().position(|x| zone_line(x, zl[1]));
+    assert!(
+        matches!((wiped, checked), (Some(w), Some(c)) if w < c),
+        "{third:?}"
+    );
+    for x in [f, g, h] {
+        a.free_on(0, x).unwrap();
+    }
+    for (cpu, x) in held {
+        a.free_on(cpu, x).unwrap();
+    }
+    a.validate().unwrap();
+}

@@ -183,6 +183,10 @@ impl Allocator {
                 let z = &self.zones[zi];
                 if zlc_active && !self.zlc[node].worth_trying(k) {
                     self.cpus[cpu].stats.zonelist_skipped.add_shared(1);
+                    // `zlc_zone_worth_trying` read the entry's `z_to_n` and full bit.
+                    if let Some(s) = z.trace.sink() {
+                        zlc_traced(s, node, k, false);
+                    }
                     continue;
                 }
                 if k > 0 {
@@ -214,22 +218,20 @@ impl Allocator {
                 if zlc && full {
                     self.zlc[node].mark_full(k);
                     if let Some(s) = z.trace.sink() {
-                        s.access(crate::access::Access {
-                            line: crate::access::Line::Zonelist {
-                                node: node as u16,
-                                pos: k as u16,
-                            },
-                            write: true,
-                            locked: false,
-                            dep: 0,
-                        });
+                        zlc_traced(s, node, k, true);
                     }
                 }
                 if !did_setup {
                     did_setup = true;
                     if zlc {
-                        // zlc_setup only after the first zone failed.
-                        self.zlc[node].setup(self.platform.now_ns());
+                        // zlc_setup only after the first zone failed; a wipe writes
+                        // the bits it clears.
+                        let sink = z.trace.sink();
+                        self.zlc[node].setup(self.platform.now_ns(), |i| {
+                            if let Some(s) = sink {
+                                zlc_traced(s, node, i, true);
+                            }
+                        });
                         zlc_active = true;
                     }
                 }
@@ -428,7 +430,14 @@ impl Allocator {
             self.drain_all_pages();
             // Reclaim made progress: `zlc_clear_zones_full`.
             if self.cfg.zonelist_cache {
-                self.zlc[node].clear();
+                let sink = self.zonelists[node]
+                    .first()
+                    .and_then(|&zi| self.zones[zi].trace.sink());
+                self.zlc[node].clear(|i| {
+                    if let Some(s) = sink {
+                        zlc_traced(s, node, i, true);
+                    }
+                });
             }
             if let Some(p) = try_() {
                 return Ok(Frame::new(Pfn(p), order));
@@ -587,6 +596,24 @@ impl Allocator {
         }
         Ok(done)
     }
+}
+
+/// The full-zone cache's own access to position `pos` of `node`'s zonelist, with a sink
+/// installed: the line holding the entry, its `z_to_n` and its full bit — read by
+/// `zlc_zone_worth_trying` for a skipped zone, written by `zlc_mark_zone_full` and by a
+/// wipe (`zlc_setup` after a second, `zlc_clear_zones_full`) that clears its bit.
+#[cold]
+#[inline(never)]
+fn zlc_traced(s: &dyn crate::access::AccessSink, node: usize, pos: usize, write: bool) {
+    s.access(crate::access::Access {
+        line: crate::access::Line::Zonelist {
+            node: node as u16,
+            pos: pos as u16,
+        },
+        write,
+        locked: false,
+        dep: 0,
+    });
 }
 
 /// One zone of a zonelist walk, with a sink installed: the zonelist entry (and its
