@@ -7,8 +7,10 @@
 //! peak), allocating as CPU = its thread index:
 //! - [`BenchKind::Bulk`]: allocate all `n`, then free all in reverse order (LIFO); the
 //!   allocation loop and the free loop are timed separately: `get_ns`, `put_ns`.
-//! - [`BenchKind::Repeat`]: prefill `n` blocks, then `n` times allocate a block and free
-//!   it at once: `pair_ns` per allocate+free pair.
+//! - [`BenchKind::Repeat`]: prefill `n` blocks, then `n × 2^order` times allocate a block
+//!   and free it at once: `pair_ns` per allocate+free pair. As in LLFree's `repeat`, the
+//!   timed loop has as many pairs at every order (`frames / threads / 2`), so an order-9
+//!   row times 131 072 pairs per thread at 2 GiB and 2 threads, not 256.
 //! - [`BenchKind::Rand`]: allocate `n` (timed: `get_ns`), shuffle all threads' blocks
 //!   together with a seeded RNG, deal them out evenly, each thread frees its share
 //!   (timed: `put_ns`) — most frees are of another CPU's blocks.
@@ -17,13 +19,21 @@
 //! mean over threads, and the reported figure the median over `iterations` runs. The
 //! source is built once per (allocator, threads, order) and checked empty (its
 //! `validate`) after every run. Blocks are not touched, as in LLFree.
+//!
+//! The loops are generic over the source. pagealloc's run through
+//! [`PageallocSource`] itself, so each operation is its `alloc_on` / `free_on` (checked)
+//! inlined into the loop with the order and the CPU as run-time values, as LLFree's
+//! loop calls its `get` / `put`; every other source runs through `dyn PageSource`.
+//! LLFree's own loop calls through two indirections per operation (its `DynAlloc`
+//! vtable and the request closure), so this harness does no more work per operation
+//! than LLFree's (docs/performance.md, "The repeat bench").
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Barrier, Mutex};
 use std::time::Instant;
 
-use crate::peers::{self, Block, PageSource, SourceError, SourceSpec};
+use crate::peers::{self, Block, PageSource, PageallocSource, Peer, SourceError, SourceSpec};
 use crate::workload::{MigrateKind, Rng, SplitMix64};
 use crate::Row;
 
@@ -118,18 +128,33 @@ pub fn run(p: &BenchParams) -> Result<Row, SourceError> {
             ),
         });
     }
-    let source = peers::build(&SourceSpec {
+    let spec = SourceSpec {
         name: p.alloc,
         config: p.config.clone(),
         cpus: threads as usize,
         frames: p.memory_bytes / 4096,
         memory: false,
-    })?;
+    };
+    if Peer::parse(p.alloc)? == Peer::Pagealloc {
+        let source = PageallocSource::new(spec.config, spec.frames, spec.cpus, spec.memory)?;
+        run_on(p, &source, threads, n)
+    } else {
+        run_on(p, &*peers::build(&spec)?, threads, n)
+    }
+}
+
+/// [`run`] on a built source.
+fn run_on<S: PageSource + ?Sized>(
+    p: &BenchParams,
+    source: &S,
+    threads: u32,
+    n: u64,
+) -> Result<Row, SourceError> {
     let mut get = Vec::new();
     let mut put = Vec::new();
     let mut pair = Vec::new();
     for it in 0..p.iterations.max(1) {
-        let (g, q, r) = once(p, &*source, threads, n, p.seed.wrapping_add(u64::from(it)))?;
+        let (g, q, r) = once(p, source, threads, n, p.seed.wrapping_add(u64::from(it)))?;
         get.extend(g);
         put.extend(q);
         pair.extend(r);
@@ -151,6 +176,10 @@ pub fn run(p: &BenchParams) -> Result<Row, SourceError> {
             ("iterations".to_owned(), f64::from(p.iterations.max(1))),
         ]
         .into_iter()
+        .chain(
+            (p.kind == BenchKind::Repeat)
+                .then(|| ("pairs_per_thread".to_owned(), (n << p.order) as f64)),
+        )
         .collect(),
         ..Row::default()
     })
@@ -180,9 +209,9 @@ struct ThreadTimes {
 type Times = (Option<f64>, Option<f64>, Option<f64>);
 
 /// One run: the mean over threads of each timed loop's ns per op.
-fn once(
+fn once<S: PageSource + ?Sized>(
     p: &BenchParams,
-    src: &dyn PageSource,
+    src: &S,
     threads: u32,
     n: u64,
     seed: u64,
@@ -223,7 +252,12 @@ fn once(
 }
 
 /// Allocates `n` blocks as CPU `t`, or frees what it got and fails.
-fn alloc_n(src: &dyn PageSource, t: usize, order: u8, n: u64) -> Result<Vec<Block>, SourceError> {
+fn alloc_n<S: PageSource + ?Sized>(
+    src: &S,
+    t: usize,
+    order: u8,
+    n: u64,
+) -> Result<Vec<Block>, SourceError> {
     let mut v = Vec::with_capacity(n as usize);
     for _ in 0..n {
         match src.allocate(t, order, MigrateKind::Movable) {
@@ -239,10 +273,30 @@ fn alloc_n(src: &dyn PageSource, t: usize, order: u8, n: u64) -> Result<Vec<Bloc
     Ok(v)
 }
 
+/// The timed loop of [`BenchKind::Repeat`]: `pairs` times allocate a block of `order` as
+/// CPU `t` and free it at once. Out of line, so that a profile shows the loop alone
+/// (`callgrind_annotate --inclusive=yes`: its cost over `pairs` is the cost of a pair).
+/// `Ok(Err(e))`: an allocation failed (the loop stops); `Err(e)`: a free was refused.
+#[inline(never)]
+fn repeat_pairs<S: PageSource + ?Sized>(
+    src: &S,
+    t: usize,
+    order: u8,
+    pairs: u64,
+) -> Result<Result<(), SourceError>, SourceError> {
+    for _ in 0..pairs {
+        match src.allocate(t, order, MigrateKind::Movable) {
+            Ok(b) => src.free(t, b)?,
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    Ok(Ok(()))
+}
+
 #[allow(clippy::too_many_arguments)]
-fn thread(
+fn thread<S: PageSource + ?Sized>(
     p: &BenchParams,
-    src: &dyn PageSource,
+    src: &S,
     t: usize,
     n: u64,
     seed: u64,
@@ -279,17 +333,15 @@ fn thread(
             let go = held.is_ok() && !failed.load(std::sync::atomic::Ordering::Relaxed);
             barrier.wait();
             if go {
+                let pairs = n << order;
                 let t0 = Instant::now();
-                for _ in 0..n {
-                    match src.allocate(t, order, MigrateKind::Movable) {
-                        Ok(b) => src.free(t, b)?,
-                        Err(e) => {
-                            err = Some(e);
-                            break;
-                        }
-                    }
+                let r = repeat_pairs(src, t, order, pairs);
+                out.pair = Some(t0.elapsed().as_nanos() as f64 / pairs as f64);
+                match r {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => err = Some(e),
+                    Err(e) => return Err(e),
                 }
-                out.pair = Some(per_op(t0));
             }
             match held {
                 Ok(v) => {

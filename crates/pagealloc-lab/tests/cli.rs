@@ -468,6 +468,13 @@ fn bench_prints_llfree_rows() {
         let bench = r["bench"].as_str().unwrap();
         if bench == "repeat" {
             assert!(r["pair_ns"].as_f64().unwrap() > 0.0, "{r}");
+            // LLFree's repeat: as many pairs at every order, frames / threads / 2.
+            let cpus = r["cpus"].as_u64().unwrap();
+            assert_eq!(
+                r["extra"]["pairs_per_thread"].as_f64(),
+                Some((8192 / cpus / 2) as f64),
+                "{r}"
+            );
         } else {
             assert!(r["get_ns"].as_f64().unwrap() > 0.0 && r["put_ns"].as_f64().unwrap() > 0.0);
         }

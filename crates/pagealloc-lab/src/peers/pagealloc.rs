@@ -93,7 +93,7 @@ impl PageSource for PageallocSource {
         Some(self.alloc.config().to_string())
     }
 
-    #[inline]
+    #[inline(always)]
     fn allocate(&self, cpu: usize, order: u8, kind: MigrateKind) -> Result<Block, SourceError> {
         match self.alloc.alloc_on(cpu, order, gfp_of(kind), None) {
             Ok(f) => Ok(Block {
@@ -108,7 +108,7 @@ impl PageSource for PageallocSource {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn free(&self, cpu: usize, block: Block) -> Result<(), SourceError> {
         self.alloc
             .free_on(cpu, Frame::new(Pfn(block.handle), block.order))
