@@ -115,9 +115,10 @@ presets! {
     /// half the room below `high` instead of two blocks (`thp_refill_high`), THP frees
     /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
     /// refills take both halves of a larger block at once
-    /// (`refill_pairs`), and zone-lock holds are not timed (`lock_stat=off`: two clock
+    /// (`refill_pairs`), drains free two buddies leaving one after the other as one block
+    /// (`drain_pairs`), and zone-lock holds are not timed (`lock_stat=off`: two clock
     /// reads less per trip). docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,refill_pairs=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,refill_pairs=on,drain_pairs=on,lock_stat=off";
 }
 
 impl Preset {
@@ -473,6 +474,15 @@ config_table! {
     /// and the same counts, without the two list operations. Ours, not the kernel's (the
     /// free-area accesses differ).
     refill_pairs: bool = false, bound any;
+    /// The mirror of `refill_pairs` on the linked pagesets' drain: when the block a drain
+    /// takes off a list's tail (`free_pcppages_bulk`) and the next one on that tail are
+    /// buddies of one type that this drain returns both, the pair goes to
+    /// `__free_one_page` as one block of the next order. The kernel frees the first
+    /// alone, puts it on its free list, and takes it straight back off when the second
+    /// merges with it: the same free lists, metadata and counts, without the first
+    /// block's list insertion and removal and its two buddy lookups. Ours, not the
+    /// kernel's (the free-area accesses differ).
+    drain_pairs: bool = false, bound any;
 
     // ---- instrumentation ----
     /// Zone-lock statistics in the spirit of `CONFIG_LOCK_STAT`: every zone-lock hold is

@@ -371,7 +371,7 @@ impl List {
         i
     }
     /// [`List::pop_tail`], reporting the popped frame (unlinked: written) and the new tail (written).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop_tail_t(&mut self, m: &[PageMeta], t: &mut impl Touch) -> Option<u32> {
         let i = self.tail;
         if i == NIL {

@@ -873,6 +873,8 @@ impl Allocator {
         // Checked under the lock: with an isolated pageblock or merging required, every
         // frame goes through `free_order0` as usual.
         let splice = splice && !isolated && b.can_skip_merge();
+        // Not with an isolated pageblock, nor when drained huge pages are merge-skipped.
+        let pairs = self.cfg.drain_pairs && !isolated && !self.cfg.thp_merge_skip;
         let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         while n > 0 && pcp.st.count > 0 {
             pi = next_nonempty(pi, |p| pcp.lists[p].is_empty());
@@ -884,6 +886,10 @@ impl Allocator {
                 self.drain_splice(&mut b, &mut pcp.lists[pi], firsts[pi], cnt);
                 n -= cnt as i32;
                 pcp.st.count -= cnt as i32;
+                continue;
+            }
+            if pairs && k > 0 {
+                n = self.drain_list_pairs(&mut b, pcp, pi, k, n);
                 continue;
             }
             while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
@@ -929,6 +935,92 @@ impl Allocator {
         } else {
             b.free_one(pfn, k, mt, false);
         }
+    }
+
+    /// The inner loop of [`Allocator::free_pcppages_bulk`] over the order-`k` list `pi`
+    /// (`k > 0`) with [`Config::drain_pairs`](crate::Config::drain_pairs) and no isolated
+    /// pageblock, zone lock held: blocks leave the tail until `n` pages are out or the
+    /// list is empty, as in the kernel's loop, and two buddies leaving one after the other
+    /// are freed as one block ([`Allocator::drain_pair_type`]). Returns the pages still to
+    /// drain. Inlined: a pageset passed to a call would have to be written back and
+    /// reloaded around every buddy free of the kernel's loop beside it.
+    #[inline(always)]
+    fn drain_list_pairs(
+        &self,
+        b: &mut Buddy<'_>,
+        pcp: &mut Pcp,
+        pi: usize,
+        k: u8,
+        mut n: i32,
+    ) -> i32 {
+        let m = b.m;
+        // The first block of a pair that leaves together, and its type.
+        let mut first: Option<(u64, MigrateType)> = None;
+        while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
+            n -= 1 << k;
+            pcp.st.count -= 1 << k;
+            b.rec().moved(1 << k);
+            let pfn = b.z.pfn_of(i);
+            if let Some((p, mt)) = first.take() {
+                // `i` is the buddy `drain_pair_type` found at the tail.
+                m[i as usize].set_state_flags(State::Tail, 0);
+                b.free_one(p & pfn, k + 1, mt, false);
+            } else if let Some(mt) = (n > 0)
+                .then(|| self.drain_pair_type(b, &pcp.lists[pi], i, k))
+                .flatten()
+            {
+                m[i as usize].set_state_flags(State::Tail, 0);
+                first = Some((pfn, mt));
+            } else {
+                self.drain_one(b, pfn, &m[i as usize], k, false);
+            }
+            if n <= 0 {
+                break;
+            }
+        }
+        debug_assert!(first.is_none(), "a pair's second block always follows");
+        n
+    }
+
+    /// [`Config::drain_pairs`](crate::Config::drain_pairs), zone lock held: block `i` of
+    /// order `k` has just left `list`'s tail, and the drain will take another `k` block,
+    /// the list's new tail. When that block is `i`'s buddy of the same type (as
+    /// `drain_one` finds it; at pageblock order the first block's pageblock must have that
+    /// type too, as the kernel's merge test reads it), returns the type: the drain then
+    /// frees both as one `k + 1` block, and `__free_one_page` goes on from order `k + 1`
+    /// exactly as the kernel's second free does after merging with the first, which the
+    /// kernel had put on the `k` free list and takes back off (nothing looks at that list
+    /// in between). Same lists, metadata, `NR_FREE_PAGES` and `nr_free`; only the first
+    /// block's list insertion and removal, its buddy lookups and their reports are left
+    /// out. `None` when the next block is not such a buddy.
+    #[inline]
+    fn drain_pair_type(&self, b: &Buddy<'_>, list: &List, i: u32, k: u8) -> Option<MigrateType> {
+        let m = b.m;
+        let j = list.tail()?;
+        let (p, q) = (b.z.pfn_of(i), b.z.pfn_of(j));
+        if p ^ q != 1u64 << k {
+            return None;
+        }
+        // Each block's type as `drain_one` finds it (no isolated pageblock: the caller
+        // checked).
+        let cached = self.cfg.pcp_migratetype_cache;
+        let type_of = |pfn: u64, e: &PageMeta| {
+            if cached {
+                MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
+            } else {
+                b.pb_mt(pfn)
+            }
+        };
+        let mt = type_of(p, &m[i as usize]);
+        if type_of(q, &m[j as usize]) != mt {
+            return None;
+        }
+        // The kernel's second free reads the first block's pageblock type at pageblock
+        // order and merges only when the two may merge; the same type always may.
+        if k >= PAGEBLOCK_ORDER && cached && b.pb_mt(p) != mt {
+            return None;
+        }
+        Some(mt)
     }
 
     /// `free_pcppages_bulk` on array pagesets: the kernel's loop (list tails, round robin
