@@ -15,6 +15,13 @@
 //!   together with a seeded RNG, deal them out evenly, each thread frees its share
 //!   (timed: `put_ns`) — most frees are of another CPU's blocks.
 //!
+//! Bulk and rand repeat their round `2^order` times in the same threads, as LLFree's
+//! `bulk` and `rand` do, and time every round: `get_ns` and `put_ns` are per operation
+//! over all rounds (`rounds` in the row), so an order-9 row times as many operations as
+//! an order-0 one and a thread's later rounds run on warm caches and a tuned pageset, as
+//! LLFree's do. Rand's round `r` shuffles with the seed mixed with `r` (round 0 with the
+//! seed itself).
+//!
 //! A thread's time is its loop's duration over its operations; a run's figure is the
 //! mean over threads, and the reported figure the median over `iterations` runs. The
 //! source is built once per (allocator, threads, order) and checked empty (its
@@ -180,6 +187,9 @@ fn run_on<S: PageSource + ?Sized>(
             (p.kind == BenchKind::Repeat)
                 .then(|| ("pairs_per_thread".to_owned(), (n << p.order) as f64)),
         )
+        .chain(
+            (p.kind != BenchKind::Repeat).then(|| ("rounds".to_owned(), (1u64 << p.order) as f64)),
+        )
         .collect(),
         ..Row::default()
     })
@@ -306,26 +316,40 @@ fn thread<S: PageSource + ?Sized>(
     failed: &std::sync::atomic::AtomicBool,
 ) -> Result<ThreadTimes, SourceError> {
     let order = p.order;
-    let per_op = |t0: Instant| t0.elapsed().as_nanos() as f64 / n as f64;
+    // Bulk and rand repeat their round 2^order times, as LLFree's loops do: as many
+    // operations are timed at every order.
+    let rounds = 1u64 << order;
     let mut out = ThreadTimes::default();
     // Every thread passes every barrier, even after a failure, so none is left waiting.
     let mut err: Option<SourceError> = None;
     match p.kind {
         BenchKind::Bulk => {
-            barrier.wait();
-            let t0 = Instant::now();
-            let got = alloc_n(src, t, order, n);
-            out.get = Some(per_op(t0));
-            barrier.wait();
-            if let Ok(mut v) = got {
+            // As LLFree's `bulk`: 2^order rounds in the same threads, each allocating `n`
+            // blocks and freeing them newest first; ns per operation over all rounds.
+            let (mut get_ns, mut put_ns) = (0u128, 0u128);
+            for _ in 0..rounds {
+                barrier.wait();
                 let t0 = Instant::now();
-                while let Some(b) = v.pop() {
-                    src.free(t, b)?;
+                let got = err.is_none().then(|| alloc_n(src, t, order, n));
+                get_ns += t0.elapsed().as_nanos();
+                barrier.wait();
+                match got {
+                    Some(Ok(mut v)) => {
+                        let t0 = Instant::now();
+                        while let Some(b) = v.pop() {
+                            if let Err(e) = src.free(t, b) {
+                                err = Some(e);
+                                break;
+                            }
+                        }
+                        put_ns += t0.elapsed().as_nanos();
+                    }
+                    Some(Err(e)) => err = Some(e),
+                    None => {}
                 }
-                out.put = Some(per_op(t0));
-            } else if let Err(e) = got {
-                err = Some(e);
             }
+            out.get = Some(get_ns as f64 / (n * rounds) as f64);
+            out.put = Some(put_ns as f64 / (n * rounds) as f64);
         }
         BenchKind::Repeat => {
             let held = alloc_n(src, t, order, n);
@@ -353,35 +377,48 @@ fn thread<S: PageSource + ?Sized>(
             }
         }
         BenchKind::Rand => {
-            barrier.wait();
-            let t0 = Instant::now();
-            let got = alloc_n(src, t, order, n);
-            out.get = Some(per_op(t0));
-            match got {
-                Ok(v) => pile.lock().expect("pile").extend(v),
-                Err(e) => err = Some(e),
-            }
-            if barrier.wait().is_leader() {
-                let mut all = std::mem::take(&mut *pile.lock().expect("pile"));
-                let mut rng = SplitMix64::new(seed);
-                for i in (1..all.len()).rev() {
-                    all.swap(i, rng.below(i as u64 + 1) as usize);
+            // As LLFree's `rand`: 2^order rounds in the same threads, each allocating `n`
+            // blocks, shuffling all threads' blocks together and freeing an even share;
+            // ns per operation over all rounds.
+            let (mut get_ns, mut put_ns, mut puts) = (0u128, 0u128, 0u64);
+            for r in 0..rounds {
+                barrier.wait();
+                let t0 = Instant::now();
+                let got = err.is_none().then(|| alloc_n(src, t, order, n));
+                get_ns += t0.elapsed().as_nanos();
+                match got {
+                    Some(Ok(v)) => pile.lock().expect("pile").extend(v),
+                    Some(Err(e)) => err = Some(e),
+                    None => {}
                 }
-                let k = p.threads.max(1) as usize;
-                let per = all.len().div_ceil(k).max(1);
-                let mut s: Vec<Vec<Block>> = all.chunks(per).map(<[Block]>::to_vec).collect();
-                s.resize(k, Vec::new());
-                *shares.lock().expect("shares") = s;
+                if barrier.wait().is_leader() {
+                    let mut all = std::mem::take(&mut *pile.lock().expect("pile"));
+                    // Round 0 shuffles with the run's seed.
+                    let mut rng = SplitMix64::new(seed ^ r.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                    for i in (1..all.len()).rev() {
+                        all.swap(i, rng.below(i as u64 + 1) as usize);
+                    }
+                    let k = p.threads.max(1) as usize;
+                    let per = all.len().div_ceil(k).max(1);
+                    let mut s: Vec<Vec<Block>> = all.chunks(per).map(<[Block]>::to_vec).collect();
+                    s.resize(k, Vec::new());
+                    *shares.lock().expect("shares") = s;
+                }
+                barrier.wait();
+                let mine = std::mem::take(&mut shares.lock().expect("shares")[t]);
+                let t0 = Instant::now();
+                puts += mine.len() as u64;
+                for b in mine {
+                    if let Err(e) = src.free(t, b) {
+                        err = Some(e);
+                        break;
+                    }
+                }
+                put_ns += t0.elapsed().as_nanos();
             }
-            barrier.wait();
-            let mine = std::mem::take(&mut shares.lock().expect("shares")[t]);
-            let t0 = Instant::now();
-            let m = mine.len();
-            for b in mine {
-                src.free(t, b)?;
-            }
-            if m > 0 {
-                out.put = Some(t0.elapsed().as_nanos() as f64 / m as f64);
+            out.get = Some(get_ns as f64 / (n * rounds) as f64);
+            if puts > 0 {
+                out.put = Some(put_ns as f64 / puts as f64);
             }
         }
     }

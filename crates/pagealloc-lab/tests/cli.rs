@@ -448,7 +448,7 @@ fn calibrate_sweep_alone_skips_the_kbuild_grid() {
 fn bench_prints_llfree_rows() {
     let o = pagealloc(&[
         "bench",
-        "bulk,repeat",
+        "bulk,repeat,rand",
         "--alloc",
         "pagealloc,buddy,pool",
         "--cpus",
@@ -462,8 +462,8 @@ fn bench_prints_llfree_rows() {
         "--json",
     ]);
     let rows = json_rows(&o);
-    // pool skips order 9: 2 kinds × (2 + 2 + 1 orders) × 2 thread counts
-    assert_eq!(rows.len(), 20);
+    // pool skips order 9: 3 kinds × (2 + 2 + 1 orders) × 2 thread counts
+    assert_eq!(rows.len(), 30);
     for r in &rows {
         let bench = r["bench"].as_str().unwrap();
         if bench == "repeat" {
@@ -477,6 +477,13 @@ fn bench_prints_llfree_rows() {
             );
         } else {
             assert!(r["get_ns"].as_f64().unwrap() > 0.0 && r["put_ns"].as_f64().unwrap() > 0.0);
+            // LLFree's bulk and rand: 2^order rounds.
+            let order = r["order"].as_u64().unwrap();
+            assert_eq!(
+                r["extra"]["rounds"].as_f64(),
+                Some((1u64 << order) as f64),
+                "{r}"
+            );
         }
         assert!(r.get("cpus").is_some() && r.get("order").is_some());
     }
