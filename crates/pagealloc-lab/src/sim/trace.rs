@@ -230,8 +230,23 @@ impl AccessSink for ThreadSink {
             prefetch_frame(pfn);
         }
         let p = Packed::encode(&a);
-        with_buf(|b| b.push(p));
+        with_buf(|b| {
+            if b.len() < b.capacity() {
+                b.push(p);
+            } else {
+                push_growing(b, p);
+            }
+        });
     }
+}
+
+/// [`ThreadSink::access`]'s push when the buffer is full: a few times per run (the
+/// buffer keeps its allocation), so out of line, and the sink's own code keeps few
+/// registers to save.
+#[cold]
+#[inline(never)]
+fn push_growing(b: &mut Vec<Packed>, p: Packed) {
+    b.push(p);
 }
 
 /// Runs `f` on this thread's buffer.
