@@ -8,7 +8,8 @@
 //! - [`BenchKind::Bulk`]: allocate all `n`, then free all in reverse order (LIFO); the
 //!   allocation loop and the free loop are timed separately: `get_ns`, `put_ns`.
 //! - [`BenchKind::Repeat`]: prefill `n` blocks, then `n × 2^order` times allocate a block
-//!   and free it at once: `pair_ns` per allocate+free pair. As in LLFree's `repeat`, the
+//!   and free it at once: `pair_ns` per allocate+free pair; the prefilled blocks are
+//!   freed once every thread's timed loop has ended. As in LLFree's `repeat`, the
 //!   timed loop has as many pairs at every order (`frames / threads / 2`), so an order-9
 //!   row times 131 072 pairs per thread at 2 GiB and 2 threads, not 256.
 //! - [`BenchKind::Rand`]: allocate `n` (timed: `get_ns`), shuffle all threads' blocks
@@ -356,6 +357,7 @@ fn thread<S: PageSource + ?Sized>(
             barrier.wait();
             let go = held.is_ok() && !failed.load(std::sync::atomic::Ordering::Relaxed);
             barrier.wait();
+            let mut refused = None;
             if go {
                 let pairs = n << order;
                 let t0 = Instant::now();
@@ -364,8 +366,17 @@ fn thread<S: PageSource + ?Sized>(
                 match r {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => err = Some(e),
-                    Err(e) => return Err(e),
+                    Err(e) => refused = Some(e),
                 }
+            }
+            // No thread frees its prefilled blocks before every timed loop has ended:
+            // those frees drain to the zone, writing lines every allocation's watermark
+            // test reads; inside another thread's loop of 256 order-9 pairs they doubled
+            // its time per pair (docs/performance.md, "The repeat bench"). LLFree's
+            // repeat frees nothing after its loop.
+            barrier.wait();
+            if let Some(e) = refused {
+                return Err(e);
             }
             match held {
                 Ok(v) => {
