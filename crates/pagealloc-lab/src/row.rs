@@ -20,7 +20,7 @@ pub struct Row {
     pub bench: Option<String>,
     /// Allocator: `pagealloc` or a peer's name.
     pub alloc: String,
-    /// pagealloc config string (preset[,overrides]); absent for peers.
+    /// pagealloc config string (`preset[,overrides]`); absent for peers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
     /// CPUs (threads or virtual CPUs) used.

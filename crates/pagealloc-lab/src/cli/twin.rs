@@ -41,7 +41,7 @@ pub struct TwinArgs {
     /// Print the whole result as one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Write twin_<workload>.json and one plot per CPU (PNG and SVG) into this directory.
+    /// Write `twin_<workload>.json` and one plot per CPU (PNG and SVG) into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
 }

@@ -1,10 +1,10 @@
 //! The kernel side of the twin: the workload in forked processes pinned one per CPU,
-//! and a sampler reading `/proc/zoneinfo` every [`SAMPLE_MS`](super::SAMPLE_MS).
+//! and a sampler reading `/proc/zoneinfo` every [`SAMPLE_MS`].
 //!
 //! # Design
 //! Workers are processes (as will-it-scale's), forked before the run and blocked on a
 //! pipe until the start. They share one anonymous `MAP_SHARED` page with the parent
-//! ([`Shared`]): a stop flag, per-worker page counters (added every 512 pages, read by
+//! (a private `Shared` struct): a stop flag, per-worker page counters (added every 512 pages, read by
 //! the sampler) and error slots. A worker only makes system calls (`sched_setaffinity`,
 //! `mmap`, `munmap`, `madvise`, `read`, `sched_yield`, `_exit`) and touches memory: it
 //! never allocates, so forking from a process with threads is safe.
