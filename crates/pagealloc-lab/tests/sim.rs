@@ -134,9 +134,10 @@ fn hash(rows: &[pagealloc_lab::Row], config: &str) -> Option<String> {
 /// structural miss moves the published way. Release builds only (about 30 s; minutes in
 /// a debug build): `cargo test --release -p pagealloc-lab --test sim -- --nocapture`.
 /// This build ends before the first decay tick (0.6–0.8 s of virtual time); the long
-/// build the note reports, in which the decay acts (docs/sim-cost-model.md §4.3), is
-/// the same ablation with more tasks: `pagealloc compare kbuild --sim --machine
-/// spr-2s-224 --configs base,patch1,patch3,patch5,patch7,patch9,patch10 -p tasks=14336`.
+/// build, in which the decay acts (docs/sim-cost-model.md §4.3: 22 of 24 with these
+/// values, the decay itself moving the rows by under a point), is the same ablation
+/// with ten times the tasks: `pagealloc compare kbuild --sim --machine spr-2s-224 -p
+/// tasks=8960` (800 s of CPU, too long for CI).
 /// (A quarter of the tasks is not a faster stand-in: two waves of tasks grow patch7's
 /// pcps less, so the calibrated headroom is never reached and patch9 runs patch7's
 /// trace.)

@@ -47,8 +47,10 @@
 //! task lifetimes on a CPU, as in the real build; what `tasks` sets is how many ticks
 //! the build lasts. Full scale (896) ends before the workload CPUs' first ticks on
 //! spr-2s-224 (0.6–0.8 s; CPUs 0–111 first tick at 667–1000 ms, the kernel's
-//! `round_jiffies` skew: the decay never acts on a tuned pageset); `-p tasks=14336` lasts several seconds, with the decay acting each second
-//! (docs/sim-cost-model.md §4.3 has both tables and the sources).
+//! `round_jiffies` skew: the decay never acts on a tuned pageset); `-p tasks=8960` (10×)
+//! lasts 3.6–7 s, with the decay acting each second. The decay is not what the long
+//! build changes: switched off there, the rows move by under a point
+//! (docs/sim-cost-model.md §4.3 has the tables and the sources).
 //!
 //! What the synthesis leaves out, and why (docs/sim-cost-model.md §4.3): the page cache
 //! as such (the simulator's headroom model stands for the memory the rest of the
@@ -77,7 +79,7 @@ define_params! {
     /// Parameters of kbuild.
     pub struct KbuildParams {
         /// Tasks (compiler runs) in the whole build, shared by all CPUs (full scale: 8
-        /// waves of 112, which end before the workload CPUs' decay acts; 14336 lasts several
+        /// waves of 112, which end before the workload CPUs' decay acts; 8960 lasts several
         /// ticks: see "Scale" above).
         tasks: u32 = 512, full 896;
         /// Median order-0 pages per task (log-normal).
