@@ -24,6 +24,7 @@
 //! wrong order is refused with a code and changes nothing). A panic never crosses the
 //! boundary: it becomes `PAGEALLOC_EINTERNAL`.
 
+#![warn(missing_docs)]
 // C names for the C types.
 #![allow(non_camel_case_types)]
 

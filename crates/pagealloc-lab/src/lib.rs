@@ -17,6 +17,8 @@
 //! frame ids. It defines the semantics the real executors must match and checks the
 //! conservation invariant (every block allocated is freed exactly once).
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod cli;
 pub mod exec;
