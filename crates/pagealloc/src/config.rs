@@ -116,9 +116,10 @@ presets! {
     /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
     /// refills take both halves of a larger block at once
     /// (`refill_pairs`), drains free two buddies leaving one after the other as one block
-    /// (`drain_pairs`), and zone-lock holds are not timed (`lock_stat=off`: two clock
-    /// reads less per trip). docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,refill_pairs=on,drain_pairs=on,lock_stat=off";
+    /// (`drain_pairs`) and prefetch the next block's buddy (`drain_prefetch`), and
+    /// zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
+    /// docs/performance.md has the figures.
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,refill_pairs=on,drain_pairs=on,drain_prefetch=on,lock_stat=off";
 }
 
 impl Preset {
@@ -483,6 +484,15 @@ config_table! {
     /// block's list insertion and removal and its two buddy lookups. Ours, not the
     /// kernel's (the free-area accesses differ).
     drain_pairs: bool = false, bound any;
+    /// While a drain (`free_pcppages_bulk`) frees a block of order ≥ 1 that leaves alone
+    /// (not one of a `drain_pairs` pair), a prefetch of the metadata line of the buddy of
+    /// the block that leaves next, which `__free_one_page` reads and, to merge, writes:
+    /// with two CPUs freeing each other's blocks that line was often last written by the
+    /// other CPU, and its miss then overlaps the merge in hand instead of stalling the
+    /// next, under the zone lock. A hint: the same blocks, lists, counters and access
+    /// reports. The kernel prefetched order-0 buddies in its drain from 4.18
+    /// (`prefetch_buddy`) until it dropped that. Ours.
+    drain_prefetch: bool = false, bound any;
 
     // ---- instrumentation ----
     /// Zone-lock statistics in the spirit of `CONFIG_LOCK_STAT`: every zone-lock hold is

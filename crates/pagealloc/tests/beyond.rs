@@ -1103,6 +1103,59 @@ fn drain_pairs_frees_the_same_blocks_with_fewer_accesses_under_the_lock() {
     }
 }
 
+/// `drain_prefetch` (ours): a prefetch hint in the drain's loop. It decides nothing and
+/// reports nothing: with it on and off, the same blocks come out in the same order, the
+/// free lists and every counter (the accesses under the zone lock included) are equal,
+/// over the loop of the `drain_pairs` test, on `fast` and on `linux-6.12`. Its effect is
+/// in time only (docs/performance.md, "The order-9 put: paired drains and LLFree's
+/// rounds").
+#[test]
+fn drain_prefetch_changes_no_block_list_or_counter() {
+    let run = |(base, extra): (&str, &str)| {
+        let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
+        let mut got = Vec::new();
+        let mut seq = Vec::new();
+        let mut seed = 11u64;
+        for round in 0..3u64 {
+            for k in 0..400u64 {
+                let order = [9, 9, 9, 1, 2, 3, 0][((k + round) % 7) as usize];
+                let f = a.alloc_on(0, order, Gfp::USER, None).unwrap();
+                seq.push(f.pfn.0);
+                got.push(f);
+            }
+            for i in (1..got.len()).rev() {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                got.swap(i, (seed >> 33) as usize % (i + 1));
+            }
+            let keep = got.split_off(got.len() / 4);
+            for f in keep {
+                a.free_on(0, f).unwrap();
+            }
+            a.validate().unwrap();
+        }
+        let lists = a.zone_info(0).unwrap().nr_free;
+        (seq, lists, a.counters())
+    };
+    assert!(!Preset::Linux612.config().drain_prefetch && Preset::Fast.config().drain_prefetch);
+    for (off, on) in [
+        (("fast", "drain_prefetch=off"), ("fast", "")),
+        (("linux-6.12", ""), ("linux-6.12", "drain_prefetch=on")),
+    ] {
+        let (s_off, l_off, c_off) = run(off);
+        let (s_on, l_on, c_on) = run(on);
+        assert!(c_off.pcp_drain > 0, "{off:?}: {c_off:?}");
+        assert_eq!(s_on, s_off, "{on:?}: the same blocks in the same order");
+        assert_eq!(l_on, l_off, "{on:?}: the same free lists");
+        for ((name, a), (_, b)) in c_on.iter().zip(c_off.iter()) {
+            if !name.ends_with("_ns") {
+                assert_eq!(a, b, "{on:?}: {name}");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- 5b. lock_stat
 
 /// `lock_stat` (instrumentation, not a kernel mechanism): on, every zone-lock hold is
