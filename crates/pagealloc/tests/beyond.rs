@@ -31,6 +31,26 @@ fn alloc_all(a: &Allocator, cpu: usize, order: u8, gfp: Gfp) -> Vec<Frame> {
     }
 }
 
+/// The counters of two runs that hand out the same blocks, one with a switch that only
+/// saves work under the zone lock (`on`) and one without (`off`): every counter equal but
+/// the times (`*_ns`) and the accesses made under the zone lock, which `on` has fewer of.
+fn assert_same_counts_fewer_locked_accesses(base: &str, on: &Counters, off: &Counters) {
+    for ((name, a), (_, b)) in on.iter().zip(off.iter()) {
+        if name.ends_with("_ns") || name == "zone_lock_meta" || name == "zone_lock_lines" {
+            continue;
+        }
+        assert_eq!(a, b, "{base}: {name}");
+    }
+    assert!(
+        on.zone_lock_meta < off.zone_lock_meta,
+        "{base}: {on:?} {off:?}"
+    );
+    assert!(
+        on.zone_lock_lines < off.zone_lock_lines,
+        "{base}: {on:?} {off:?}"
+    );
+}
+
 // ---------------------------------------------------------------- 1. migratetype cache
 
 /// A page whose pageblock changes type while it sits on the pcp ends up on the free list
@@ -1006,20 +1026,7 @@ fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
         let (s_off, off) = run(base, "");
         let (s_on, on) = run(base, "refill_pairs=on");
         assert_eq!(s_on, s_off, "{base}: the same blocks in the same order");
-        for ((name, a), (_, b)) in on.iter().zip(off.iter()) {
-            if name.ends_with("_ns") || name == "zone_lock_meta" || name == "zone_lock_lines" {
-                continue;
-            }
-            assert_eq!(a, b, "{base}: {name}");
-        }
-        assert!(
-            on.zone_lock_meta < off.zone_lock_meta,
-            "{base}: {on:?} {off:?}"
-        );
-        assert!(
-            on.zone_lock_lines < off.zone_lock_lines,
-            "{base}: {on:?} {off:?}"
-        );
+        assert_same_counts_fewer_locked_accesses(base, &on, &off);
     }
 }
 
@@ -1085,21 +1092,8 @@ fn drain_pairs_frees_the_same_blocks_with_fewer_accesses_under_the_lock() {
         let (s_on, l_on, on) = run(base, "drain_pairs=on");
         assert_eq!(s_on, s_off, "{base}: the same blocks in the same order");
         assert_eq!(l_on, l_off, "{base}: the same free lists");
-        for ((name, a), (_, b)) in on.iter().zip(off.iter()) {
-            if name.ends_with("_ns") || name == "zone_lock_meta" || name == "zone_lock_lines" {
-                continue;
-            }
-            assert_eq!(a, b, "{base}: {name}");
-        }
         assert!(off.pcp_drain > 0, "{base}: {off:?}");
-        assert!(
-            on.zone_lock_meta < off.zone_lock_meta,
-            "{base}: {on:?} {off:?}"
-        );
-        assert!(
-            on.zone_lock_lines < off.zone_lock_lines,
-            "{base}: {on:?} {off:?}"
-        );
+        assert_same_counts_fewer_locked_accesses(base, &on, &off);
     }
 }
 
