@@ -98,7 +98,32 @@ pub(crate) struct ZoneInner {
     pub(crate) tally: crate::access::Tally,
 }
 
+/// A zero-sized field that starts the next field of a `repr(C)` struct on a fresh pair
+/// of cache lines (128 bytes: the adjacent-line prefetcher fetches lines in pairs, as
+/// [`PcpSlot`](crate::pcp::PcpSlot)'s alignment assumes).
+#[repr(align(128))]
+struct LineBreak;
+
 /// One zone. See the module docs for which lock protects what.
+///
+/// # Layout
+/// `repr(C)`, in three groups on separate cache-line pairs, so that what one CPU writes
+/// while it holds the lock never shares a line with what another CPU reads on every hit:
+/// 1. read-mostly: the span, `meta_base`, the pageblock table's address, watermarks and
+///    flags, read by every PCP hit (`free_unref_page`'s pageblock lookup and metadata
+///    index, `zone_watermark_fast`);
+/// 2. the counters written on each zone-lock trip and read by the watermark test
+///    (NR_FREE_PAGES, the highatomic counts, the occupancy word);
+/// 3. the lock word with the free lists and the lock's access tally, written on every
+///    page a drain or refill moves.
+///
+/// Before, with the compiler's field order and the zone's 8-byte alignment, the lock
+/// word and the tally (written per page under the lock) shared a line with `meta_base`
+/// and `nr_isolate_pageblock`, and the occupancy word and NR_FREE_PAGES with `pb_start`
+/// and the span, depending on where the allocation landed: while one CPU drained, every
+/// free hit of the other CPU missed on that line (docs/performance.md, "The 2-thread
+/// put").
+#[repr(C)]
 pub(crate) struct Zone {
     // ---- read-mostly ----
     pub(crate) idx: usize,
@@ -119,35 +144,40 @@ pub(crate) struct Zone {
     flags: AtomicU32,
     /// Number of pageblocks of type ISOLATE (`nr_isolate_pageblock`).
     pub(crate) nr_isolate_pageblock: AtomicU32,
-    /// Free-list occupancy: bit `o * OCC_STRIDE + mt` set while
-    /// `free_area[o].free_list[mt]` is not empty, all orders in one word so that the
-    /// watermark test's scan of orders `order..=MAX_ORDER` for a usable type is one load,
-    /// a shift and a mask (see [`Zone::watermark_ok`]).
-    nonempty: AtomicU64,
     /// (high_min, high_max, batch) last given to all pcps (`pageset_high_min`, ...):
     /// read through [`Zone::pageset_sizes`] and [`Zone::pageset_batch`].
     pageset: [AtomicU32; 3],
     /// Merge-skipping disable depth (Appendix A): raised by callers that need contiguity.
     pub(crate) merge_disable: AtomicU32,
-    /// Refill cuts of order-0 clusters not yet fixed up (clustered refill, the RFC's
-    /// `in_progress`): raised under the zone lock, lowered by the refilling CPU after
-    /// its fix-up; see `cluster.rs`.
-    pub(crate) cluster_inflight: AtomicU32,
     /// [`Config::lock_stat`](crate::Config::lock_stat): time every hold.
     lock_stat: bool,
-
-    // ---- written under the zone lock ----
-    /// NR_FREE_PAGES: free pages on the buddy lists, ISOLATE excluded, pcp excluded.
-    pub(crate) nr_free_pages: ZoneCounter,
-    pub(crate) nr_free_highatomic: ZoneCounter,
-    pub(crate) nr_reserved_highatomic: ZoneCounter,
-    /// `zone->lock`: taken through [`Zone::lock`] (a CPU's trip, counted) or
-    /// [`Zone::lock_inspect`] (building and inspection, not a trip).
-    lock: SpinLock<ZoneInner>,
     /// Per-CPU counters of events under this zone's lock.
     pub(crate) cpu_stats: Box<[Stats]>,
     /// Where accesses are reported (`Allocator::set_access_sink`), if anywhere.
     pub(crate) trace: crate::access::Tracer,
+
+    // ---- written under the zone lock, once or a few times per trip ----
+    _trip_lines: LineBreak,
+    /// NR_FREE_PAGES: free pages on the buddy lists, ISOLATE excluded, pcp excluded.
+    pub(crate) nr_free_pages: ZoneCounter,
+    pub(crate) nr_free_highatomic: ZoneCounter,
+    pub(crate) nr_reserved_highatomic: ZoneCounter,
+    /// Free-list occupancy: bit `o * OCC_STRIDE + mt` set while
+    /// `free_area[o].free_list[mt]` is not empty, all orders in one word so that the
+    /// watermark test's scan of orders `order..=MAX_ORDER` for a usable type is one load,
+    /// a shift and a mask (see [`Zone::watermark_ok`]).
+    nonempty: AtomicU64,
+    /// Refill cuts of order-0 clusters not yet fixed up (clustered refill, the RFC's
+    /// `in_progress`): raised under the zone lock, lowered by the refilling CPU after
+    /// its fix-up; see `cluster.rs`.
+    pub(crate) cluster_inflight: AtomicU32,
+
+    // ---- written under the zone lock on every page moved ----
+    _lock_lines: LineBreak,
+    /// `zone->lock`: taken through [`Zone::lock`] (a CPU's trip, counted) or
+    /// [`Zone::lock_inspect`] (building and inspection, not a trip). Last, so that the
+    /// zone's size (a multiple of its 128-byte alignment) pads it from the next zone.
+    lock: SpinLock<ZoneInner>,
 }
 
 impl fmt::Debug for Zone {
@@ -194,20 +224,22 @@ impl Zone {
             boost: AtomicU64::new(0),
             flags: AtomicU32::new(0),
             nr_isolate_pageblock: AtomicU32::new(0),
-            nonempty: AtomicU64::new(0),
             pageset: Default::default(),
             merge_disable: AtomicU32::new(0),
-            cluster_inflight: AtomicU32::new(0),
             lock_stat,
+            cpu_stats: (0..ncpus).map(|_| Stats::default()).collect(),
+            trace: Default::default(),
+            _trip_lines: LineBreak,
             nr_free_pages: ZoneCounter::default(),
             nr_free_highatomic: ZoneCounter::default(),
             nr_reserved_highatomic: ZoneCounter::default(),
+            nonempty: AtomicU64::new(0),
+            cluster_inflight: AtomicU32::new(0),
+            _lock_lines: LineBreak,
             lock: SpinLock::new(ZoneInner {
                 free: FreeArea::new(),
                 tally: Default::default(),
             }),
-            cpu_stats: (0..ncpus).map(|_| Stats::default()).collect(),
-            trace: Default::default(),
         }
     }
 
@@ -614,5 +646,49 @@ mod tests {
         assert_eq!(min_free_kbytes(m, 1, true), 22_528);
         assert_eq!(isqrt(99), 9);
         assert_eq!(isqrt(100), 10);
+    }
+
+    /// The layout the struct's doc promises: what a lock holder writes per page (the
+    /// lock word, the free lists, the tally) and per trip (NR_FREE_PAGES, the occupancy
+    /// word) never shares a 128-byte line pair with what the PCP hits read (the span,
+    /// `meta_base`, the pageblock table, the watermarks, the flags).
+    #[test]
+    fn lock_lines_are_apart_from_what_the_hits_read() {
+        use core::mem::{align_of, offset_of, size_of};
+        const PAIR: usize = 128;
+        assert_eq!(align_of::<Zone>(), PAIR);
+        assert_eq!(size_of::<Zone>() % PAIR, 0);
+        let read = [
+            offset_of!(Zone, start_pfn),
+            offset_of!(Zone, end_pfn),
+            offset_of!(Zone, meta_base),
+            offset_of!(Zone, pb_start),
+            offset_of!(Zone, pageblock),
+            offset_of!(Zone, wmark) + size_of::<[AtomicU64; 4]>() - 1,
+            offset_of!(Zone, boost),
+            offset_of!(Zone, flags),
+            offset_of!(Zone, nr_isolate_pageblock),
+            offset_of!(Zone, lock_stat),
+            offset_of!(Zone, cpu_stats),
+            offset_of!(Zone, trace),
+        ];
+        let trip = [
+            offset_of!(Zone, nr_free_pages),
+            offset_of!(Zone, nonempty),
+            offset_of!(Zone, cluster_inflight) + size_of::<AtomicU32>() - 1,
+        ];
+        let last_read = read.iter().max().unwrap() / PAIR;
+        let first_trip = trip.iter().min().unwrap() / PAIR;
+        let last_trip = trip.iter().max().unwrap() / PAIR;
+        let lock = offset_of!(Zone, lock);
+        assert!(
+            last_read < first_trip,
+            "a read-mostly field shares the trip counters' lines"
+        );
+        assert!(
+            last_trip < lock / PAIR,
+            "the trip counters share the lock's lines"
+        );
+        assert_eq!(lock % PAIR, 0);
     }
 }
