@@ -123,7 +123,12 @@ struct LineBreak;
 /// and the span, depending on where the allocation landed: while one CPU drained, every
 /// free hit of the other CPU missed on that line (docs/performance.md, "The 2-thread
 /// put").
-#[repr(C)]
+///
+/// Aligned to 2 KiB, so that its size is a power of two (2048 bytes; 1280 at 128-byte
+/// alignment): a zone's address is then the array's base plus its index shifted, where
+/// a 1280-byte stride took a `lea` and a shift on every PCP hit (`examples/hotpath`,
+/// callgrind: 256 → 254 instructions per checked order-0 pair, 266 → 264 at order 9).
+#[repr(C, align(2048))]
 pub(crate) struct Zone {
     // ---- read-mostly ----
     pub(crate) idx: usize,
@@ -656,7 +661,8 @@ mod tests {
     fn lock_lines_are_apart_from_what_the_hits_read() {
         use core::mem::{align_of, offset_of, size_of};
         const PAIR: usize = 128;
-        assert_eq!(align_of::<Zone>(), PAIR);
+        assert_eq!(align_of::<Zone>() % PAIR, 0);
+        assert!(size_of::<Zone>().is_power_of_two());
         assert_eq!(size_of::<Zone>() % PAIR, 0);
         let read = [
             offset_of!(Zone, start_pfn),
