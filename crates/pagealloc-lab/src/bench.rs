@@ -161,6 +161,7 @@ fn run_on<S: PageSource + ?Sized>(
     let mut get = Vec::new();
     let mut put = Vec::new();
     let mut pair = Vec::new();
+    let before = source.counters();
     for it in 0..p.iterations.max(1) {
         let (g, q, r) = once(p, source, threads, n, p.seed.wrapping_add(u64::from(it)))?;
         get.extend(g);
@@ -191,9 +192,55 @@ fn run_on<S: PageSource + ?Sized>(
         .chain(
             (p.kind != BenchKind::Repeat).then(|| ("rounds".to_owned(), (1u64 << p.order) as f64)),
         )
+        .chain(
+            before
+                .zip(source.counters())
+                .map(|(b, a)| counter_extras(&a.since(&b), p.order))
+                .into_iter()
+                .flatten(),
+        )
         .collect(),
         ..Row::default()
     })
+}
+
+/// The names of the counter columns [`run`] adds to a row of a source with counters
+/// (pagealloc): what the runs did under the zone lock, per block operation.
+pub const COUNTER_COLUMNS: &[&str] = &[
+    "zone_lock_per_kop",
+    "contended_pct",
+    "lock_wait_ns_op",
+    "meta_per_page",
+    "drained_pct",
+];
+
+/// The allocator's counters over all the iterations of a row (timed loops and untimed
+/// ones alike: repeat's prefill and its frees, every round's allocations and frees) as
+/// [`COUNTER_COLUMNS`]: zone-lock acquisitions per 1000 block operations (an allocation
+/// or a free of one block), the share of them that waited, the wait per operation, the
+/// per-frame metadata lines accessed under the lock per page moved under it
+/// (`zone_lock_meta / zone_lock_pages`: what merge skipping and clusters reduce), and
+/// the share of freed pages that pageset drains returned to the zone. Nothing when no
+/// block was allocated.
+fn counter_extras(c: &pagealloc::Counters, order: u8) -> Vec<(String, f64)> {
+    let blocks = c.pgalloc >> order;
+    if blocks == 0 {
+        return Vec::new();
+    }
+    let ops = 2.0 * blocks as f64;
+    let ratio = |n: u64, d: u64| if d == 0 { 0.0 } else { n as f64 / d as f64 };
+    let vals = [
+        c.zone_lock as f64 * 1000.0 / ops,
+        100.0 * ratio(c.zone_lock_contended, c.zone_lock),
+        c.zone_lock_wait_ns as f64 / ops,
+        ratio(c.zone_lock_meta, c.zone_lock_pages),
+        100.0 * ratio(c.pcp_drain_pages, c.pgfree),
+    ];
+    COUNTER_COLUMNS
+        .iter()
+        .zip(vals)
+        .map(|(k, v)| ((*k).to_owned(), (v * 1000.0).round() / 1000.0))
+        .collect()
 }
 
 fn median(v: &mut [f64]) -> Option<f64> {

@@ -490,6 +490,66 @@ fn bench_prints_llfree_rows() {
     assert!(stderr(&o).contains("order-0 frames only"));
 }
 
+/// `--counters`: pagealloc rows carry what their runs did under the zone lock, and the
+/// columns show a mechanism's effect: merge skipping and clusters (`fast`) touch fewer
+/// metadata lines per page moved under the lock than the kernel's merging.
+#[test]
+fn bench_counters_show_the_zone_lock_work() {
+    let run = |config: &str, extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "bulk",
+            "--alloc",
+            "pagealloc,buddy",
+            "--config",
+            config,
+            "--cpus",
+            "1",
+            "--order",
+            "0",
+            "--memory",
+            "32MiB",
+            "--iterations",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let o = pagealloc(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    };
+    let meta_per_page = |config: &str| {
+        let rows = json_rows(&run(config, &["--json"]));
+        assert_eq!(rows.len(), 2);
+        // Only a source with counters gets them.
+        assert!(
+            rows[1]["extra"].get("meta_per_page").is_none(),
+            "{}",
+            rows[1]
+        );
+        let e = &rows[0]["extra"];
+        assert!(e["zone_lock_per_kop"].as_f64().unwrap() > 0.0, "{e}");
+        assert!(e["drained_pct"].as_f64().unwrap() > 0.0, "{e}");
+        e["meta_per_page"].as_f64().unwrap()
+    };
+    let (kernel, fast) = (meta_per_page("linux-6.12"), meta_per_page("fast"));
+    assert!(
+        fast > 0.0 && fast < kernel,
+        "fast {fast}, linux-6.12 {kernel}"
+    );
+    let table = String::from_utf8(run("fast", &["--counters"]).stdout).unwrap();
+    for head in [
+        "lock/kop",
+        "waited %",
+        "wait ns/op",
+        "meta/page",
+        "drained %",
+    ] {
+        assert!(table.contains(head), "{table}");
+    }
+    let plain = String::from_utf8(run("fast", &[]).stdout).unwrap();
+    assert!(!plain.contains("meta/page"), "{plain}");
+}
+
 #[test]
 fn report_tiny_writes_its_files() {
     let dir: PathBuf =

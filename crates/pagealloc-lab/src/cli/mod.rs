@@ -234,6 +234,12 @@ pub struct BenchArgs {
     /// Seed of rand's shuffle.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Add the allocator's counters to the table (pagealloc rows): zone-lock trips per
+    /// 1000 block operations, % of them that waited, wait ns per operation, metadata
+    /// lines touched under the lock per page moved, % of freed pages drained. JSON rows
+    /// always carry them.
+    #[arg(long)]
+    pub counters: bool,
     /// Print one JSON object per row instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -667,7 +673,11 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), CliError> {
         }
     }
     pb.finish_and_clear();
-    emit(&rows, BENCH_COLUMNS, a.json);
+    let mut cols = BENCH_COLUMNS.to_vec();
+    if a.counters {
+        cols.extend_from_slice(bench::COUNTER_COLUMNS);
+    }
+    emit(&rows, &cols, a.json);
     Ok(())
 }
 

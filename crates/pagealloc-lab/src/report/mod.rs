@@ -140,6 +140,11 @@ pub fn header(col: &str) -> String {
         "get_ns" => "get ns".into(),
         "put_ns" => "put ns".into(),
         "pair_ns" => "pair ns".into(),
+        "zone_lock_per_kop" => "lock/kop".into(),
+        "contended_pct" => "waited %".into(),
+        "lock_wait_ns_op" => "wait ns/op".into(),
+        "meta_per_page" => "meta/page".into(),
+        "drained_pct" => "drained %".into(),
         other => other.replace('_', " "),
     }
 }
