@@ -468,6 +468,19 @@ config_table! {
     /// every preset (docs/performance.md, "The order-9 put side": it makes `fast`'s
     /// order-9 allocations slower than it makes its frees faster).
     thp_merge_skip: bool = false, bound any;
+    /// With `merge_skip`: THP drains and refills move runs of pageblock-order blocks
+    /// between the pageset's THP list and the order-9 free lists in one splice each (the
+    /// order-0 `splice_drain`'s form for huge pages). A drain (`free_pcppages_bulk`) cuts
+    /// the blocks it returns off the THP list's tail and puts each run of one type on the
+    /// head of that type's order-9 list, unmerged and marked merge-skipped as
+    /// `thp_merge_skip` puts them (it implies `thp_merge_skip`), with one free-area and
+    /// counter update per run; a refill (`rmqueue_bulk`) cuts up to its count of blocks off
+    /// the head of its type's order-9 list (`list_cut_position`) and appends them to the
+    /// THP list. The blocks, their order on every list and the counts are
+    /// `thp_merge_skip`'s; each block's metadata is written once, with no neighbour's, and
+    /// the free area once per run. Linked pagesets only in the drain (array pagesets free
+    /// drained huge pages one by one, merge-skipped). Ours, not the kernel's.
+    thp_splice: bool = false, bound any;
     /// A refill (`rmqueue_bulk`) that needs two more blocks of an order whose free list of
     /// its type is empty takes a block of the next order and keeps both halves, where the
     /// kernel's `__rmqueue_smallest` splits it, puts the upper half on the free list

@@ -464,6 +464,29 @@ impl List {
         self.tail = p;
         self.len -= n;
     }
+    /// Drop the last `n` entries in O(1), `tail` becoming the tail (`NIL`: none are left):
+    /// for a caller that has walked them from the old tail and read `tail` from the link
+    /// of the last one it walked (and may have relinked them since). Writes `tail`'s
+    /// `next`, reported.
+    pub(crate) fn truncate_back_t(
+        &mut self,
+        m: &[PageMeta],
+        tail: u32,
+        n: u32,
+        t: &mut impl Touch,
+    ) {
+        debug_assert!(n <= self.len);
+        if tail != NIL {
+            m[tail as usize].set_next(NIL);
+            // `tail` was read from the link of the entry walked before it.
+            t.meta(tail, true, 1);
+        } else {
+            debug_assert_eq!(n, self.len);
+            self.head = NIL;
+        }
+        self.tail = tail;
+        self.len -= n;
+    }
     /// Insert the chain `first..=last` of `n` entries (linked by their `next`/`prev`,
     /// outer links ignored) after entry `after`, or at the head when `None`. O(1).
     #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers

@@ -647,6 +647,25 @@ impl Allocator {
         let ring = self.cfg.array_pcp;
         let before = pcp.lists[pi].tail();
         let taken_from = pcp.rings[pi].len();
+        if order == THP_ORDER && self.cfg.thp_splice {
+            // The blocks on the order-9 list, cut off in one step (`thp_splice`).
+            let cache = self.cfg.pcp_migratetype_cache;
+            if let Some((first, last, cnt)) = b.cut_for_pcp(order, mt, n as u32, cache) {
+                if ring {
+                    let mut i = first;
+                    for _ in 0..cnt {
+                        let next = m[i as usize].next();
+                        ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &b.rec());
+                        i = next;
+                    }
+                } else {
+                    let tail = pcp.lists[pi].tail();
+                    pcp.lists[pi].splice_after_t(m, tail, first, last, cnt, &mut b.rec());
+                }
+                got += cnt as i32;
+                touched += cnt as u64;
+            }
+        }
         while got < n {
             // With `refill_pairs`, both halves of a block of the next order at once.
             let (pfn, blocks) = match (self.cfg.refill_pairs && n - got >= 2)
@@ -874,7 +893,12 @@ impl Allocator {
         // frame goes through `free_order0` as usual.
         let splice = splice && !isolated && b.can_skip_merge();
         // Not with an isolated pageblock, nor when drained huge pages are merge-skipped.
-        let pairs = self.cfg.drain_pairs && !isolated && !self.cfg.thp_merge_skip;
+        let pairs =
+            self.cfg.drain_pairs && !isolated && !self.cfg.thp_merge_skip && !self.cfg.thp_splice;
+        // Huge pages merge-skipped in runs (`thp_splice`): as `drain_one` would free
+        // each of them, with the same checks.
+        let thp_splice =
+            self.cfg.thp_splice && self.cfg.merge_skip && !isolated && b.can_skip_merge();
         let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         while n > 0 && pcp.st.count > 0 {
             pi = next_nonempty(pi, |p| pcp.lists[p].is_empty());
@@ -886,6 +910,10 @@ impl Allocator {
                 self.drain_splice(&mut b, &mut pcp.lists[pi], firsts[pi], cnt);
                 n -= cnt as i32;
                 pcp.st.count -= cnt as i32;
+                continue;
+            }
+            if thp_splice && k == PAGEBLOCK_ORDER {
+                n = self.drain_thp_splice(&mut b, pcp, pi, n);
                 continue;
             }
             if pairs && k > 0 {
@@ -929,7 +957,7 @@ impl Allocator {
         if k == 0 {
             b.free_order0(pfn, mt);
         } else if k == PAGEBLOCK_ORDER
-            && self.cfg.thp_merge_skip
+            && (self.cfg.thp_merge_skip || self.cfg.thp_splice)
             && self.cfg.merge_skip
             && !isolated
             && mt.is_mergeable()
@@ -990,6 +1018,68 @@ impl Allocator {
         }
         debug_assert!(first.is_none(), "a pair's second block always follows");
         n
+    }
+
+    /// The THP list `pi` of [`Allocator::free_pcppages_bulk`] with
+    /// [`Config::thp_splice`](crate::Config::thp_splice) (merge skipping allowed, no
+    /// isolated pageblock; zone lock held): the blocks the kernel's loop would take off the
+    /// tail (until `n` pages are out or the list is empty) are walked once from the tail,
+    /// each made a merge-skipped order-9 `Buddy` head of its type (the type `drain_one`
+    /// finds), and each run of one type joins the head of its free list in one splice
+    /// ([`Buddy::splice_skipped_thp`]); the list is then cut before the first of them. Run
+    /// by run from the tail, every free list ends as `drain_one`'s block-by-block head
+    /// inserts leave it. A block of a type that may not merge-skip (`drain_one`'s test) is
+    /// freed through `__free_one_page` in its turn. Returns the pages still to drain.
+    /// Inlined, as [`Allocator::drain_list_pairs`].
+    #[inline(always)]
+    fn drain_thp_splice(&self, b: &mut Buddy<'_>, pcp: &mut Pcp, pi: usize, n: i32) -> i32 {
+        let m = b.m;
+        let k = PAGEBLOCK_ORDER;
+        let list = &mut pcp.lists[pi];
+        let cnt = (n as u32).div_ceil(1 << k).min(list.len());
+        let cached = self.cfg.pcp_migratetype_cache;
+        // The run being built: its first (the block nearest the list head so far) and last
+        // block, length and type.
+        let (mut first, mut last, mut len, mut run_mt) = (NIL, NIL, 0u32, MigrateType::Movable);
+        let mut cur = list.tail().unwrap_or(NIL);
+        for j in 0..cnt {
+            let e = &m[cur as usize];
+            let pfn = b.z.pfn_of(cur);
+            // The tail's index is the list's; each next one was read from the previous block.
+            b.rec().frame_dep(pfn, true, u8::from(j > 0));
+            let prev = e.prev();
+            let mt = if cached {
+                MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
+            } else {
+                b.pb_mt(pfn)
+            };
+            if len > 0 && (mt != run_mt || !mt.is_mergeable()) {
+                b.splice_skipped_thp(first, last, len, run_mt);
+                len = 0;
+            }
+            if mt.is_mergeable() {
+                e.set_order(k);
+                e.set_mt(mt as u8);
+                e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
+                if len == 0 {
+                    (last, run_mt) = (cur, mt);
+                }
+                first = cur;
+                len += 1;
+            } else {
+                e.set_state_flags(State::Tail, 0);
+                b.free_one(pfn, k, mt, false);
+            }
+            cur = prev;
+        }
+        if len > 0 {
+            b.splice_skipped_thp(first, last, len, run_mt);
+        }
+        list.truncate_back_t(m, cur, cnt, &mut b.rec());
+        let pages = (cnt as i32) << k;
+        pcp.st.count -= pages;
+        b.rec().moved((cnt as u64) << k);
+        n - pages
     }
 
     /// [`Config::drain_pairs`](crate::Config::drain_pairs), zone lock held: block `i` of
@@ -1567,6 +1657,67 @@ impl Buddy<'_> {
         self.account(len as i64, mt);
         self.inner.free.nr_skipped += len as u64;
         self.st.merge_skipped.add(len as u64);
+    }
+
+    /// [`Buddy::free_skip_merge_thp`] for a chain: put the chain `first..=last` of `len`
+    /// pageblock-order blocks, already merge-skipped `Buddy` heads of type `mt` (set by the
+    /// caller), on the head of the order-9 `mt` list in one splice, with the accounting of
+    /// `len` such calls (`Config::thp_splice`).
+    pub(crate) fn splice_skipped_thp(&mut self, first: u32, last: u32, len: u32, mt: MigrateType) {
+        let k = PAGEBLOCK_ORDER;
+        let inner = &mut *self.inner;
+        let mut r = Rec::locked(self.z, &inner.tally);
+        r.zone(crate::access::ZoneLine::FreeArea(k), true);
+        inner.free.lists[k as usize][mt as usize]
+            .splice_after_t(self.m, None, first, last, len, &mut r);
+        inner.free.nr_free[k as usize] += len as u64;
+        self.z.set_nonempty(k, mt, true);
+        self.account((len as i64) << k, mt);
+        self.inner.free.nr_skipped_thp += len as u64;
+        self.st.merge_skipped.add(len as u64);
+    }
+
+    /// The order-`order` blocks a refill takes from the `mt` list while it holds any, at
+    /// most `max` (`Config::thp_splice`): what `max` steps of [`Buddy::smallest`] take
+    /// from the head of a list that holds them, cut off in one `list_cut_position`. Each
+    /// block is made a `Pcp` head (with the list's type when `mt_cache`) in one write;
+    /// the free area and the counters are updated once. Returns the chain (first, last,
+    /// length), its outer links left for the caller to set; `None` when the list is empty.
+    pub(crate) fn cut_for_pcp(
+        &mut self,
+        order: u8,
+        mt: MigrateType,
+        max: u32,
+        mt_cache: bool,
+    ) -> Option<(u32, u32, u32)> {
+        let m = self.m;
+        self.rec()
+            .zone(crate::access::ZoneLine::FreeArea(order), true);
+        let l = &self.inner.free.lists[order as usize][mt as usize];
+        let first = l.head()?;
+        let cnt = l.len().min(max);
+        let mut i = first;
+        let mut last = first;
+        for j in 0..cnt {
+            let e = &m[i as usize];
+            // the head's index is the list's; each next one was read from the previous block
+            self.rec()
+                .frame_dep(self.z.pfn_of(i), true, u8::from(j > 0));
+            if mt_cache {
+                e.set_mt(mt as u8);
+            }
+            e.set_state_flags(State::Pcp, 0);
+            last = i;
+            i = e.next();
+        }
+        let inner = &mut *self.inner;
+        let mut r = Rec::locked(self.z, &inner.tally);
+        inner.free.lists[order as usize][mt as usize].cut_front_t(m, last, cnt, &mut r);
+        inner.free.nr_free[order as usize] -= cnt as u64;
+        let empty = self.inner.free.lists[order as usize][mt as usize].is_empty();
+        self.z.set_nonempty(order, mt, !empty);
+        self.account(-((cnt as i64) << order), mt);
+        Some((first, last, cnt))
     }
 
     /// Put a pageblock-order block on the free list head, marked merge-skipped, without
