@@ -19,7 +19,11 @@
 //! line through its cache model). Without the feature the sink is a zero-sized type whose
 //! `sink()` is a constant `None`: every report site compiles away, and the allocator is
 //! instruction for instruction the one without the seam (docs/performance.md, "The
-//! access seam"). With the feature and no sink installed, each report site is one
+//! access seam"). With the feature, the PCP hits still have no report sites: installing a
+//! sink turns them off (`Hot::no_hits` in `pcp.rs`), so a reported run's allocations take
+//! the zonelist walk and its frees the full path, which do the same work to the lists and
+//! report it; without a sink the hits are those of the build without the feature. On the
+//! other paths, with the feature and no sink installed, each report site is one
 //! never-taken branch on the sink pointer, read from the zone; the reporting code itself
 //! is in `#[cold]` functions. Under the zone lock the accesses are also counted, always
 //! (feature or not), into per-CPU counters (`zone_lock_meta`, `zone_lock_lines`, beside
@@ -153,6 +157,11 @@ impl Tracer {
     #[inline(always)]
     pub(crate) fn sink(&self) -> Option<&dyn AccessSink> {
         None
+    }
+    /// A sink is installed: the test that picks a path's reported copy.
+    #[inline(always)]
+    pub(crate) fn on(&self) -> bool {
+        self.sink().is_some()
     }
 }
 

@@ -15,6 +15,10 @@
 //! | `free_hit`: free inlined, its check under the pageset lock | 256 | 250 |
 //! | array pagesets' hits out of line, no second order test (`array_pcp` off) | **254** | **248** |
 //!
+//! The hits have no report sites of the `access` seam (a sink turns them off,
+//! `Hot::no_hits`): the same 254 with the feature compiled in (270 when each hit tested
+//! for a sink).
+//!
 //! An order-9 (THP) checked pair (`hotpath N order9`) costs 264 instructions: its
 //! allocation runs `__zone_watermark_ok` in full, whose free-area scan is one load of the
 //! zone's occupancy word ([`Zone::watermark_fast`]; 303 when it read a byte per order).
@@ -257,8 +261,9 @@ impl Pcp {
 /// the hit reads one cache line of switches and no config.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Hot {
-    /// Bit `k`: blocks of order `k` are cached on linked lists (`pcp_allowed_order`); 0
-    /// with array pagesets, whose hit sits behind the linked hit's unlikely branch.
+    /// Bit `k`: the hit serves blocks of order `k` on linked lists (`pcp_allowed_order`);
+    /// 0 with array pagesets, whose hit sits behind the linked hit's unlikely branch, and
+    /// 0 while an access sink is installed ([`Hot::no_hits`]).
     pub(crate) orders: u16,
     /// `Config::thp_pcp_lists`.
     pub(crate) thp_lists: u8,
@@ -273,8 +278,14 @@ pub(crate) struct Hot {
     /// `Config::poison` (memory-backed allocators): frees write the block first.
     pub(crate) poison: bool,
     /// `orders` of an array pageset ([`Config::array_pcp`](crate::Config::array_pcp):
-    /// the lists are [`Pcp::rings`]); 0 with linked lists.
+    /// the lists are [`Pcp::rings`]); 0 with linked lists, and 0 while an access sink is
+    /// installed.
     pub(crate) ring_orders: u16,
+    /// Bit `k`: blocks of order `k` are cached (`pcp_allowed_order`), on either kind of
+    /// list: what the full paths test.
+    pub(crate) cached: u16,
+    /// The lists are [`Pcp::rings`].
+    pub(crate) rings: bool,
 }
 
 impl Hot {
@@ -293,6 +304,8 @@ impl Hot {
         Hot {
             orders,
             ring_orders,
+            cached: orders | ring_orders,
+            rings: cfg.array_pcp,
             thp_lists: cfg.thp_pcp_lists as u8,
             mt_cache: cfg.pcp_migratetype_cache,
             below_high: cfg.below_high,
@@ -305,7 +318,18 @@ impl Hot {
     /// `pcp_allowed_order`.
     #[inline(always)]
     pub(crate) fn allows(&self, order: u8) -> bool {
-        order < 16 && (self.orders | self.ring_orders) & (1 << order) != 0
+        order < 16 && self.cached & (1 << order) != 0
+    }
+
+    /// With an access sink installed: no order takes the hit, so every allocation takes
+    /// the zonelist walk and every free the full path, whose report sites are compiled
+    /// in — and the hits, which have none, cost nothing for the seam when no sink is
+    /// installed (docs/performance.md, "The access seam"). Both paths do the same work
+    /// to the lists; the hit only skips tests the full path repeats.
+    #[cfg(feature = "access")]
+    pub(crate) fn no_hits(&mut self) {
+        self.orders = 0;
+        self.ring_orders = 0;
     }
 
     /// `pcp_allowed_order` for the hit of linked lists (`RING` false) or of rings.
@@ -318,7 +342,7 @@ impl Hot {
     /// The lists are [`Pcp::rings`].
     #[inline(always)]
     pub(crate) fn ring(&self) -> bool {
-        self.ring_orders != 0
+        self.rings
     }
 }
 
@@ -418,12 +442,10 @@ impl Allocator {
     pub(crate) fn alloc_hit(&self, cpu: usize, order: u8, gfp: Gfp) -> Option<u64> {
         let zi = self.cpus.get(cpu)?.home_zone;
         let zone = self.zones.get(zi)?;
-        if zone.trace.sink().is_some() {
-            // A reported run takes the walk, which reports what it reads.
-            return None;
-        }
         let slot = self.slot(cpu, zi);
         let h = &slot.hot;
+        // With a sink installed no order is allowed here ([`Hot::no_hits`]): a reported
+        // run takes the walk, which reports what it reads.
         if !h.hit_allows::<false>(order) {
             // An array pageset's hit is behind the linked hit's unlikely branch.
             return self.alloc_hit_ring(cpu, order, gfp);
@@ -485,14 +507,14 @@ impl Allocator {
         }
         tune::on_alloc(&mut pcp.st, &self.tune);
         pcp.active = true;
-        self.pop_hit::<RING>(cpu, zone, slot, &mut pcp, pi, order, mt)
+        self.pop_hit::<RING, false>(cpu, zone, slot, &mut pcp, pi, order, mt)
     }
 
     /// The pop of `__rmqueue_pcplist` from a list known not to be empty (`None` only if
-    /// that was wrong).
+    /// that was wrong), reported when `TRACED` (a sink is installed: the caller tested).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn pop_hit<const RING: bool>(
+    fn pop_hit<const RING: bool, const TRACED: bool>(
         &self,
         cpu: usize,
         zone: &Zone,
@@ -503,11 +525,11 @@ impl Allocator {
         mt: MigrateType,
     ) -> Option<u64> {
         let m = &self.meta[..];
-        let i = match (RING, zone.trace.sink()) {
-            (false, None) => pcp.lists[pi].pop_head_nonempty(m),
-            (false, Some(_)) => pop_traced(cpu, zone, pcp, pi, m)?,
-            (true, None) => pcp.rings[pi].pop_head()?,
-            (true, Some(_)) => ring_pop_traced(cpu, zone, pcp, pi)?,
+        let i = match (RING, TRACED) {
+            (false, false) => pcp.lists[pi].pop_head_nonempty(m),
+            (false, true) => pop_traced(cpu, zone, pcp, pi, m)?,
+            (true, false) => pcp.rings[pi].pop_head()?,
+            (true, true) => ring_pop_traced(cpu, zone, pcp, pi)?,
         };
         pcp.st.count -= 1 << order;
         if self.tune.count_min {
@@ -568,10 +590,11 @@ impl Allocator {
                 return None;
             }
         }
-        if ring {
-            self.pop_hit::<true>(cpu, zone, slot, pcp, pi, order, mt)
-        } else {
-            self.pop_hit::<false>(cpu, zone, slot, pcp, pi, order, mt)
+        match (ring, zone.trace.on()) {
+            (false, false) => self.pop_hit::<false, false>(cpu, zone, slot, pcp, pi, order, mt),
+            (false, true) => self.pop_hit::<false, true>(cpu, zone, slot, pcp, pi, order, mt),
+            (true, false) => self.pop_hit::<true, false>(cpu, zone, slot, pcp, pi, order, mt),
+            (true, true) => self.pop_hit::<true, true>(cpu, zone, slot, pcp, pi, order, mt),
         }
     }
 
@@ -752,7 +775,8 @@ impl Allocator {
         }
     }
 
-    /// [`Allocator::commit_free`] on the pageset's kind of lists.
+    /// [`Allocator::commit_free`] on the pageset's kind of lists, reported when a sink is
+    /// installed.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn commit_free_any(
@@ -766,19 +790,29 @@ impl Allocator {
         mt: MigrateType,
         pb_mt: MigrateType,
     ) {
-        if slot.hot.ring() {
-            self.commit_free::<true>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
-        } else {
-            self.commit_free::<false>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
+        match (slot.hot.ring(), zone.trace.on()) {
+            (false, false) => {
+                self.commit_free::<false, false>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
+            }
+            (false, true) => {
+                self.commit_free::<false, true>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
+            }
+            (true, false) => {
+                self.commit_free::<true, false>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
+            }
+            (true, true) => {
+                self.commit_free::<true, true>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
+            }
         }
     }
 
     /// `free_unref_page_commit` (docs/mechanisms.md §3.2), in the kernel's order of
     /// operations, for the block whose head has metadata index `i`, on linked lists
-    /// (`RING` false) or rings.
+    /// (`RING` false) or rings; the push reported when `TRACED` (a sink is installed:
+    /// the caller tested).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(crate) fn commit_free<const RING: bool>(
+    pub(crate) fn commit_free<const RING: bool, const TRACED: bool>(
         &self,
         cpu: usize,
         zone: &Zone,
@@ -798,11 +832,11 @@ impl Allocator {
         pcp.active = true;
         slot.stats.pgfree.add(1 << order);
         let pi = pindex(order, mt, slot.hot.thp_lists);
-        match (RING, zone.trace.sink()) {
-            (false, None) => pcp.lists[pi].push_head(m, i),
-            (false, Some(_)) => push_traced(cpu, zone, pcp, pi, m, i),
-            (true, None) => pcp.rings[pi].push_head(i),
-            (true, Some(_)) => ring_push_traced(cpu, zone, pcp, pi, i),
+        match (RING, TRACED) {
+            (false, false) => pcp.lists[pi].push_head(m, i),
+            (false, true) => push_traced(cpu, zone, pcp, pi, m, i),
+            (true, false) => pcp.rings[pi].push_head(i),
+            (true, true) => ring_push_traced(cpu, zone, pcp, pi, i),
         }
         pcp.st.count += 1 << order;
         let d = tune::on_free(&mut pcp.st, order, zone.tune_flags(), &self.tune);

@@ -289,11 +289,16 @@ impl Allocator {
     /// Report every memory access the allocator makes to `sink` from now on (see
     /// [`crate::access`]); the simulator charges them through its cache model. Only with
     /// the `access` feature: without it the seam is compiled out. With it and no sink
-    /// installed, each report site costs one never-taken branch.
+    /// installed, the PCP hits run as without it, and every other path tests for a sink
+    /// once per operation or zone-lock trip. With a sink, allocations and frees take the
+    /// full paths (the same work, reported).
     #[cfg(feature = "access")]
     pub fn set_access_sink(&mut self, sink: Arc<dyn crate::access::AccessSink>) {
         for z in self.zones.iter_mut() {
             z.trace = crate::access::Tracer::new(sink.clone());
+        }
+        for s in self.pcps.iter_mut() {
+            s.hot.no_hits();
         }
     }
 

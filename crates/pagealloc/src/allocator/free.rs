@@ -222,7 +222,8 @@ impl Allocator {
                 return Hit::WrongOrder(allocated);
             }
         }
-        self.commit_free::<RING>(cpu, z, slot, &mut pcp, i, order, mt, pb_mt);
+        // No sink is installed: with one, no order takes the hit (`Hot::no_hits`).
+        self.commit_free::<RING, false>(cpu, z, slot, &mut pcp, i, order, mt, pb_mt);
         Hit::Done
     }
 
