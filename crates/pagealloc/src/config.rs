@@ -116,10 +116,11 @@ presets! {
     /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
     /// refills take both halves of a larger block at once
     /// (`refill_pairs`), drains free two buddies leaving one after the other as one block
-    /// (`drain_pairs`) and prefetch the next block's buddy (`drain_prefetch`), and
-    /// zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
-    /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,refill_pairs=on,drain_pairs=on,drain_prefetch=on,lock_stat=off";
+    /// (`drain_pairs`) and prefetch the next block's buddy (`drain_prefetch`), a long run
+    /// of frees drains the order-0 frames freed last, whose metadata is still cached
+    /// (`drain_newest`), and zone-lock holds are not timed (`lock_stat=off`: two clock
+    /// reads less per trip). docs/performance.md has the figures.
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,refill_pairs=on,drain_pairs=on,drain_prefetch=on,drain_newest=on,lock_stat=off";
 }
 
 impl Preset {
@@ -506,6 +507,18 @@ config_table! {
     /// reports. The kernel prefetched order-0 buddies in its drain from 4.18
     /// (`prefetch_buddy`) until it dropped that. Ours.
     drain_prefetch: bool = false, bound any;
+    /// In a long run of frees, a drain that a free sets off (`free_pcppages_bulk` from
+    /// `free_unref_page_commit`, not a free_high one) takes its order-0 frames from the
+    /// heads of the pageset lists, the ones freed last, instead of the tails. The run is
+    /// the kernel's own state: `free_count` at its ceiling `batch << SCALE` (frees raise
+    /// it, every pageset allocation halves it), when `nr_pcp_free` drains `free_count`
+    /// pages. The kernel drains the tail to keep the cache-hot pages for the next
+    /// allocation; in a run of frees that allocation is far off, and the frames freed
+    /// last are the ones whose metadata lines are still cached, where the tail's were
+    /// pushed up to `high` frees earlier. Higher orders, decay and CPU drains keep the
+    /// tail, and so do array pagesets (`array_pcp`). Ours, not the kernel's (different
+    /// frames reach the zone); docs/mechanisms.md A.12.
+    drain_newest: bool = false, bound any;
 
     // ---- instrumentation ----
     /// Zone-lock statistics in the spirit of `CONFIG_LOCK_STAT`: every zone-lock hold is

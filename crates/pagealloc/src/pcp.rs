@@ -875,7 +875,13 @@ impl Allocator {
             let down = (pcp.st.count - pcp.st.high / 2).min((len as i32) << THP_ORDER);
             n = n.max(down);
         }
-        self.free_pcppages_bulk(cpu, zone, slot, n, pcp, pi);
+        // `Config::drain_newest`: in a long run of frees (`free_count` at its ceiling,
+        // `batch << SCALE`, which only frees raise and every allocation halves), the
+        // order-0 frames leave from the list heads, the ones freed last.
+        let newest = self.cfg.drain_newest
+            && !d.free_high
+            && pcp.st.free_count >= tune::shl_sat(pcp.st.batch, self.tune.scale);
+        self.drain_pcp(cpu, zone, slot, n, pcp, pi, newest);
         if zone.has_flag(ZONE_BELOW_HIGH)
             && zone.watermark_ok(
                 0,
@@ -900,6 +906,23 @@ impl Allocator {
         pcp: &mut Pcp,
         start: usize,
     ) {
+        self.drain_pcp(cpu, zone, slot, n, pcp, start, false);
+    }
+
+    /// [`Allocator::free_pcppages_bulk`]; with `newest` (`Config::drain_newest`, linked
+    /// pagesets only) the order-0 frames leave from the heads of their lists, the most
+    /// recently freed first, instead of the tails. Higher orders leave from the tails.
+    #[allow(clippy::too_many_arguments)]
+    fn drain_pcp(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        n: i32,
+        pcp: &mut Pcp,
+        start: usize,
+        newest: bool,
+    ) {
         let mut n = n.min(pcp.st.count);
         if n <= 0 {
             return;
@@ -911,7 +934,7 @@ impl Allocator {
         let moved_before = pcp.st.count;
         let splice = self.cfg.splice_drain && self.cfg.merge_skip;
         let firsts = if splice {
-            drain_prewalk(cpu, zone, pcp, n, start, m)
+            drain_prewalk(cpu, zone, pcp, n, start, newest, m)
         } else {
             [NIL; NR_PCP_LISTS]
         };
@@ -941,13 +964,31 @@ impl Allocator {
             if splice && k == 0 {
                 let cnt = pcp.lists[pi].len().min(n as u32);
                 debug_assert!(firsts[pi] != NIL);
-                self.drain_splice(&mut b, &mut pcp.lists[pi], firsts[pi], cnt);
+                if newest {
+                    self.drain_splice_head(&mut b, &mut pcp.lists[pi], firsts[pi], cnt);
+                    slot.stats.drain_newest.add(cnt as u64);
+                } else {
+                    self.drain_splice(&mut b, &mut pcp.lists[pi], firsts[pi], cnt);
+                }
                 n -= cnt as i32;
                 pcp.st.count -= cnt as i32;
                 continue;
             }
             if thp_splice && k == PAGEBLOCK_ORDER {
                 n = self.drain_thp_splice(&mut b, pcp, pi, n);
+                continue;
+            }
+            if newest && k == 0 {
+                while let Some(i) = pcp.lists[pi].pop_head_t(m, &mut b.rec()) {
+                    n -= 1;
+                    pcp.st.count -= 1;
+                    b.rec().moved(1);
+                    slot.stats.drain_newest.add(1);
+                    self.drain_one(&mut b, zone.pfn_of(i), &m[i as usize], 0, isolated);
+                    if n <= 0 {
+                        break;
+                    }
+                }
                 continue;
             }
             if pairs && k > 0 {
@@ -1274,6 +1315,29 @@ impl Allocator {
         self.splice_runs(b, first, last, cnt);
     }
 
+    /// [`Allocator::drain_splice`] from the other end (`Config::drain_newest`), zone lock
+    /// held: the first `cnt` frames of `list`, up to `last` (found by [`drain_prewalk`]
+    /// walking from the head), leave it in one cut and join the order-0 free lists,
+    /// merge-skipped, in runs. The chain keeps its order, so the frame freed last ends at
+    /// the head of its free list, the first a refill takes (page by page, popping the
+    /// head and pushing each frame on its free list's head, would reverse the batch).
+    fn drain_splice_head(&self, b: &mut Buddy<'_>, list: &mut List, last: u32, cnt: u32) {
+        let m = b.m;
+        let first = list.cut_front_t(m, last, cnt, &mut b.rec());
+        b.rec().moved(cnt as u64);
+        // Pass 1, from the head: as in `drain_splice`.
+        let mut i = first;
+        for k in 0..cnt {
+            let e = &m[i as usize];
+            e.set_order(0);
+            e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
+            // the head's index is the list's; each next one was read from the previous frame
+            b.rec().frame_dep(b.z.pfn_of(i), true, u8::from(k > 0));
+            i = e.next();
+        }
+        self.splice_runs(b, first, last, cnt);
+    }
+
     /// Pass 2 of a spliced drain, over the chain `first..=last` of `cnt` frames already
     /// merge-skipped order-0 `Buddy` heads, linked both ways, its lines cached: the
     /// free-list type of each frame, one pageblock lookup per pageblock met; a run ends
@@ -1442,12 +1506,15 @@ pub(crate) fn pcp_free_types_allowed(zone: &Zone, pfn: u64) -> Option<(MigrateTy
 /// the tail. The walk reads each leaving frame's metadata once, under the pcp lock only
 /// (the frames are the pageset's), so the locked part finds them in cache. Reported as
 /// unlocked reads. `NIL` for lists the drain does not reach or that are not order 0.
+/// With `newest` (`Config::drain_newest`) the order-0 frames leave from the head: the
+/// walk goes forward from the head and returns the last of them.
 fn drain_prewalk(
     cpu: usize,
     zone: &Zone,
     pcp: &Pcp,
     n: i32,
     start: usize,
+    newest: bool,
     m: &[crate::memmap::PageMeta],
 ) -> [u32; NR_PCP_LISTS] {
     let mut firsts = [NIL; NR_PCP_LISTS];
@@ -1459,7 +1526,7 @@ fn drain_prewalk(
         }
         let pi = (start + step) % NR_PCP_LISTS;
         let l = &pcp.lists[pi];
-        let Some(mut i) = l.tail() else {
+        let Some(mut i) = (if newest { l.head() } else { l.tail() }) else {
             continue;
         };
         let k = order_of(pi);
@@ -1473,7 +1540,8 @@ fn drain_prewalk(
         // the tail was read from the list head, each next frame from the one before
         r.frame_dep(zone.pfn_of(i), false, 1);
         for _ in 1..cnt {
-            i = m[i as usize].prev();
+            let e = &m[i as usize];
+            i = if newest { e.next() } else { e.prev() };
             r.frame_dep(zone.pfn_of(i), false, 1);
         }
         firsts[pi] = i;

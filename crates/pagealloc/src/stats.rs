@@ -138,6 +138,9 @@ counters! {
     cluster_cut: sum,
     /// Pages drains moved onto the order-0 free lists in spliced runs (splice_drain).
     drain_spliced: sum,
+    /// Order-0 pages drains took from the heads of the pageset lists, the ones freed last,
+    /// in a long run of frees (`Config::drain_newest`).
+    drain_newest: sum,
     /// Blocks found written after their free when handed out again (`Config::poison`,
     /// `debug_pagealloc`'s poison check at allocation).
     poison_damaged: sum,

@@ -767,6 +767,8 @@ fn array_pcp_hands_out_the_same_frames_in_the_same_order_as_linked_lists() {
         let c = |ring: bool| {
             let mut c: Config = base.parse().unwrap();
             c.array_pcp = ring;
+            // Array pagesets always drain the tail (`drain_newest` is the linked lists').
+            c.drain_newest = false;
             c
         };
         let (h_list, mut list) = mixed_run_with(c(false), base);
@@ -1222,6 +1224,98 @@ fn drain_prefetch_changes_no_block_list_or_counter() {
                 assert_eq!(a, b, "{on:?}: {name}");
             }
         }
+    }
+}
+
+/// `drain_newest` (ours): in a long run of frees, a drain takes the order-0 frames freed
+/// last (the head of the list) instead of those freed first (the tail). One CPU allocates
+/// 12 000 frames and frees them in a shuffled order; after every free that drained, the
+/// frames that reached the buddy lists (`free_block_of`) are compared with the frames
+/// still on the pageset, in the order they were freed: off, every drain takes the oldest
+/// of them (a prefix), as the kernel does; on, the drains made once `free_count` has
+/// reached its ceiling take the newest (a suffix), and `drain_newest` counts exactly their
+/// pages. The same pages are drained either way, nothing is lost, `validate()` holds.
+#[test]
+fn drain_newest_returns_the_frames_freed_last_in_a_long_run_of_frees() {
+    let run = |base: &str, extra: &str| {
+        // 128 MiB, one CPU
+        let a = Allocator::new(&Layout::single(1 << 15, 1), with(base, extra)).unwrap();
+        let mut got: Vec<Frame> = (0..12_000)
+            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+            .collect();
+        let mut seed = 5u64;
+        for i in (1..got.len()).rev() {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            got.swap(i, (seed >> 33) as usize % (i + 1));
+        }
+        // An empty pageset: what the refills left on it would drain first.
+        a.drain_cpu(0);
+        let before = a.counters();
+        // The frames freed and still on the pageset, oldest first.
+        let mut resident: Vec<u64> = Vec::new();
+        let (mut prefixes, mut suffixes, mut suffix_pages) = (0, 0, 0u64);
+        for f in got {
+            let drained = a.counters().pcp_drain_pages;
+            resident.push(f.pfn.0);
+            a.free_on(0, f).unwrap();
+            let d = (a.counters().pcp_drain_pages - drained) as usize;
+            if d == 0 {
+                continue;
+            }
+            let left: Vec<bool> = resident
+                .iter()
+                .map(|&p| a.free_block_of(Pfn(p)).is_some())
+                .collect();
+            assert_eq!(left.iter().filter(|&&l| l).count(), d, "{base} {extra}");
+            let n = resident.len();
+            if left[..d].iter().all(|&l| l) {
+                prefixes += 1;
+                resident.drain(..d);
+            } else {
+                assert!(
+                    left[n - d..].iter().all(|&l| l),
+                    "{base} {extra}: a drain of {d} took neither the oldest nor the newest"
+                );
+                suffixes += 1;
+                suffix_pages += d as u64;
+                resident.truncate(n - d);
+            }
+        }
+        a.validate().unwrap();
+        let c = a.counters();
+        assert_eq!(
+            c.pcp_drain_pages - before.pcp_drain_pages,
+            12_000 - resident.len() as u64,
+            "{base} {extra}: every page is on the pageset or drained"
+        );
+        let drained = c.pcp_drain_pages - before.pcp_drain_pages;
+        (
+            prefixes,
+            suffixes,
+            suffix_pages,
+            c.drain_newest - before.drain_newest,
+            drained,
+        )
+    };
+    assert!(!Preset::Linux612.config().drain_newest && Preset::Fast.config().drain_newest);
+    for base in ["linux-6.12", "fast"] {
+        let (pre, suf, _, counted, off_pages) = run(base, "drain_newest=off");
+        assert!(pre > 0, "{base}: {pre} drains");
+        assert_eq!(
+            (suf, counted),
+            (0, 0),
+            "{base}, off: the kernel drains the tail"
+        );
+        let (pre, suf, pages, counted, on_pages) = run(base, "drain_newest=on");
+        assert_eq!(on_pages, off_pages, "{base}: as many pages drained");
+        eprintln!("{base}, on: {pre} drains of the oldest, {suf} of the newest ({pages} pages)");
+        assert!(suf > 0, "{base}, on: no drain took the newest frames");
+        assert_eq!(
+            counted, pages,
+            "{base}, on: drain_newest counts the pages taken from the head"
+        );
     }
 }
 
