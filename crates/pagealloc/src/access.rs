@@ -22,10 +22,14 @@
 //! access seam"). With the feature, the PCP hits still have no report sites: installing a
 //! sink turns them off (`Hot::no_hits` in `pcp.rs`), so a reported run's allocations take
 //! the zonelist walk and its frees the full path, which do the same work to the lists and
-//! report it; without a sink the hits are those of the build without the feature. On the
-//! other paths, with the feature and no sink installed, each report site is one
-//! never-taken branch on the sink pointer, read from the zone; the reporting code itself
-//! is in `#[cold]` functions. Under the zone lock the accesses are also counted, always
+//! report it; without a sink the hits are those of the build without the feature. The
+//! pageset refills and drains (`rmqueue_bulk`, `free_pcppages_bulk`) test for a sink once
+//! per zone-lock trip and run one of two copies of the trip ([`Rec`]'s and `Buddy`'s
+//! `SINK` parameter): with its report sites, or with none (`SINK = false`), the code
+//! without the feature. The rest (the zonelist walk, and the zone trips of
+//! `rmqueue_buddy`, `free_one_page` and the slow path's, through `with_buddy`) keep one
+//! never-taken branch on the sink pointer per report site. The reporting code itself is
+//! in `#[cold]` functions. Under the zone lock the accesses are also counted, always
 //! (feature or not), into per-CPU counters (`zone_lock_meta`, `zone_lock_lines`, beside
 //! `zone_lock_pages`), so real-thread runs can print "metadata lines per page moved under
 //! the lock" — the quantity Lu's merge-skipping and clustered-refill series reduce.
@@ -210,15 +214,20 @@ impl Touch for NoTouch {
 }
 
 /// Reports for one zone, under its lock (`tally` given) or not.
-pub(crate) struct Rec<'a> {
+///
+/// `SINK`: whether a sink may be installed. `true` (the default), each report site tests
+/// the zone's sink; `false`, the caller has tested that none is (`Tracer::on`, once per
+/// operation or zone-lock trip) and every report site compiles away, leaving the tally
+/// counts: the code is the build's without the `access` feature.
+pub(crate) struct Rec<'a, const SINK: bool = true> {
     pub(crate) z: &'a Zone,
     pub(crate) tally: Option<&'a Tally>,
 }
 
-impl<'a> Rec<'a> {
+impl<'a, const SINK: bool> Rec<'a, SINK> {
     /// Under the zone lock: counted and, with a sink, reported.
     #[inline]
-    pub(crate) fn locked(z: &'a Zone, tally: &'a Tally) -> Rec<'a> {
+    pub(crate) fn locked(z: &'a Zone, tally: &'a Tally) -> Rec<'a, SINK> {
         Rec {
             z,
             tally: Some(tally),
@@ -226,8 +235,18 @@ impl<'a> Rec<'a> {
     }
     /// Without the zone lock: reported to a sink only.
     #[inline]
-    pub(crate) fn unlocked(z: &'a Zone) -> Rec<'a> {
+    pub(crate) fn unlocked(z: &'a Zone) -> Rec<'a, SINK> {
         Rec { z, tally: None }
+    }
+
+    /// The installed sink, if `SINK` says there may be one.
+    #[inline(always)]
+    fn sink(&self) -> Option<&'a dyn AccessSink> {
+        if SINK {
+            self.z.trace.sink()
+        } else {
+            None
+        }
     }
 
     /// Whether the accesses are made with the zone lock held.
@@ -250,7 +269,7 @@ impl<'a> Rec<'a> {
             Tally::bump(&t.meta, 1);
             Tally::bump(&t.lines, 1);
         }
-        if let Some(s) = self.z.trace.sink() {
+        if let Some(s) = self.sink() {
             emit_frame(s, pfn, write, self.is_locked(), dep);
         }
     }
@@ -261,7 +280,7 @@ impl<'a> Rec<'a> {
         if let Some(t) = self.tally {
             Tally::bump(&t.lines, 1);
         }
-        if let Some(s) = self.z.trace.sink() {
+        if let Some(s) = self.sink() {
             emit_pageblock(s, pfn, write, self.is_locked());
         }
     }
@@ -272,7 +291,7 @@ impl<'a> Rec<'a> {
         if let Some(t) = self.tally {
             Tally::bump(&t.lines, 1);
         }
-        if let Some(s) = self.z.trace.sink() {
+        if let Some(s) = self.sink() {
             emit_zone(s, self.z.idx as u16, line, write, self.is_locked());
         }
     }
@@ -283,7 +302,7 @@ impl<'a> Rec<'a> {
         if let Some(t) = self.tally {
             Tally::bump(&t.lines, 1);
         }
-        if let Some(s) = self.z.trace.sink() {
+        if let Some(s) = self.sink() {
             emit_pcp(
                 s,
                 cpu as u32,
@@ -302,7 +321,7 @@ impl<'a> Rec<'a> {
         if let Some(t) = self.tally {
             Tally::bump(&t.lines, 1);
         }
-        if let Some(s) = self.z.trace.sink() {
+        if let Some(s) = self.sink() {
             emit_pcp_array(
                 s,
                 cpu as u32,
@@ -324,7 +343,7 @@ impl<'a> Rec<'a> {
     }
 }
 
-impl Touch for Rec<'_> {
+impl<const SINK: bool> Touch for Rec<'_, SINK> {
     #[inline]
     fn meta(&mut self, idx: u32, write: bool, dep: u8) {
         self.frame_dep(self.z.pfn_of(idx), write, dep);

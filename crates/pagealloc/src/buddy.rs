@@ -64,8 +64,10 @@ fn can_steal(order: u8, start: MigrateType) -> bool {
         || matches!(start, MigrateType::Reclaimable | MigrateType::Unmovable)
 }
 
-/// The buddy state of a locked zone.
-pub(crate) struct Buddy<'a> {
+/// The buddy state of a locked zone. `SINK` as [`Rec`]'s: `false` when the caller has
+/// tested, once for the lock hold, that no access sink is installed, so that the hold's
+/// report sites compile away.
+pub(crate) struct Buddy<'a, const SINK: bool = true> {
     pub(crate) z: &'a Zone,
     pub(crate) inner: &'a mut ZoneInner,
     pub(crate) m: &'a [PageMeta],
@@ -73,7 +75,7 @@ pub(crate) struct Buddy<'a> {
     pub(crate) st: &'a Stats,
 }
 
-impl<'a> Buddy<'a> {
+impl<'a, const SINK: bool> Buddy<'a, SINK> {
     /// The buddy state of `z`, whose lock the caller holds (`inner` is the locked data),
     /// counting the hold's events into `st`. The one way to build a `Buddy`:
     /// [`ZoneGuard::buddy`](crate::zone::ZoneGuard::buddy) for a CPU's trip, directly only
@@ -96,7 +98,7 @@ impl<'a> Buddy<'a> {
     }
 }
 
-impl Buddy<'_> {
+impl<const SINK: bool> Buddy<'_, SINK> {
     #[inline]
     fn idx(&self, pfn: u64) -> u32 {
         self.z.meta_index(pfn)
@@ -107,7 +109,7 @@ impl Buddy<'_> {
     }
     /// The access recorder of this lock hold (see `access.rs`).
     #[inline]
-    pub(crate) fn rec(&self) -> Rec<'_> {
+    pub(crate) fn rec(&self) -> Rec<'_, SINK> {
         Rec::locked(self.z, &self.inner.tally)
     }
     /// `get_pfnblock_migratetype`, reported.
@@ -149,7 +151,7 @@ impl Buddy<'_> {
         e.set_mt(mt as u8);
         e.set_state(State::Buddy);
         let inner = &mut *self.inner;
-        let mut r = Rec::locked(self.z, &inner.tally);
+        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
         r.zone(ZoneLine::FreeArea(order), true);
         let l = &mut inner.free.lists[order as usize][mt as usize];
         if tail {
@@ -173,7 +175,7 @@ impl Buddy<'_> {
             self.cluster_removing(i);
         }
         let inner = &mut *self.inner;
-        let mut r = Rec::locked(self.z, &inner.tally);
+        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
         r.zone(ZoneLine::FreeArea(order), true);
         inner.free.lists[order as usize][mt as usize].remove_t(self.m, i, &mut r);
         inner.free.nr_free[order as usize] -= 1;

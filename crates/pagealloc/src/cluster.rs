@@ -247,12 +247,12 @@ impl Clusters {
 /// Make the frames of a cut `Pcp` heads of order 0 (the fix-up), caching the pageblock
 /// type when the pcp migratetype cache is on. The caller owns the frames: it holds the
 /// pcp lock they are going to, and they are on no zone list.
-pub(crate) fn fix_up(
+pub(crate) fn fix_up<const SINK: bool>(
     z: &crate::zone::Zone,
     m: &[PageMeta],
     cut: &Cut,
     mt_cache: bool,
-    rec: &crate::access::Rec<'_>,
+    rec: &crate::access::Rec<'_, SINK>,
 ) {
     let mut i = cut.first;
     // Each frame after the first was read from the previous one's link (reported one
@@ -272,7 +272,7 @@ pub(crate) fn fix_up(
     }
 }
 
-impl Buddy<'_> {
+impl<const SINK: bool> Buddy<'_, SINK> {
     /// Batch of the zone's pagesets: the cluster size cap.
     #[inline]
     fn cluster_cap(&self) -> u32 {
@@ -301,7 +301,7 @@ impl Buddy<'_> {
     pub(crate) fn cut_clusters(&mut self, mt: MigrateType, max: u32) -> Option<(u32, u32)> {
         debug_assert!(self.inner.free.clusters.pending.is_none());
         let free = &mut self.inner.free;
-        let mut r = crate::access::Rec::locked(self.z, &self.inner.tally);
+        let mut r = crate::access::Rec::<SINK>::locked(self.z, &self.inner.tally);
         r.zone(crate::access::ZoneLine::FreeArea(0), true);
         let (cut, k) = free
             .clusters
@@ -335,7 +335,7 @@ impl Buddy<'_> {
     fn settle_slow(&mut self) {
         if let Some(cut) = self.inner.free.clusters.pending.as_mut() {
             if !cut.fixed {
-                let r = crate::access::Rec::locked(self.z, &self.inner.tally);
+                let r = crate::access::Rec::<SINK>::locked(self.z, &self.inner.tally);
                 fix_up(self.z, self.m, cut, self.cfg.pcp_migratetype_cache, &r);
                 cut.fixed = true;
                 self.z.cluster_inflight.fetch_sub(1, Release);

@@ -642,6 +642,9 @@ impl Allocator {
     /// the rest is taken block by block as usual. `refill_meta_touched` counts frames
     /// whose metadata is read or written under the lock: one per block taken, about one
     /// per cluster cut.
+    ///
+    /// The access seam is tested once, here: the hold runs a copy of the refill whose
+    /// report sites are compiled in (a sink is installed) or compiled away.
     #[allow(clippy::too_many_arguments)]
     fn rmqueue_bulk(
         &self,
@@ -654,10 +657,31 @@ impl Allocator {
         mt: MigrateType,
         aflags: u32,
     ) -> i32 {
+        if zone.trace.on() {
+            self.rmqueue_bulk_t::<true>(cpu, zone, order, n, pcp, pi, mt, aflags)
+        } else {
+            self.rmqueue_bulk_t::<false>(cpu, zone, order, n, pcp, pi, mt, aflags)
+        }
+    }
+
+    /// [`Allocator::rmqueue_bulk`], reported when `SINK` (as [`Rec`]'s).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn rmqueue_bulk_t<const SINK: bool>(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        order: u8,
+        n: i32,
+        pcp: &mut Pcp,
+        pi: usize,
+        mt: MigrateType,
+        aflags: u32,
+    ) -> i32 {
         let m = &self.meta[..];
-        let mut g = zone.lock(cpu, &*self.platform);
+        let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
         let st = g.st;
-        let mut b = g.buddy(m, &self.cfg);
+        let mut b = g.buddy::<SINK>(m, &self.cfg);
         let mut got = 0;
         let mut touched = 0u64;
         if order == 0 && self.cfg.clustered_refill {
@@ -734,7 +758,7 @@ impl Allocator {
             // The fix-up, outside the zone lock; the frames are ours (pcp lock held,
             // on no zone list), and zone-lock holders that read order-0 Buddy states
             // wait for `cluster_inflight` to drop.
-            let r = Rec::unlocked(zone);
+            let r = Rec::<SINK>::unlocked(zone);
             if !c.fixed {
                 crate::cluster::fix_up(zone, m, &c, self.cfg.pcp_migratetype_cache, &r);
                 zone.cluster_inflight
@@ -912,8 +936,31 @@ impl Allocator {
     /// [`Allocator::free_pcppages_bulk`]; with `newest` (`Config::drain_newest`, linked
     /// pagesets only) the order-0 frames leave from the heads of their lists, the most
     /// recently freed first, instead of the tails. Higher orders leave from the tails.
+    ///
+    /// The access seam is tested once, here: the drain runs a copy whose report sites
+    /// are compiled in (a sink is installed) or compiled away.
     #[allow(clippy::too_many_arguments)]
     fn drain_pcp(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        n: i32,
+        pcp: &mut Pcp,
+        start: usize,
+        newest: bool,
+    ) {
+        if zone.trace.on() {
+            self.drain_pcp_t::<true>(cpu, zone, slot, n, pcp, start, newest)
+        } else {
+            self.drain_pcp_t::<false>(cpu, zone, slot, n, pcp, start, newest)
+        }
+    }
+
+    /// [`Allocator::drain_pcp`], reported when `SINK` (as [`Rec`]'s).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn drain_pcp_t<const SINK: bool>(
         &self,
         cpu: usize,
         zone: &Zone,
@@ -928,19 +975,19 @@ impl Allocator {
             return;
         }
         if slot.hot.ring() {
-            return self.drain_rings(cpu, zone, slot, n, pcp, start);
+            return self.drain_rings::<SINK>(cpu, zone, slot, n, pcp, start);
         }
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
         let splice = self.cfg.splice_drain && self.cfg.merge_skip;
         let firsts = if splice {
-            drain_prewalk(cpu, zone, pcp, n, start, newest, m)
+            drain_prewalk::<SINK>(cpu, zone, pcp, n, start, newest, m)
         } else {
             [NIL; NR_PCP_LISTS]
         };
-        let mut g = zone.lock(cpu, &*self.platform);
+        let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
         let isolated = zone.has_isolated_pageblocks();
-        let mut b = g.buddy(m, &self.cfg);
+        let mut b = g.buddy::<SINK>(m, &self.cfg);
         if self.cfg.clustered_refill {
             // A drain's order-0 frees open fresh clusters: a drain of one batch of one
             // migratetype becomes one cluster.
@@ -1022,7 +1069,14 @@ impl Allocator {
     /// state handed back to the buddy, and the buddy free (`free_order0` skips the merge
     /// with `merge_skip`). Shared by the linked and the array pagesets' drains.
     #[inline(always)]
-    fn drain_one(&self, b: &mut Buddy<'_>, pfn: u64, e: &PageMeta, k: u8, isolated: bool) {
+    fn drain_one<const SINK: bool>(
+        &self,
+        b: &mut Buddy<'_, SINK>,
+        pfn: u64,
+        e: &PageMeta,
+        k: u8,
+        isolated: bool,
+    ) {
         let mt = if self.cfg.pcp_migratetype_cache && !isolated {
             MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
         } else {
@@ -1052,9 +1106,9 @@ impl Allocator {
     /// drain. Inlined: a pageset passed to a call would have to be written back and
     /// reloaded around every buddy free of the kernel's loop beside it.
     #[inline(always)]
-    fn drain_list_pairs(
+    fn drain_list_pairs<const SINK: bool>(
         &self,
-        b: &mut Buddy<'_>,
+        b: &mut Buddy<'_, SINK>,
         pcp: &mut Pcp,
         pi: usize,
         k: u8,
@@ -1107,7 +1161,13 @@ impl Allocator {
     /// freed through `__free_one_page` in its turn. Returns the pages still to drain.
     /// Inlined, as [`Allocator::drain_list_pairs`].
     #[inline(always)]
-    fn drain_thp_splice(&self, b: &mut Buddy<'_>, pcp: &mut Pcp, pi: usize, n: i32) -> i32 {
+    fn drain_thp_splice<const SINK: bool>(
+        &self,
+        b: &mut Buddy<'_, SINK>,
+        pcp: &mut Pcp,
+        pi: usize,
+        n: i32,
+    ) -> i32 {
         let m = b.m;
         let k = PAGEBLOCK_ORDER;
         let list = &mut pcp.lists[pi];
@@ -1169,7 +1229,13 @@ impl Allocator {
     /// block's list insertion and removal, its buddy lookups and their reports are left
     /// out. `None` when the next block is not such a buddy.
     #[inline]
-    fn drain_pair_type(&self, b: &Buddy<'_>, list: &List, i: u32, k: u8) -> Option<MigrateType> {
+    fn drain_pair_type<const SINK: bool>(
+        &self,
+        b: &Buddy<'_, SINK>,
+        list: &List,
+        i: u32,
+        k: u8,
+    ) -> Option<MigrateType> {
         let m = b.m;
         let j = list.tail()?;
         let (p, q) = (b.z.pfn_of(i), b.z.pfn_of(j));
@@ -1204,7 +1270,7 @@ impl Allocator {
     /// zone lock, [`ring_prewalk`] loads the metadata of every frame that will leave: their
     /// indices are in the rings, so the loads are independent and their misses overlap,
     /// where a walk of linked lists waits for each frame before it can find the next.
-    fn drain_rings(
+    fn drain_rings<const SINK: bool>(
         &self,
         cpu: usize,
         zone: &Zone,
@@ -1216,10 +1282,10 @@ impl Allocator {
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
         let link = self.cfg.splice_drain && self.cfg.merge_skip;
-        ring_prewalk(cpu, zone, pcp, n, start, link, m);
-        let mut g = zone.lock(cpu, &*self.platform);
+        ring_prewalk::<SINK>(cpu, zone, pcp, n, start, link, m);
+        let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
         let isolated = zone.has_isolated_pageblocks();
-        let mut b = g.buddy(m, &self.cfg);
+        let mut b = g.buddy::<SINK>(m, &self.cfg);
         if self.cfg.clustered_refill {
             b.inner.free.clusters.start_fresh();
         }
@@ -1262,10 +1328,10 @@ impl Allocator {
     /// `cnt` frames of `ring`, linked into a chain by [`ring_prewalk`] before the lock,
     /// leave it from the tail and become merge-skipped order-0 `Buddy` heads, then join
     /// the order-0 free lists in runs as in [`Allocator::drain_splice`].
-    fn drain_ring_splice(
+    fn drain_ring_splice<const SINK: bool>(
         &self,
         cpu: usize,
-        b: &mut Buddy<'_>,
+        b: &mut Buddy<'_, SINK>,
         ring: &mut Ring,
         pi: usize,
         cnt: u32,
@@ -1294,7 +1360,13 @@ impl Allocator {
     /// lists, merge-skipped, one splice per run of one migratetype. Runs are moved from
     /// the tail end first and each goes to its list's head, so every list ends up as the
     /// page-by-page loop (pop the tail, push the head) would leave it, clusters included.
-    fn drain_splice(&self, b: &mut Buddy<'_>, list: &mut List, first: u32, cnt: u32) {
+    fn drain_splice<const SINK: bool>(
+        &self,
+        b: &mut Buddy<'_, SINK>,
+        list: &mut List,
+        first: u32,
+        cnt: u32,
+    ) {
         let m = b.m;
         let last = list.tail().unwrap_or(NIL);
         list.cut_back_t(m, first, cnt, &mut b.rec());
@@ -1321,7 +1393,13 @@ impl Allocator {
     /// merge-skipped, in runs. The chain keeps its order, so the frame freed last ends at
     /// the head of its free list, the first a refill takes (page by page, popping the
     /// head and pushing each frame on its free list's head, would reverse the batch).
-    fn drain_splice_head(&self, b: &mut Buddy<'_>, list: &mut List, last: u32, cnt: u32) {
+    fn drain_splice_head<const SINK: bool>(
+        &self,
+        b: &mut Buddy<'_, SINK>,
+        list: &mut List,
+        last: u32,
+        cnt: u32,
+    ) {
         let m = b.m;
         let first = list.cut_front_t(m, last, cnt, &mut b.rec());
         b.rec().moved(cnt as u64);
@@ -1342,10 +1420,16 @@ impl Allocator {
     /// merge-skipped order-0 `Buddy` heads, linked both ways, its lines cached: the
     /// free-list type of each frame, one pageblock lookup per pageblock met; a run ends
     /// where the type changes, and each run joins its free list in one splice.
-    fn splice_runs(&self, b: &mut Buddy<'_>, first: u32, last: u32, cnt: u32) {
+    fn splice_runs<const SINK: bool>(
+        &self,
+        b: &mut Buddy<'_, SINK>,
+        first: u32,
+        last: u32,
+        cnt: u32,
+    ) {
         let m = b.m;
         let mut pb = (u64::MAX, MigrateType::Movable);
-        let mut mt_of = |b: &Buddy<'_>, i: u32| {
+        let mut mt_of = |b: &Buddy<'_, SINK>, i: u32| {
             if self.cfg.pcp_migratetype_cache {
                 // no isolated pageblock (checked by the caller): the cached type is valid
                 return MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
@@ -1508,7 +1592,7 @@ pub(crate) fn pcp_free_types_allowed(zone: &Zone, pfn: u64) -> Option<(MigrateTy
 /// unlocked reads. `NIL` for lists the drain does not reach or that are not order 0.
 /// With `newest` (`Config::drain_newest`) the order-0 frames leave from the head: the
 /// walk goes forward from the head and returns the last of them.
-fn drain_prewalk(
+fn drain_prewalk<const SINK: bool>(
     cpu: usize,
     zone: &Zone,
     pcp: &Pcp,
@@ -1518,7 +1602,7 @@ fn drain_prewalk(
     m: &[crate::memmap::PageMeta],
 ) -> [u32; NR_PCP_LISTS] {
     let mut firsts = [NIL; NR_PCP_LISTS];
-    let r = Rec::unlocked(zone);
+    let r = Rec::<SINK>::unlocked(zone);
     let mut left = n;
     for step in 0..NR_PCP_LISTS {
         if left <= 0 {
@@ -1571,7 +1655,7 @@ fn prefetch_next_buddy(zone: &Zone, list: &List, k: u8, m: &[crate::memmap::Page
 /// index read from the ring; with `link`, the order-0 frames are linked into the chain
 /// [`Allocator::drain_ring_splice`] hands over. Reported as unlocked accesses: each ring
 /// line once, each frame as found from it.
-fn ring_prewalk(
+fn ring_prewalk<const SINK: bool>(
     cpu: usize,
     zone: &Zone,
     pcp: &Pcp,
@@ -1580,8 +1664,8 @@ fn ring_prewalk(
     link: bool,
     m: &[crate::memmap::PageMeta],
 ) {
-    let r = Rec::unlocked(zone);
-    let traced = zone.trace.sink().is_some();
+    let r = Rec::<SINK>::unlocked(zone);
+    let traced = SINK && zone.trace.on();
     let mut left = n;
     for step in 0..NR_PCP_LISTS {
         if left <= 0 {
@@ -1628,7 +1712,13 @@ fn ring_prewalk(
 
 /// [`Ring::push_tail`] of a refill, reported: the buffer line written and the frame.
 #[inline]
-fn ring_push_tail_t(cpu: usize, ring: &mut Ring, pi: usize, i: u32, r: &Rec<'_>) {
+fn ring_push_tail_t<const SINK: bool>(
+    cpu: usize,
+    ring: &mut Ring,
+    pi: usize,
+    i: u32,
+    r: &Rec<'_, SINK>,
+) {
     ring.push_tail(i);
     r.pcp_array(cpu, pi as u8, ring.slot_of(ring.len() - 1), true);
     r.frame(r.z.pfn_of(i), true);
@@ -1636,7 +1726,12 @@ fn ring_push_tail_t(cpu: usize, ring: &mut Ring, pi: usize, i: u32, r: &Rec<'_>)
 
 /// [`Ring::pop_tail`] of a drain, reported: the buffer line read.
 #[inline]
-fn ring_pop_tail_t(cpu: usize, ring: &mut Ring, pi: usize, r: &Rec<'_>) -> Option<u32> {
+fn ring_pop_tail_t<const SINK: bool>(
+    cpu: usize,
+    ring: &mut Ring,
+    pi: usize,
+    r: &Rec<'_, SINK>,
+) -> Option<u32> {
     let s = ring.slot_of(ring.len().checked_sub(1)?);
     r.pcp_array(cpu, pi as u8, s, false);
     ring.pop_tail()
@@ -1648,7 +1743,7 @@ fn ring_pop_tail_t(cpu: usize, ring: &mut Ring, pi: usize, r: &Rec<'_>) -> Optio
 #[cold]
 #[inline(never)]
 fn ring_pop_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize) -> Option<u32> {
-    let r = Rec::unlocked(zone);
+    let r = Rec::<true>::unlocked(zone);
     r.pcp(cpu, PCP_HEADER, true);
     r.pcp(cpu, pi as u8, true);
     let ring = &mut pcp.rings[pi];
@@ -1667,7 +1762,7 @@ fn ring_pop_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize) -> Option<
 #[cold]
 #[inline(never)]
 fn ring_push_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize, i: u32) {
-    let r = Rec::unlocked(zone);
+    let r = Rec::<true>::unlocked(zone);
     r.pageblock(zone.pfn_of(i), false);
     r.pcp(cpu, PCP_HEADER, true);
     r.pcp(cpu, pi as u8, true);
@@ -1689,7 +1784,7 @@ fn pop_traced(
     pi: usize,
     m: &[crate::memmap::PageMeta],
 ) -> Option<u32> {
-    let mut r = Rec::unlocked(zone);
+    let mut r = Rec::<true>::unlocked(zone);
     r.pcp(cpu, PCP_HEADER, true);
     r.pcp(cpu, pi as u8, true);
     pcp.lists[pi].pop_head_t(m, &mut r)
@@ -1708,14 +1803,14 @@ fn push_traced(
     m: &[crate::memmap::PageMeta],
     i: u32,
 ) {
-    let mut r = Rec::unlocked(zone);
+    let mut r = Rec::<true>::unlocked(zone);
     r.pageblock(zone.pfn_of(i), false);
     r.pcp(cpu, PCP_HEADER, true);
     r.pcp(cpu, pi as u8, true);
     pcp.lists[pi].push_head_t(m, i, &mut r);
 }
 
-impl Buddy<'_> {
+impl<const SINK: bool> Buddy<'_, SINK> {
     /// `can_skip_merge` (Appendix A): order-0 frees skip merging unless a caller that
     /// needs contiguity raised the zone's merge-disable depth.
     #[inline]
@@ -1744,7 +1839,7 @@ impl Buddy<'_> {
     /// (clusters: the frames join as `len` head inserts from `last` back to `first`).
     pub(crate) fn splice_skipped(&mut self, first: u32, last: u32, len: u32, mt: MigrateType) {
         let inner = &mut *self.inner;
-        let mut r = Rec::locked(self.z, &inner.tally);
+        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
         r.zone(crate::access::ZoneLine::FreeArea(0), true);
         inner.free.lists[0][mt as usize].splice_after_t(self.m, None, first, last, len, &mut r);
         if self.cfg.clustered_refill {
@@ -1768,7 +1863,7 @@ impl Buddy<'_> {
     pub(crate) fn splice_skipped_thp(&mut self, first: u32, last: u32, len: u32, mt: MigrateType) {
         let k = PAGEBLOCK_ORDER;
         let inner = &mut *self.inner;
-        let mut r = Rec::locked(self.z, &inner.tally);
+        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
         r.zone(crate::access::ZoneLine::FreeArea(k), true);
         inner.free.lists[k as usize][mt as usize]
             .splice_after_t(self.m, None, first, last, len, &mut r);
@@ -1813,7 +1908,7 @@ impl Buddy<'_> {
             i = e.next();
         }
         let inner = &mut *self.inner;
-        let mut r = Rec::locked(self.z, &inner.tally);
+        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
         inner.free.lists[order as usize][mt as usize].cut_front_t(m, last, cnt, &mut r);
         inner.free.nr_free[order as usize] -= cnt as u64;
         let empty = self.inner.free.lists[order as usize][mt as usize].is_empty();

@@ -468,6 +468,17 @@ impl Zone {
     /// `cpu`. Without `lock_stat` an uncontended acquisition reads no clock.
     #[inline]
     pub(crate) fn lock<'a>(&'a self, cpu: usize, clock: &'a dyn Platform) -> ZoneGuard<'a> {
+        self.lock_t::<true>(cpu, clock)
+    }
+
+    /// [`Zone::lock`], its trip marker reported only if `SINK` (false: the caller has
+    /// tested that no access sink is installed, see [`crate::access::Rec`]).
+    #[inline]
+    pub(crate) fn lock_t<'a, const SINK: bool>(
+        &'a self,
+        cpu: usize,
+        clock: &'a dyn Platform,
+    ) -> ZoneGuard<'a> {
         let st = &self.cpu_stats[cpu];
         let (g, t_acq) = match self.lock.try_lock() {
             Some(g) => (g, if self.lock_stat { clock.now_ns() } else { 0 }),
@@ -481,7 +492,7 @@ impl Zone {
             }
         };
         st.zone_lock.add(1);
-        if let Some(s) = self.trace.sink() {
+        if let Some(s) = self.trace.sink().filter(|_| SINK) {
             s.access(crate::access::Access {
                 line: crate::access::Line::Zone {
                     zone: self.idx as u16,
@@ -514,13 +525,14 @@ pub(crate) struct ZoneGuard<'a> {
 }
 
 impl ZoneGuard<'_> {
-    /// The buddy state under this hold, its events counted for the holder CPU.
+    /// The buddy state under this hold, its events counted for the holder CPU; `SINK` as
+    /// [`Buddy`](crate::buddy::Buddy)'s.
     #[inline]
-    pub(crate) fn buddy<'b>(
+    pub(crate) fn buddy<'b, const SINK: bool>(
         &'b mut self,
         m: &'b [crate::memmap::PageMeta],
         cfg: &'b crate::Config,
-    ) -> crate::buddy::Buddy<'b> {
+    ) -> crate::buddy::Buddy<'b, SINK> {
         let (z, st) = (self.zone, self.st);
         crate::buddy::Buddy::new(z, self, st, m, cfg)
     }

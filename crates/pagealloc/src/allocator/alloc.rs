@@ -341,7 +341,7 @@ impl Allocator {
         f: impl FnOnce(&mut Buddy<'_>) -> R,
     ) -> R {
         let mut g = z.lock(cpu, &*self.platform);
-        f(&mut g.buddy(&self.meta, &self.cfg))
+        f(&mut g.buddy::<true>(&self.meta, &self.cfg))
     }
 
     /// `rmqueue_buddy` (docs/mechanisms.md §4.5).
