@@ -114,13 +114,16 @@ presets! {
     /// skipped frames on demand (the slow path's compaction step). THP refills take up to
     /// half the room below `high` instead of two blocks (`thp_refill_high`), THP frees
     /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
-    /// refills take both halves of a larger block at once
+    /// THP drains splice the huge pages they return onto the order-9 lists unmerged and
+    /// THP refills cut theirs off in one step (`thp_splice`; order-10 requests merge them
+    /// on demand), refills take both halves of a larger block at once
     /// (`refill_pairs`), drains free two buddies leaving one after the other as one block
-    /// (`drain_pairs`) and prefetch the next block's buddy (`drain_prefetch`), a long run
-    /// of frees drains the order-0 frames freed last, whose metadata is still cached
-    /// (`drain_newest`), and zone-lock holds are not timed (`lock_stat=off`: two clock
-    /// reads less per trip). docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,refill_pairs=on,drain_pairs=on,drain_prefetch=on,drain_newest=on,lock_stat=off";
+    /// (`drain_pairs`, below order 9) and prefetch the next block's buddy
+    /// (`drain_prefetch`), a long run of frees drains the order-0 frames freed last, whose
+    /// metadata is still cached (`drain_newest`), and zone-lock holds are not timed
+    /// (`lock_stat=off`: two clock reads less per trip). docs/performance.md has the
+    /// figures.
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_pairs=on,drain_pairs=on,drain_prefetch=on,drain_newest=on,lock_stat=off";
 }
 
 impl Preset {
@@ -466,8 +469,9 @@ config_table! {
     /// order-0 frames); an order-10 request that finds no block merges them on demand in
     /// the slow path. A THP drain and the refill after it then move order-9 blocks
     /// without building and splitting order-10 ones. Ours, not the kernel's; off in
-    /// every preset (docs/performance.md, "The order-9 put side": it makes `fast`'s
-    /// order-9 allocations slower than it makes its frees faster).
+    /// every preset (docs/performance.md, "The order-9 put side": alone it makes `fast`'s
+    /// order-9 allocations slower than it makes its frees faster); `thp_splice`, on in
+    /// `fast`, implies it.
     thp_merge_skip: bool = false, bound any;
     /// With `merge_skip`: THP drains and refills move runs of pageblock-order blocks
     /// between the pageset's THP list and the order-9 free lists in one splice each (the
@@ -480,7 +484,8 @@ config_table! {
     /// THP list. The blocks, their order on every list and the counts are
     /// `thp_merge_skip`'s; each block's metadata is written once, with no neighbour's, and
     /// the free area once per run. Linked pagesets only in the drain (array pagesets free
-    /// drained huge pages one by one, merge-skipped). Ours, not the kernel's.
+    /// drained huge pages one by one, merge-skipped). Ours, not the kernel's; on in `fast`
+    /// (docs/performance.md, "The order-9 puts and gets spliced").
     thp_splice: bool = false, bound any;
     /// A refill (`rmqueue_bulk`) that needs two more blocks of an order whose free list of
     /// its type is empty takes a block of the next order and keeps both halves, where the

@@ -1041,12 +1041,12 @@ fn thp_splice_moves_the_blocks_of_thp_merge_skip_with_fewer_accesses_under_the_l
         lists.push(a.zone_info(0).unwrap().nr_free);
         (seq, lists, a.counters())
     };
-    assert!(!Preset::Linux612.config().thp_splice);
+    assert!(!Preset::Linux612.config().thp_splice && Preset::Fast.config().thp_splice);
     for base in [
         "linux-6.12,merge_skip=on",
         "linux-6.12,merge_skip=on,mt_cache=on,thp_drain_high=on",
-        "fast",
-        "fast,array_pcp=on",
+        "fast,thp_splice=off",
+        "fast,thp_splice=off,array_pcp=on",
     ] {
         let (s_off, l_off, off) = run(base, "thp_merge_skip=on");
         let (s_on, l_on, on) = run(base, "thp_splice=on");
@@ -1163,7 +1163,8 @@ fn drain_pairs_frees_the_same_blocks_with_fewer_accesses_under_the_lock() {
     for base in [
         "linux-6.12",
         "linux-6.12,mt_cache=on,thp_drain_high=on",
-        "fast,drain_pairs=off",
+        // `thp_splice` (on in `fast`) moves huge pages in runs without pairs.
+        "fast,drain_pairs=off,thp_splice=off",
     ] {
         let (s_off, l_off, off) = run(base, "");
         let (s_on, l_on, on) = run(base, "drain_pairs=on");
@@ -1212,6 +1213,11 @@ fn drain_prefetch_changes_no_block_list_or_counter() {
     assert!(!Preset::Linux612.config().drain_prefetch && Preset::Fast.config().drain_prefetch);
     for (off, on) in [
         (("fast", "drain_prefetch=off"), ("fast", "")),
+        // huge pages drained one by one, as before `thp_splice`
+        (
+            ("fast,thp_splice=off", "drain_prefetch=off"),
+            ("fast,thp_splice=off", ""),
+        ),
         (("linux-6.12", ""), ("linux-6.12", "drain_prefetch=on")),
     ] {
         let (s_off, l_off, c_off) = run(off);
