@@ -24,7 +24,7 @@
 //! the zonelist walk and its frees the full path, which do the same work to the lists and
 //! report it; without a sink the hits are those of the build without the feature. The
 //! pageset refills and drains (`rmqueue_bulk`, `free_pcppages_bulk`) test for a sink once
-//! per zone-lock trip and run one of two copies of the trip ([`Rec`]'s and `Buddy`'s
+//! per zone-lock trip and run one of two copies of the trip (`Rec`'s and `Buddy`'s
 //! `SINK` parameter): with its report sites, or with none (`SINK = false`), the code
 //! without the feature. The rest (the zonelist walk, and the zone trips of
 //! `rmqueue_buddy`, `free_one_page` and the slow path's, through `with_buddy`) keep one
