@@ -1011,11 +1011,9 @@ impl Allocator {
             if splice && k == 0 {
                 let cnt = pcp.lists[pi].len().min(n as u32);
                 debug_assert!(firsts[pi] != NIL);
+                self.drain_splice(&mut b, &mut pcp.lists[pi], firsts[pi], cnt, newest);
                 if newest {
-                    self.drain_splice_head(&mut b, &mut pcp.lists[pi], firsts[pi], cnt);
                     slot.stats.drain_newest.add(cnt as u64);
-                } else {
-                    self.drain_splice(&mut b, &mut pcp.lists[pi], firsts[pi], cnt);
                 }
                 n -= cnt as i32;
                 pcp.st.count -= cnt as i32;
@@ -1355,63 +1353,47 @@ impl Allocator {
     }
 
     /// The order-0 part of a drain with [`Config::splice_drain`](crate::Config::splice_drain),
-    /// zone lock held: the last `cnt` frames of `list`, from `first` (found by
-    /// [`drain_prewalk`] before the lock), leave it in one cut and join the order-0 free
-    /// lists, merge-skipped, one splice per run of one migratetype. Runs are moved from
-    /// the tail end first and each goes to its list's head, so every list ends up as the
-    /// page-by-page loop (pop the tail, push the head) would leave it, clusters included.
+    /// zone lock held: `cnt` frames leave `list` in one cut and join the order-0 free
+    /// lists, merge-skipped, one splice per run of one migratetype. `end` is the far end
+    /// of the cut, found by [`drain_prewalk`] before the lock.
+    /// - From the tail (the kernel's order): the last `cnt` frames, from `end`. Runs are
+    ///   moved from the tail end first and each goes to its list's head, so every list
+    ///   ends up as the page-by-page loop (pop the tail, push the head) would leave it,
+    ///   clusters included.
+    /// - From the head (`newest`, [`Config::drain_newest`](crate::Config::drain_newest)):
+    ///   the first `cnt` frames, up to `end`. The chain keeps its order, so the frame freed
+    ///   last ends at the head of its free list, the first a refill takes (page by page,
+    ///   popping the head and pushing each frame on its free list's head, would reverse
+    ///   the batch).
     fn drain_splice<const SINK: bool>(
         &self,
         b: &mut Buddy<'_, SINK>,
         list: &mut List,
-        first: u32,
+        end: u32,
         cnt: u32,
+        newest: bool,
     ) {
         let m = b.m;
-        let last = list.tail().unwrap_or(NIL);
-        list.cut_back_t(m, first, cnt, &mut b.rec());
+        let (first, last) = if newest {
+            (list.cut_front_t(m, end, cnt, &mut b.rec()), end)
+        } else {
+            let last = list.tail().unwrap_or(NIL);
+            list.cut_back_t(m, end, cnt, &mut b.rec());
+            (end, last)
+        };
         b.rec().moved(cnt as u64);
-        // Pass 1, the chase from the tail: each frame becomes a merge-skipped order-0
+        // Pass 1, the chase from the list's end: each frame becomes a merge-skipped order-0
         // `Buddy` head (its type is written in pass 2, before the zone lock is dropped;
         // nobody reads these frames meanwhile: they are on no list, and only this zone-lock
         // holder could look at them).
-        let mut i = last;
+        let mut i = if newest { first } else { last };
         for k in 0..cnt {
             let e = &m[i as usize];
             e.set_order(0);
             e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
-            // the tail's index is the list's; each next one was read from the previous frame
+            // the end's index is the list's; each next one was read from the previous frame
             b.rec().frame_dep(b.z.pfn_of(i), true, u8::from(k > 0));
-            i = e.prev();
-        }
-        self.splice_runs(b, first, last, cnt);
-    }
-
-    /// [`Allocator::drain_splice`] from the other end (`Config::drain_newest`), zone lock
-    /// held: the first `cnt` frames of `list`, up to `last` (found by [`drain_prewalk`]
-    /// walking from the head), leave it in one cut and join the order-0 free lists,
-    /// merge-skipped, in runs. The chain keeps its order, so the frame freed last ends at
-    /// the head of its free list, the first a refill takes (page by page, popping the
-    /// head and pushing each frame on its free list's head, would reverse the batch).
-    fn drain_splice_head<const SINK: bool>(
-        &self,
-        b: &mut Buddy<'_, SINK>,
-        list: &mut List,
-        last: u32,
-        cnt: u32,
-    ) {
-        let m = b.m;
-        let first = list.cut_front_t(m, last, cnt, &mut b.rec());
-        b.rec().moved(cnt as u64);
-        // Pass 1, from the head: as in `drain_splice`.
-        let mut i = first;
-        for k in 0..cnt {
-            let e = &m[i as usize];
-            e.set_order(0);
-            e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
-            // the head's index is the list's; each next one was read from the previous frame
-            b.rec().frame_dep(b.z.pfn_of(i), true, u8::from(k > 0));
-            i = e.next();
+            i = if newest { e.next() } else { e.prev() };
         }
         self.splice_runs(b, first, last, cnt);
     }

@@ -1002,43 +1002,8 @@ fn thp_splice_moves_the_blocks_of_thp_merge_skip_with_fewer_accesses_under_the_l
     let run = |base: &str, extra: &str| {
         // 2 GiB, one CPU
         let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
-        let mut got = Vec::new();
-        let mut seq = Vec::new();
-        let mut lists = Vec::new();
-        let mut seed = 5u64;
-        for round in 0..5u64 {
-            for k in 0..360u64 {
-                let order = [9, 9, 9, 9, 9, 1, 2, 0][((k + round) % 8) as usize];
-                let f = a.alloc_on(0, order, Gfp::USER, None).unwrap();
-                seq.push(f.pfn.0);
-                got.push(f);
-            }
-            if round % 2 == 1 {
-                for i in (1..got.len()).rev() {
-                    seed = seed
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    got.swap(i, (seed >> 33) as usize % (i + 1));
-                }
-            }
-            // Free four blocks in five, newest first; keep the rest for later rounds.
-            let mut keep = Vec::new();
-            for (k, f) in got.drain(..).enumerate().rev() {
-                if k % 5 != 0 {
-                    a.free_on(0, f).unwrap();
-                } else {
-                    keep.push(f);
-                }
-            }
-            got = keep;
-            a.validate().unwrap();
-            lists.push(a.zone_info(0).unwrap().nr_free);
-        }
-        while let Some(f) = got.pop() {
-            a.free_on(0, f).unwrap();
-        }
-        a.validate().unwrap();
-        lists.push(a.zone_info(0).unwrap().nr_free);
+        // Free four blocks in five per round.
+        let (seq, lists) = churn(&a, 5, 5, 360, &[9, 9, 9, 9, 9, 1, 2, 0], 5);
         (seq, lists, a.counters())
     };
     assert!(!Preset::Linux612.config().thp_splice && Preset::Fast.config().thp_splice);
@@ -1107,6 +1072,58 @@ fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
     }
 }
 
+/// The mixed churn of the paired-drain and spliced-THP tests, on one CPU: `rounds` times
+/// allocate `per_round` blocks cycling through `orders` (shifted by the round), shuffle
+/// what is held every second round (with an LCG seeded `seed`: buddies seldom leave
+/// together), then free all but every `keep`-th block, newest first, and validate; at the
+/// end free the rest. Returns the PFNs handed out in order and the free lists after each
+/// round and at the end.
+fn churn(
+    a: &Allocator,
+    mut seed: u64,
+    rounds: u64,
+    per_round: u64,
+    orders: &[u8],
+    keep: usize,
+) -> (Vec<u64>, Vec<[u64; MAX_ORDER as usize + 1]>) {
+    let mut got = Vec::new();
+    let mut seq = Vec::new();
+    let mut lists = Vec::new();
+    for round in 0..rounds {
+        for k in 0..per_round {
+            let order = orders[((k + round) % orders.len() as u64) as usize];
+            let f = a.alloc_on(0, order, Gfp::USER, None).unwrap();
+            seq.push(f.pfn.0);
+            got.push(f);
+        }
+        if round % 2 == 1 {
+            for i in (1..got.len()).rev() {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                got.swap(i, (seed >> 33) as usize % (i + 1));
+            }
+        }
+        let mut kept = Vec::new();
+        for (k, f) in got.drain(..).enumerate().rev() {
+            if k % keep != 0 {
+                a.free_on(0, f).unwrap();
+            } else {
+                kept.push(f);
+            }
+        }
+        got = kept;
+        a.validate().unwrap();
+        lists.push(a.zone_info(0).unwrap().nr_free);
+    }
+    while let Some(f) = got.pop() {
+        a.free_on(0, f).unwrap();
+    }
+    a.validate().unwrap();
+    lists.push(a.zone_info(0).unwrap().nr_free);
+    (seq, lists)
+}
+
 /// `drain_pairs` (ours): a drain that takes two buddies off a list's tail one after the
 /// other frees them as one block of the next order, where the kernel lists the first and
 /// takes it back off when the second merges with it. The same blocks handed out in the
@@ -1119,44 +1136,8 @@ fn drain_pairs_frees_the_same_blocks_with_fewer_accesses_under_the_lock() {
     let run = |base: &str, extra: &str| {
         // 2 GiB, one CPU
         let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
-        let mut got = Vec::new();
-        let mut seq = Vec::new();
-        let mut lists = Vec::new();
-        let mut seed = 7u64;
-        for round in 0..4u64 {
-            for k in 0..400u64 {
-                let order = [9, 9, 9, 9, 1, 1, 2, 3, 0][((k + round) % 9) as usize];
-                let f = a.alloc_on(0, order, Gfp::USER, None).unwrap();
-                seq.push(f.pfn.0);
-                got.push(f);
-            }
-            if round % 2 == 1 {
-                // shuffled: buddies seldom leave together
-                for i in (1..got.len()).rev() {
-                    seed = seed
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    got.swap(i, (seed >> 33) as usize % (i + 1));
-                }
-            }
-            // Free three blocks in four, newest first; keep the rest for later rounds.
-            let mut keep = Vec::new();
-            for (k, f) in got.drain(..).enumerate().rev() {
-                if k % 4 != 0 {
-                    a.free_on(0, f).unwrap();
-                } else {
-                    keep.push(f);
-                }
-            }
-            got = keep;
-            a.validate().unwrap();
-            lists.push(a.zone_info(0).unwrap().nr_free);
-        }
-        while let Some(f) = got.pop() {
-            a.free_on(0, f).unwrap();
-        }
-        a.validate().unwrap();
-        lists.push(a.zone_info(0).unwrap().nr_free);
+        // Free three blocks in four per round.
+        let (seq, lists) = churn(&a, 7, 4, 400, &[9, 9, 9, 9, 1, 1, 2, 3, 0], 4);
         (seq, lists, a.counters())
     };
     assert!(!Preset::Linux612.config().drain_pairs && Preset::Fast.config().drain_pairs);
