@@ -104,6 +104,23 @@ pub(crate) struct ZoneInner {
 #[repr(align(128))]
 struct LineBreak;
 
+/// A zone's pageblock types ([`Zone::pageblocks`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Pageblocks<'a> {
+    /// PFN of the first pageblock.
+    start: u64,
+    types: &'a [AtomicU8],
+}
+
+impl Pageblocks<'_> {
+    /// `get_pfnblock_migratetype` of a frame of the zone.
+    #[inline]
+    pub(crate) fn mt(&self, pfn: u64) -> MigrateType {
+        let i = ((pfn - self.start) >> PAGEBLOCK_ORDER) as usize;
+        MigrateType::from_u8(self.types[i].load(Relaxed)).unwrap_or(MigrateType::Movable)
+    }
+}
+
 /// One zone. See the module docs for which lock protects what.
 ///
 /// # Layout
@@ -277,8 +294,17 @@ impl Zone {
     /// `get_pfnblock_migratetype`.
     #[inline]
     pub(crate) fn pageblock_mt(&self, pfn: u64) -> MigrateType {
-        MigrateType::from_u8(self.pageblock[self.pb_index(pfn)].load(Relaxed))
-            .unwrap_or(MigrateType::Movable)
+        self.pageblocks().mt(pfn)
+    }
+    /// The pageblock-type table, for a loop that looks up many frames: its address, length
+    /// and first PFN read once. (A zone holds atomics, so the compiler reloads its fields
+    /// after every store the loop makes.)
+    #[inline]
+    pub(crate) fn pageblocks(&self) -> Pageblocks<'_> {
+        Pageblocks {
+            start: self.pb_start,
+            types: &self.pageblock,
+        }
     }
     /// `set_pageblock_migratetype`; keeps `nr_isolate_pageblock`. Zone lock held.
     pub(crate) fn set_pageblock_mt(&self, pfn: u64, mt: MigrateType) {

@@ -434,3 +434,78 @@ fn a_sink_changes_no_result() {
         }
     }
 }
+
+/// `thp_splice`'s drains take a path of their own when no sink is installed
+/// (`drain_thp_runs`: each run of one type marked out of line, the reports' counts added
+/// once per drain): it must leave the same blocks, lists and counters as the reported
+/// per-block loop. Order-9 blocks of three types, freed in random order on either CPU, so
+/// that drains find runs broken by type (one THP list for every type, or the movable one
+/// apart), with the pageblock types looked up or cached.
+#[cfg(feature = "access")]
+#[test]
+fn thp_drains_without_a_sink_are_the_reported_ones() {
+    let run = |cfg: &Config, sink: bool| {
+        let mut a = Allocator::with_platform(
+            &Layout::single(1 << 17, 2),
+            cfg.clone(),
+            Arc::new(ManualPlatform::new()),
+        )
+        .unwrap();
+        let log = Arc::new(Log::default());
+        if sink {
+            a.set_access_sink(log.clone());
+        }
+        let gfps = [
+            Gfp::USER,
+            Gfp::KERNEL,
+            Gfp(Gfp::KERNEL.0 | Gfp::RECLAIMABLE.0),
+        ];
+        let mut held: Vec<Frame> = Vec::new();
+        let mut got = Vec::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for step in 0..30_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let cpu = (x >> 8) as usize % 2;
+            if (x >> 16) % 8 < 4 || held.is_empty() {
+                let order = if (x >> 24) % 4 == 0 { 0 } else { 9 };
+                let gfp = gfps[(x >> 40) as usize % 3];
+                if let Ok(f) = a.alloc_on(cpu, order, gfp, None) {
+                    got.push((step, f.pfn.0, f.order));
+                    held.push(f);
+                }
+            } else {
+                let k = (x >> 32) as usize % held.len();
+                a.free_on(cpu, held.swap_remove(k)).unwrap();
+            }
+        }
+        for (k, f) in held.into_iter().enumerate() {
+            a.free_on(k % 2, f).unwrap();
+        }
+        a.validate().unwrap();
+        assert_eq!(sink, !log.take().is_empty());
+        (got, a.counters())
+    };
+    for (lists, cached) in [("2", false), ("1", false), ("1", true)] {
+        let cfg: Config = format!("fast,thp_pcp_lists={lists},pcp_migratetype_cache={cached}")
+            .parse()
+            .unwrap();
+        assert!(cfg.thp_splice);
+        let (quiet, loud) = (run(&cfg, false), run(&cfg, true));
+        let c = &quiet.1;
+        // Drains of huge pages happened, in runs spliced merge-skipped onto the free lists.
+        assert!(
+            c.pcp_drain > 100 && c.merge_skipped > 1000 && c.zone_lock_meta > 0,
+            "{c:?}"
+        );
+        assert_eq!(
+            quiet.0, loud.0,
+            "lists={lists} cached={cached}: the frames handed out"
+        );
+        assert_eq!(
+            quiet.1, loud.1,
+            "lists={lists} cached={cached}: the counters"
+        );
+    }
+}

@@ -45,6 +45,22 @@ impl Allocator {
         self.free_on(self.current_cpu(), frame)
     }
 
+    /// The metadata entry `i` of a frame of `zone` (`zone.meta_index(pfn)` of a `pfn` the
+    /// zone contains), without a bounds check: the PCP hit's paths index it several times,
+    /// and the length, reloaded after each atomic access, was tested again each time.
+    #[inline(always)]
+    pub(crate) fn meta_in(&self, zone: &Zone, i: u32) -> &crate::memmap::PageMeta {
+        debug_assert!(
+            i >= zone.meta_base && u64::from(i - zone.meta_base) < zone.end_pfn - zone.start_pfn
+        );
+        // SAFETY: the build gave each zone the indices `meta_base .. meta_base + (end_pfn -
+        // start_pfn)`, one after the other from 0, and the store holds an entry for every
+        // frame of every zone (`BuildError::Metadata` otherwise); spans, bases and the store
+        // are never changed after the build, so no lock guards them. `i` is in `zone`'s
+        // range (the callers' contract, checked above in debug builds).
+        unsafe { self.meta.get_unchecked(i as usize) }
+    }
+
     /// Index of the zone containing `pfn`.
     #[inline]
     pub(crate) fn zone_of(&self, pfn: u64) -> Option<usize> {
@@ -161,6 +177,7 @@ impl Allocator {
             return Hit::Miss;
         }
         let z = &self.zones[zi];
+        let i = z.meta_index(pfn);
         let slot = self.slot(cpu, zi);
         // `allows` bounds the order (no bit above MAX_ORDER); poisoning writes the block,
         // which the full path does before taking the lock.
@@ -168,7 +185,7 @@ impl Allocator {
             // An array pageset's hit is behind the linked hit's unlikely branch.
             return self.free_hit_ring(cpu, frame, trusted);
         }
-        self.free_hit_rest::<false>(cpu, z, slot, pfn, order, trusted)
+        self.free_hit_rest::<false>(cpu, z, slot, pfn, i, order, trusted)
     }
 
     /// The array pageset's hit, out of line with its own lookups: the linked hit's code
@@ -184,11 +201,13 @@ impl Allocator {
         if !slot.hot.hit_allows::<true>(order) || slot.hot.poison {
             return Hit::Miss;
         }
-        self.free_hit_rest::<true>(cpu, z, slot, pfn, order, trusted)
+        let i = z.meta_index(pfn);
+        self.free_hit_rest::<true>(cpu, z, slot, pfn, i, order, trusted)
     }
 
     /// The rest of [`Allocator::free_hit`] once the order is known to be cached, on linked
-    /// lists (`RING` false) or rings.
+    /// lists (`RING` false) or rings; `i` is `z.meta_index(pfn)`.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn free_hit_rest<const RING: bool>(
         &self,
@@ -196,6 +215,7 @@ impl Allocator {
         z: &crate::zone::Zone,
         slot: &crate::pcp::PcpSlot,
         pfn: u64,
+        i: u32,
         order: u8,
         trusted: bool,
     ) -> Hit {
@@ -209,9 +229,8 @@ impl Allocator {
         let Some(mut pcp) = slot.pcp.try_lock() else {
             return Hit::Miss;
         };
-        let i = z.meta_index(pfn);
         if !trusted {
-            let e = &self.meta[i as usize];
+            let e = self.meta_in(z, i);
             if let Err(state) = e.begin_free() {
                 return Hit::Refused(state);
             }
