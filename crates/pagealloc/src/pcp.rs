@@ -427,6 +427,19 @@ impl Allocator {
         &self.pcps[cpu * self.zones.len() + zone]
     }
 
+    /// [`Allocator::slot`] for a PCP hit, whose `cpu` and `zone` were checked against
+    /// `self.cpus` and `self.zones` (a CPU index from the caller, a zone from the CPU's
+    /// zonelist or the frame's PFN): without testing the index again.
+    #[inline(always)]
+    pub(crate) fn slot_hit(&self, cpu: usize, zone: usize) -> &PcpSlot {
+        debug_assert!(cpu < self.cpus.len() && zone < self.zones.len());
+        // SAFETY: the build made `pcps` `cpus.len() * zones.len()` slots, one per CPU and
+        // zone, and neither length changes afterwards (no lock guards them); with `cpu` and
+        // `zone` below them (the callers' contract, checked above in debug builds) the
+        // index is below `pcps.len()`.
+        unsafe { self.pcps.get_unchecked(cpu * self.zones.len() + zone) }
+    }
+
     /// `pcp_allowed_order`.
     #[inline]
     pub(crate) fn pcp_allowed(&self, order: u8) -> bool {
@@ -442,7 +455,7 @@ impl Allocator {
     pub(crate) fn alloc_hit(&self, cpu: usize, order: u8, gfp: Gfp) -> Option<u64> {
         let zi = self.cpus.get(cpu)?.home_zone;
         let zone = self.zones.get(zi)?;
-        let slot = self.slot(cpu, zi);
+        let slot = self.slot_hit(cpu, zi);
         let h = &slot.hot;
         // With a sink installed no order is allowed here ([`Hot::no_hits`]): a reported
         // run takes the walk, which reports what it reads.
@@ -535,7 +548,8 @@ impl Allocator {
         if self.tune.count_min {
             pcp.st.count_min = pcp.st.count_min.min(pcp.st.count);
         }
-        let e = &m[i as usize];
+        // `i` came off one of `zone`'s lists.
+        let e = self.meta_in(zone, i);
         e.set_state(State::Allocated);
         e.set_mt(mt as u8);
         slot.stats.pgalloc.add(1 << order);

@@ -178,7 +178,7 @@ impl Allocator {
         }
         let z = &self.zones[zi];
         let i = z.meta_index(pfn);
-        let slot = self.slot(cpu, zi);
+        let slot = self.slot_hit(cpu, zi);
         // `allows` bounds the order (no bit above MAX_ORDER); poisoning writes the block,
         // which the full path does before taking the lock.
         if !slot.hot.hit_allows::<false>(order) || slot.hot.poison {
