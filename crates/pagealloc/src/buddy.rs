@@ -498,6 +498,8 @@ impl<const SINK: bool> Buddy<'_, SINK> {
                     free += 1u64 << e.order();
                     1u64 << e.order()
                 }
+                // `Config::own_bitmap`: an unwritten frame on a ring is no allocation.
+                State::Allocated if self.z.on_ring_unwritten(p, e) => 1,
                 State::Allocated | State::Freeing => {
                     if e.mt() == MigrateType::Movable as u8 {
                         movable += 1u64 << e.order();

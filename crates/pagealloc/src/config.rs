@@ -524,6 +524,16 @@ config_table! {
     /// tail, and so do array pagesets (`array_pcp`). Ours, not the kernel's (different
     /// frames reach the zone); docs/mechanisms.md A.12.
     drain_newest: bool = false, bound any;
+    /// Order-0 frees that write no frame metadata: the ownership of allocated order-0
+    /// blocks is a bit per frame in a dense bitmap per zone (set by every order-0
+    /// allocation, cleared by the free that wins the block), the order-0 pageset lists
+    /// are rings of indices (it implies `array_pcp`), and a frame freed to a ring keeps
+    /// its metadata as the allocation left it (`Allocated`, order 0) until a drain moves
+    /// it to the buddy lists and writes it there, its line prefetched ahead. A pageset
+    /// free of a random frame then misses on no per-frame line (64 KiB of bitmap for
+    /// 2 GiB against 8 MiB of metadata). Every bad free is still refused, with the same
+    /// errors. Ours, not the kernel's; docs/mechanisms.md A.13.
+    own_bitmap: bool = false, bound any;
 
     // ---- instrumentation ----
     /// Zone-lock statistics in the spirit of `CONFIG_LOCK_STAT`: every zone-lock hold is

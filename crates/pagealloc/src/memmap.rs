@@ -16,6 +16,10 @@
 //!   lock) or `Buddy` (under the zone lock), through `Freeing`: the move out of
 //!   `Allocated` is a compare-and-swap on the state, so two racing frees of one block
 //!   cannot both succeed.
+//! - With [`Config::own_bitmap`](crate::Config::own_bitmap) an order-0 block's ownership
+//!   is its bit in the zone's bitmap instead: a free clears the bit and leaves the state
+//!   `Allocated` while the frame waits on a pageset ring (under that pageset's lock); the
+//!   drain writes it (docs/mechanisms.md A.13).
 //! - [`State::Tail`]: not a block head; nobody writes it except the zone-lock holder that
 //!   merges or splits the block around it.
 //!
@@ -152,6 +156,19 @@ impl PageMeta {
             )
             .map(|_| ())
             .map_err(State::from_u8)
+    }
+    /// Undo a [`PageMeta::begin_free`] that found the wrong order: `Freeing` back to
+    /// `Allocated`, unless someone wrote the state since (with
+    /// [`Config::own_bitmap`](crate::Config::own_bitmap) the state of an order-0 frame on
+    /// a ring is no ownership, and its drain writes it).
+    #[inline]
+    pub(crate) fn end_free_refused(&self) {
+        let _ = self.state.compare_exchange(
+            State::Freeing as u8,
+            State::Allocated as u8,
+            Relaxed,
+            Relaxed,
+        );
     }
     /// Flag bits.
     #[inline]

@@ -70,7 +70,9 @@
 //!
 //! # Invariants
 //! `count == Σ_lists len · 2^order(list)`; every frame on a list has state `Pcp` and the
-//! list's order. With [`Config::array_pcp`](crate::Config::array_pcp) the lists are the
+//! list's order — but with [`Config::own_bitmap`](crate::Config::own_bitmap) the frames of
+//! the order-0 rings read `Allocated`, order 0, their zone's ownership bits clear (their
+//! frees wrote nothing; docs/mechanisms.md A.13). With [`Config::array_pcp`](crate::Config::array_pcp) the lists are the
 //! [`Ring`]s (docs/mechanisms.md A.5) and the linked `lists` stay empty; without it, the
 //! rings stay empty.
 
@@ -87,6 +89,14 @@ use alloc::vec::Vec;
 
 /// Lists per pageset: 3 types × orders 0..=3, plus the THP lists (`NR_PCP_LISTS`).
 pub const NR_PCP_LISTS: usize = 14;
+
+/// [`Config::own_bitmap`](crate::Config::own_bitmap)'s drain: frames whose metadata line is
+/// prefetched ahead of the one written (a few hundred ns of misses in flight at the
+/// write rate of an L1 hit).
+const OWN_PREFETCH: u32 = 48;
+/// [`Config::own_bitmap`](crate::Config::own_bitmap)'s drain: frames written before their
+/// runs are spliced, 16 KiB of metadata lines, so that the splice's passes hit the L1.
+const OWN_CHUNK: u32 = 256;
 
 /// One pageset (`struct per_cpu_pages`), protected by its slot's lock.
 #[derive(Debug)]
@@ -185,6 +195,12 @@ impl Ring {
         }
         self.len -= 1;
         Some(self.buf[self.slot_of(self.len) as usize])
+    }
+    /// Drop the last `n` entries (a drain that has read them).
+    #[inline]
+    pub(crate) fn truncate_tail(&mut self, n: u32) {
+        debug_assert!(n <= self.len);
+        self.len -= n;
     }
     /// The `k`-th entry from the tail (0: the tail).
     #[inline]
@@ -296,7 +312,7 @@ impl Hot {
                 orders |= 1 << k;
             }
         }
-        let (orders, ring_orders) = if cfg.array_pcp {
+        let (orders, ring_orders) = if cfg.array_pcp || cfg.own_bitmap {
             (0, orders)
         } else {
             (orders, 0)
@@ -305,7 +321,7 @@ impl Hot {
             orders,
             ring_orders,
             cached: orders | ring_orders,
-            rings: cfg.array_pcp,
+            rings: cfg.array_pcp || cfg.own_bitmap,
             thp_lists: cfg.thp_pcp_lists as u8,
             mt_cache: cfg.pcp_migratetype_cache,
             below_high: cfg.below_high,
@@ -538,20 +554,28 @@ impl Allocator {
         mt: MigrateType,
     ) -> Option<u64> {
         let m = &self.meta[..];
+        // `Config::own_bitmap`: an order-0 block leaves its ring with its metadata as
+        // its last allocation or the refill left it (`Allocated`, order 0); its bit is
+        // the ownership.
+        let own = RING && order == 0 && zone.own_bitmap();
         let i = match (RING, TRACED) {
             (false, false) => pcp.lists[pi].pop_head_nonempty(m),
             (false, true) => pop_traced(cpu, zone, pcp, pi, m)?,
             (true, false) => pcp.rings[pi].pop_head()?,
-            (true, true) => ring_pop_traced(cpu, zone, pcp, pi)?,
+            (true, true) => ring_pop_traced(cpu, zone, pcp, pi, !own)?,
         };
         pcp.st.count -= 1 << order;
         if self.tune.count_min {
             pcp.st.count_min = pcp.st.count_min.min(pcp.st.count);
         }
-        // `i` came off one of `zone`'s lists.
-        let e = self.meta_in(zone, i);
-        e.set_state(State::Allocated);
-        e.set_mt(mt as u8);
+        if own {
+            zone.own_set(zone.pfn_of(i));
+        } else {
+            // `i` came off one of `zone`'s lists.
+            let e = self.meta_in(zone, i);
+            e.set_state(State::Allocated);
+            e.set_mt(mt as u8);
+        }
         slot.stats.pgalloc.add(1 << order);
         Some(zone.pfn_of(i))
     }
@@ -705,7 +729,8 @@ impl Allocator {
                 st.cluster_cut.add(clusters as u64);
             }
         }
-        let ring = self.cfg.array_pcp;
+        let ring = self.cfg.array_pcp || self.cfg.own_bitmap;
+        let own = ring && order == 0 && zone.own_bitmap();
         let before = pcp.lists[pi].tail();
         let taken_from = pcp.rings[pi].len();
         if order == THP_ORDER && self.cfg.thp_splice {
@@ -743,7 +768,14 @@ impl Allocator {
                 let i = zone.meta_index(pfn + (k << order));
                 let e = &m[i as usize];
                 e.set_order(order);
-                e.set_state(State::Pcp);
+                if own {
+                    // `Config::own_bitmap`: an order-0 frame on a ring reads as the
+                    // allocation it will become (its bit, clear, says it is not one yet).
+                    e.set_state(State::Allocated);
+                    e.set_mt(mt as u8);
+                } else {
+                    e.set_state(State::Pcp);
+                }
                 if self.cfg.pcp_migratetype_cache {
                     // ≤ 6.9 `__rmqueue_smallest`: `set_pcppage_migratetype(page,
                     // migratetype)` with the type of the free list it came from (no
@@ -786,7 +818,14 @@ impl Allocator {
                     // each next frame is read from the one before (cached: just fixed up)
                     r.frame_dep(zone.pfn_of(i), false, u8::from(k > 0));
                     ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &r);
-                    i = m[i as usize].next();
+                    let e = &m[i as usize];
+                    let next = e.next();
+                    if own {
+                        // as for the blocks taken one by one above (line cached: fixed up)
+                        e.set_state(State::Allocated);
+                        e.set_mt(mt as u8);
+                    }
+                    i = next;
                 }
                 pcp.rings[pi].rotate_back(taken, c.len);
             } else {
@@ -828,6 +867,11 @@ impl Allocator {
         mt: MigrateType,
         pb_mt: MigrateType,
     ) {
+        if order == 0 && zone.own_bitmap() {
+            // `Config::own_bitmap`: an order-0 frame on a ring reads as an allocation; the
+            // full path's claim left it `Freeing` (pageset lock held).
+            self.meta[i as usize].set_state(State::Allocated);
+        }
         match (slot.hot.ring(), zone.trace.on()) {
             (false, false) => {
                 self.commit_free::<false, false>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
@@ -862,10 +906,17 @@ impl Allocator {
         pb_mt: MigrateType,
     ) {
         let m = &self.meta[..];
-        let e = self.meta_in(zone, i);
-        e.set_state(State::Pcp);
-        if slot.hot.mt_cache {
-            e.set_mt(pb_mt as u8);
+        // `Config::own_bitmap`: the free of an order-0 block to a ring took its bit and
+        // writes nothing of its metadata (the drain will).
+        let own = RING && order == 0 && zone.own_bitmap();
+        if own {
+            slot.stats.free_unwritten.add(1);
+        } else {
+            let e = self.meta_in(zone, i);
+            e.set_state(State::Pcp);
+            if slot.hot.mt_cache {
+                e.set_mt(pb_mt as u8);
+            }
         }
         pcp.active = true;
         slot.stats.pgfree.add(1 << order);
@@ -874,7 +925,7 @@ impl Allocator {
             (false, false) => pcp.lists[pi].push_head(m, i),
             (false, true) => push_traced(cpu, zone, pcp, pi, m, i),
             (true, false) => pcp.rings[pi].push_head(i),
-            (true, true) => ring_push_traced(cpu, zone, pcp, pi, i),
+            (true, true) => ring_push_traced(cpu, zone, pcp, pi, i, !own),
         }
         pcp.st.count += 1 << order;
         let d = tune::on_free(&mut pcp.st, order, zone.tune_flags(), &self.tune);
@@ -1089,7 +1140,10 @@ impl Allocator {
         k: u8,
         isolated: bool,
     ) {
-        let mt = if self.cfg.pcp_migratetype_cache && !isolated {
+        // `Config::own_bitmap`: an order-0 frame's cached type was not written by its
+        // free; the pageblock's is looked up.
+        let cached = self.cfg.pcp_migratetype_cache && !(k == 0 && b.z.own_bitmap());
+        let mt = if cached && !isolated {
             MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
         } else {
             b.pb_mt(pfn)
@@ -1348,7 +1402,10 @@ impl Allocator {
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
         let link = self.cfg.splice_drain && self.cfg.merge_skip;
-        ring_prewalk::<SINK>(cpu, zone, pcp, n, start, link, m);
+        // `Config::own_bitmap`: the order-0 frames are written in one prefetched pass under
+        // the zone lock (`drain_ring_own`), not walked before it.
+        let own = zone.own_bitmap();
+        ring_prewalk::<SINK>(cpu, zone, pcp, n, start, link, own, m);
         let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
         let isolated = zone.has_isolated_pageblocks();
         let mut b = g.buddy::<SINK>(m, &self.cfg);
@@ -1362,6 +1419,13 @@ impl Allocator {
             pi = next_nonempty(pi, |p| pcp.rings[p].is_empty());
             let k = order_of(pi);
             b.rec().pcp(cpu, pi as u8, true);
+            if splice && own && k == 0 {
+                let cnt = pcp.rings[pi].len().min(n as u32);
+                self.drain_ring_own(cpu, &mut b, &mut pcp.rings[pi], pi, cnt);
+                n -= cnt as i32;
+                pcp.st.count -= cnt as i32;
+                continue;
+            }
             if splice && k == 0 {
                 let cnt = pcp.rings[pi].len().min(n as u32);
                 self.drain_ring_splice(cpu, &mut b, &mut pcp.rings[pi], pi, cnt);
@@ -1387,6 +1451,58 @@ impl Allocator {
         slot.stats
             .pcp_drain_pages
             .add((moved_before - pcp.st.count) as u64);
+    }
+
+    /// The order-0 part of an array pageset's drain with
+    /// [`Config::own_bitmap`](crate::Config::own_bitmap) and a spliced drain, zone lock
+    /// held: the last `cnt` frames of `ring` leave it from the tail, as
+    /// [`Allocator::drain_ring_splice`] takes them, but their metadata was not written by
+    /// their frees (it reads `Allocated`, order 0) nor walked before the lock. Each frame is
+    /// written once here — linked into the chain, made a merge-skipped order-0 `Buddy`
+    /// head — with the line of the frame [`OWN_PREFETCH`] places further on prefetched,
+    /// so that the misses of a drain overlap instead of each stalling a free. The chain
+    /// joins the free lists in runs ([`Allocator::splice_runs`]) every [`OWN_CHUNK`]
+    /// frames, while its lines are still in the L1 cache.
+    fn drain_ring_own<const SINK: bool>(
+        &self,
+        cpu: usize,
+        b: &mut Buddy<'_, SINK>,
+        ring: &mut Ring,
+        pi: usize,
+        cnt: u32,
+    ) {
+        let m = b.m;
+        b.rec().moved(cnt as u64);
+        let mut left = cnt;
+        while left > 0 {
+            let c = left.min(OWN_CHUNK);
+            let last = ring.nth_from_tail(0);
+            let mut before = NIL;
+            for j in 0..c {
+                if j + OWN_PREFETCH < ring.len() {
+                    crate::sync::prefetch(&m[ring.nth_from_tail(j + OWN_PREFETCH) as usize]);
+                }
+                let i = ring.nth_from_tail(j);
+                if SINK {
+                    let s = ring.slot_of(ring.len() - 1 - j);
+                    b.rec().pcp_array(cpu, pi as u8, s, false);
+                    // its index was read from the ring line reported just before
+                    b.rec().frame_dep(b.z.pfn_of(i), true, 1);
+                }
+                let e = &m[i as usize];
+                // Linked as the page-by-page loop's head inserts would chain them.
+                e.set_next(before);
+                if before != NIL {
+                    m[before as usize].set_prev(i);
+                }
+                e.set_order(0);
+                e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
+                before = i;
+            }
+            ring.truncate_tail(c);
+            self.splice_runs(b, before, last, c);
+            left -= c;
+        }
     }
 
     /// The order-0 part of an array pageset's drain with
@@ -1479,8 +1595,10 @@ impl Allocator {
     ) {
         let m = b.m;
         let mut pb = (u64::MAX, MigrateType::Movable);
+        // `Config::own_bitmap`: no cached type (the frees did not write it).
+        let cached = self.cfg.pcp_migratetype_cache && !b.z.own_bitmap();
         let mut mt_of = |b: &Buddy<'_, SINK>, i: u32| {
-            if self.cfg.pcp_migratetype_cache {
+            if cached {
                 // no isolated pageblock (checked by the caller): the cached type is valid
                 return MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
             }
@@ -1745,6 +1863,7 @@ fn prefetch_next_buddy(zone: &Zone, list: &List, k: u8, m: &[crate::memmap::Page
 /// index read from the ring; with `link`, the order-0 frames are linked into the chain
 /// [`Allocator::drain_ring_splice`] hands over. Reported as unlocked accesses: each ring
 /// line once, each frame as found from it.
+#[allow(clippy::too_many_arguments)]
 fn ring_prewalk<const SINK: bool>(
     cpu: usize,
     zone: &Zone,
@@ -1752,6 +1871,7 @@ fn ring_prewalk<const SINK: bool>(
     n: i32,
     start: usize,
     link: bool,
+    own: bool,
     m: &[crate::memmap::PageMeta],
 ) {
     let r = Rec::<SINK>::unlocked(zone);
@@ -1769,10 +1889,17 @@ fn ring_prewalk<const SINK: bool>(
         let k = order_of(pi);
         let blocks = (left as u32).div_ceil(1 << k).min(ring.len());
         left -= (blocks << k) as i32;
+        if own && k == 0 {
+            // `Config::own_bitmap`: written by the drain itself (`drain_ring_own`).
+            continue;
+        }
         let mut since = 0u8;
         let mut before = NIL;
         for j in 0..blocks {
             let i = ring.nth_from_tail(j);
+            if j + 16 < blocks {
+                crate::sync::prefetch(&m[ring.nth_from_tail(j + 16) as usize]);
+            }
             let e = &m[i as usize];
             if link && k == 0 {
                 // The chain a spliced drain hands to the free lists, each frame linked to
@@ -1832,7 +1959,7 @@ fn ring_pop_tail_t<const SINK: bool>(
 /// caller writes.
 #[cold]
 #[inline(never)]
-fn ring_pop_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize) -> Option<u32> {
+fn ring_pop_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize, frame: bool) -> Option<u32> {
     let r = Rec::<true>::unlocked(zone);
     r.pcp(cpu, PCP_HEADER, true);
     r.pcp(cpu, pi as u8, true);
@@ -1842,7 +1969,9 @@ fn ring_pop_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize) -> Option<
     }
     r.pcp_array(cpu, pi as u8, ring.slot_of(0), false);
     let i = ring.pop_head()?;
-    r.frame_dep(zone.pfn_of(i), true, 1);
+    if frame {
+        r.frame_dep(zone.pfn_of(i), true, 1);
+    }
     Some(i)
 }
 
@@ -1851,12 +1980,14 @@ fn ring_pop_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize) -> Option<
 /// written and the frame whose state the caller wrote.
 #[cold]
 #[inline(never)]
-fn ring_push_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize, i: u32) {
+fn ring_push_traced(cpu: usize, zone: &Zone, pcp: &mut Pcp, pi: usize, i: u32, frame: bool) {
     let r = Rec::<true>::unlocked(zone);
     r.pageblock(zone.pfn_of(i), false);
     r.pcp(cpu, PCP_HEADER, true);
     r.pcp(cpu, pi as u8, true);
-    r.frame(zone.pfn_of(i), true);
+    if frame {
+        r.frame(zone.pfn_of(i), true);
+    }
     let ring = &mut pcp.rings[pi];
     ring.push_head(i);
     r.pcp_array(cpu, pi as u8, ring.slot_of(0), true);

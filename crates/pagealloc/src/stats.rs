@@ -141,6 +141,9 @@ counters! {
     /// Order-0 pages drains took from the heads of the pageset lists, the ones freed last,
     /// in a long run of frees (`Config::drain_newest`).
     drain_newest: sum,
+    /// Order-0 frees to a pageset that wrote no frame metadata: the ownership bit taken,
+    /// the index pushed on the ring (`Config::own_bitmap`).
+    free_unwritten: sum,
     /// Blocks found written after their free when handed out again (`Config::poison`,
     /// `debug_pagealloc`'s poison check at allocation).
     poison_damaged: sum,

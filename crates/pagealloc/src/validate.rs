@@ -23,7 +23,11 @@
 //! 5. with poisoning, free frames still hold the poison, and no block was found damaged
 //!    when it was handed out again (the check at allocation);
 //! 6. with clustered refill, the order-0 lists' clusters match their slots (`cluster.rs`)
-//!    and no refill cut is waiting for its fix-up.
+//!    and no refill cut is waiting for its fix-up;
+//! 7. with `Config::own_bitmap`, the order-0 rings' frames read as allocated order-0
+//!    heads (their frees wrote nothing) with their ownership bits clear, the span walk
+//!    counts such a frame as cached, and every set bit belongs to an allocated order-0
+//!    head.
 
 use crate::allocator::Allocator;
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
@@ -200,10 +204,23 @@ impl Allocator {
                 let o = order_of(pi);
                 for i in l.iter(m).chain(ring.iter()) {
                     let e = &m[i as usize];
-                    if e.state() != State::Pcp || e.order() != o {
+                    let pfn = z.pfn_of(i);
+                    // `Config::own_bitmap`: an order-0 ring's frames keep the metadata of
+                    // an allocation, their ownership bits clear.
+                    let unwritten = o == 0 && z.own_bitmap();
+                    let ok = if unwritten {
+                        e.state() == State::Allocated && e.order() == 0 && !z.owned(pfn)
+                    } else {
+                        e.state() == State::Pcp && e.order() == o
+                    };
+                    if !ok {
                         return Err(format!(
-                            "cpu {cpu} pcp list {pi} holds pfn {:#x} with {e:?}",
-                            z.pfn_of(i)
+                            "cpu {cpu} pcp list {pi} holds pfn {pfn:#x} with {e:?}{}",
+                            if unwritten && z.owned(pfn) {
+                                " and its ownership bit set"
+                            } else {
+                                ""
+                            }
                         ));
                     }
                     pages += 1 << o;
@@ -291,10 +308,32 @@ impl Allocator {
                     #[cfg(feature = "std")]
                     self.check_poison(pfn, o)?;
                 }
+                // `Config::own_bitmap`: its bit clear, an order-0 `Allocated` frame is on a
+                // ring (check 2 and the totals below find it there, once).
+                State::Allocated if z.on_ring_unwritten(pfn, e) => {
+                    walk_pcp += 1;
+                    #[cfg(feature = "std")]
+                    self.check_poison(pfn, 0)?;
+                }
                 State::Allocated | State::Freeing => allocated += 1 << o,
                 _ => unreachable!(),
             }
             pfn = end;
+        }
+        if z.own_bitmap() {
+            for (w, word) in z.own.iter().enumerate() {
+                let mut bits = word.load(Relaxed);
+                while bits != 0 {
+                    let pfn = z.start_pfn + 64 * w as u64 + bits.trailing_zeros() as u64;
+                    bits &= bits - 1;
+                    let e = &m[z.meta_index(pfn) as usize];
+                    if !matches!(e.state(), State::Allocated | State::Freeing) || e.order() != 0 {
+                        return Err(format!(
+                            "pfn {pfn:#x} has its order-0 ownership bit set but is {e:?}"
+                        ));
+                    }
+                }
+            }
         }
         if walk_buddy != buddy || walk_pcp != pcp {
             return Err(format!(

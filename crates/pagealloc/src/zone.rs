@@ -160,6 +160,11 @@ pub(crate) struct Zone {
     pb_start: u64,
     /// Pageblock migratetypes (`pageblock_flags`); written under the zone lock.
     pageblock: Box<[AtomicU8]>,
+    /// [`Config::own_bitmap`](crate::Config::own_bitmap): bit `pfn - start_pfn` is set
+    /// while that frame heads an allocated order-0 block (empty with the switch off).
+    /// Set by every order-0 allocation, taken (cleared) by the free that wins the block;
+    /// atomic, as frees of neighbouring frames on other CPUs write the same word.
+    pub(crate) own: Box<[AtomicU64]>,
     /// min, low, high, promo (without boost).
     wmark: [AtomicU64; 4],
     boost: AtomicU64,
@@ -242,6 +247,7 @@ impl Zone {
             pageblock: (0..nblocks)
                 .map(|_| AtomicU8::new(MigrateType::Movable as u8))
                 .collect(),
+            own: Box::default(),
             wmark: Default::default(),
             boost: AtomicU64::new(0),
             flags: AtomicU32::new(0),
@@ -263,6 +269,49 @@ impl Zone {
                 tally: Default::default(),
             }),
         }
+    }
+
+    /// Turn on the order-0 ownership bitmap ([`Zone::own`]), every bit clear.
+    pub(crate) fn enable_own_bitmap(&mut self) {
+        let words = (self.end_pfn - self.start_pfn).div_ceil(64) as usize;
+        self.own = (0..words).map(|_| AtomicU64::new(0)).collect();
+    }
+    /// Whether the zone keeps order-0 ownership in [`Zone::own`].
+    #[inline(always)]
+    pub(crate) fn own_bitmap(&self) -> bool {
+        !self.own.is_empty()
+    }
+    /// The word and bit of `pfn` (inside the zone) in [`Zone::own`].
+    #[inline(always)]
+    fn own_bit(&self, pfn: u64) -> (&AtomicU64, u64) {
+        let k = pfn - self.start_pfn;
+        (&self.own[(k / 64) as usize], 1u64 << (k % 64))
+    }
+    /// An order-0 block at `pfn` was handed out: set its bit.
+    #[inline(always)]
+    pub(crate) fn own_set(&self, pfn: u64) {
+        let (w, bit) = self.own_bit(pfn);
+        w.fetch_or(bit, Relaxed);
+    }
+    /// A free of the order-0 block at `pfn`: clear its bit and say whether it was set.
+    /// Of two frees racing on one block, exactly one finds it set.
+    #[inline(always)]
+    pub(crate) fn own_take(&self, pfn: u64) -> bool {
+        let (w, bit) = self.own_bit(pfn);
+        w.fetch_and(!bit, Relaxed) & bit != 0
+    }
+    /// Whether the bit of `pfn` is set (an allocated order-0 block).
+    #[inline]
+    pub(crate) fn owned(&self, pfn: u64) -> bool {
+        let (w, bit) = self.own_bit(pfn);
+        w.load(Relaxed) & bit != 0
+    }
+    /// With [`Config::own_bitmap`](crate::Config::own_bitmap): the frame at `pfn`, whose
+    /// metadata `e` says `Allocated`, is in fact cached on an order-0 ring (its free took
+    /// the bit and wrote nothing).
+    #[inline]
+    pub(crate) fn on_ring_unwritten(&self, pfn: u64, e: &crate::memmap::PageMeta) -> bool {
+        self.own_bitmap() && e.order() == 0 && !self.owned(pfn)
     }
 
     #[inline]

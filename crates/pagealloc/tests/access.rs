@@ -509,3 +509,63 @@ fn thp_drains_without_a_sink_are_the_reported_ones() {
         );
     }
 }
+
+/// `own_bitmap` (ours): an order-0 free to a pageset reads and writes no frame metadata
+/// line (its ownership is a bit, its list a ring of indices); each frame's line is
+/// written once, when a drain moves it to the buddy lists. Without the switch every free
+/// writes its frame.
+#[cfg(feature = "access")]
+#[test]
+fn own_bitmap_frees_touch_no_frame_line_until_the_drain() {
+    for own in [false, true] {
+        let mut c: Config = "fast,thp=off".parse().unwrap();
+        c.own_bitmap = own;
+        let (a, log) = traced(c);
+        let fs: Vec<Frame> = (0..3000)
+            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
+            .collect();
+        a.drain_cpu(0);
+        log.take();
+        let (mut frees, mut free_frame_lines) = (0u64, 0u64);
+        for f in fs.iter().rev().step_by(3).chain(fs.iter().step_by(3)) {
+            let drains = a.counters().pcp_drain;
+            if a.free_on(0, *f).is_err() {
+                continue; // freed already (the two passes overlap)
+            }
+            let seen = log.take();
+            if a.counters().pcp_drain != drains {
+                continue; // this free set off a drain
+            }
+            frees += 1;
+            free_frame_lines += seen
+                .iter()
+                .filter(|x| matches!(x.line, Line::Frame(_)))
+                .count() as u64;
+        }
+        a.drain_cpu(0);
+        let drain = log.take();
+        let written: std::collections::HashSet<_> = drain
+            .iter()
+            .filter_map(|x| match x.line {
+                Line::Frame(p) if x.write => Some(p),
+                _ => None,
+            })
+            .collect();
+        let unwritten = a.counters().free_unwritten;
+        eprintln!(
+            "own_bitmap={own}: {frees} frees without a drain, {free_frame_lines} frame \
+             lines; {unwritten} frees unwritten; last drain wrote {} frames",
+            written.len()
+        );
+        assert!(frees > 500, "{frees}");
+        if own {
+            assert_eq!(free_frame_lines, 0);
+            assert!(unwritten >= frees, "{unwritten}");
+        } else {
+            assert!(free_frame_lines >= frees, "{free_frame_lines}");
+            assert_eq!(unwritten, 0);
+        }
+        assert!(!written.is_empty());
+        a.validate().unwrap();
+    }
+}

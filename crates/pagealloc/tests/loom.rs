@@ -129,6 +129,35 @@ fn array_pcp_concurrent_double_free() {
     });
 }
 
+/// [`array_config`] with the order-0 ownership bitmap (`own_bitmap`): order-0 frees take
+/// a bit and write no frame metadata; the drain writes it.
+fn own_config() -> Config {
+    let mut c = array_config();
+    c.own_bitmap = true;
+    c
+}
+
+/// [`alloc_free_vs_remote_drain_on`] with `own_bitmap`: the frees' bit and ring push, the
+/// pops' bit, and the remote drain's writes of the unwritten frames race.
+#[test]
+fn own_bitmap_alloc_free_vs_remote_drain() {
+    model("own_bitmap_alloc_free_vs_remote_drain", || {
+        alloc_free_vs_remote_drain_on(build_with(own_config()))
+    });
+}
+
+/// [`concurrent_double_free_on`] with `own_bitmap`: at order 0 the bit decides (one
+/// `fetch_and` wins), at order 1 the metadata's compare-and-swap.
+#[test]
+fn own_bitmap_concurrent_double_free() {
+    model("own_bitmap_concurrent_double_free", || {
+        concurrent_double_free_on(build_with(own_config()), 0)
+    });
+    model("own_bitmap_concurrent_double_free_order1", || {
+        concurrent_double_free_on(build_with(own_config()), 1)
+    });
+}
+
 #[test]
 fn decay_vs_free() {
     model("decay_vs_free", || {

@@ -13,9 +13,18 @@ fn default_alloc(pages: u64, cpus: usize) -> Allocator {
     manual(&Layout::single(pages, cpus), Config::default()).0
 }
 
-/// The configs the free checks are run in: the default, and array pagesets
-/// (`array_pcp`, whose hit has a path of its own) plain and with `fast`.
-const FREE_CONFIGS: [&str; 3] = ["linux-6.12", "linux-6.12,array_pcp=on", "fast,array_pcp=on"];
+/// The configs the free checks are run in: the default, array pagesets (`array_pcp`,
+/// whose hit has a path of its own) plain and with `fast`, and the order-0 ownership
+/// bitmap (`own_bitmap`: order-0 frees check a bit, not the frame's metadata) with
+/// `fast`, `linux-6.12` and a preset with the pcp migratetype cache.
+const FREE_CONFIGS: [&str; 6] = [
+    "linux-6.12",
+    "linux-6.12,array_pcp=on",
+    "fast,array_pcp=on",
+    "fast,own_bitmap=on",
+    "linux-6.12,own_bitmap=on",
+    "patch7,own_bitmap=on",
+];
 
 fn alloc_with(cfg: &str, pages: u64, cpus: usize) -> Allocator {
     manual(&Layout::single(pages, cpus), cfg.parse().unwrap()).0
@@ -116,6 +125,87 @@ fn bad_frees_are_typed_errors_in(c: Config) {
     // the owner's free still works after all of that
     a.free_on(0, big).unwrap();
     assert_intact(&a, 0);
+}
+
+/// `own_bitmap`: an order-0 frame freed to a ring keeps the metadata of an allocation, so
+/// only its ownership bit tells it from one. Every free that must fail still fails with
+/// the error the metadata check gives without the switch, from the hit and the full
+/// path (`free_bulk_on`), before and after the frame is drained; nothing changes.
+#[test]
+fn own_bitmap_refuses_frees_of_frames_whose_metadata_still_reads_allocated() {
+    for cfg in [
+        "fast,own_bitmap=on",
+        "linux-6.12,own_bitmap=on",
+        "linux-6.12",
+    ] {
+        let a = alloc_with(cfg, 1 << 14, 2);
+        let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+        let g = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+        let h = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+        let big = a.alloc_on(0, 2, Gfp::USER, None).unwrap();
+        a.free_on(0, f).unwrap();
+        // On the ring, unwritten: a second free of any order, on any CPU, in bulk.
+        for (cpu, order) in [(0, 0), (1, 0), (0, 1), (1, 3)] {
+            let e = a.free_on(cpu, Frame::new(f.pfn, order)).unwrap_err();
+            if order <= 1 || f.pfn.0 % (1 << order) == 0 {
+                assert_eq!(e, FreeError::NotAllocated(f.pfn), "{cfg} order {order}");
+            }
+        }
+        // (`g`, first, is freed; the bulk free stops at `f`)
+        let e = a.free_bulk_on(1, &[g, f]).unwrap_err();
+        assert_eq!(
+            (e.index, e.error),
+            (1, FreeError::NotAllocated(f.pfn)),
+            "{cfg}"
+        );
+        // An allocated order-0 block freed with another order, and an order-2 block
+        // freed as order 0 (its head) or by a tail frame.
+        let two = Frame::new(h.pfn, 1);
+        if h.pfn.0 % 2 == 0 {
+            assert_eq!(
+                a.free_on(0, two),
+                Err(FreeError::OrderMismatch {
+                    pfn: h.pfn,
+                    allocated: 0,
+                    given: 1
+                }),
+                "{cfg}"
+            );
+        }
+        assert_eq!(
+            a.free_on(1, Frame::new(big.pfn, 0)),
+            Err(FreeError::OrderMismatch {
+                pfn: big.pfn,
+                allocated: 2,
+                given: 0
+            }),
+            "{cfg}"
+        );
+        let tail = Pfn(big.pfn.0 + 3);
+        assert_eq!(
+            a.free_on(0, Frame::new(tail, 0)),
+            Err(FreeError::NotAllocated(tail))
+        );
+        assert_intact(&a, 5);
+        // Drained to the buddy lists: still refused, now from the written metadata.
+        a.drain_all_pages();
+        assert_eq!(
+            a.free_on(0, f),
+            Err(FreeError::NotAllocated(f.pfn)),
+            "{cfg}"
+        );
+        assert_intact(&a, 5);
+        for x in [h, big] {
+            a.free_on(1, x).unwrap();
+        }
+        assert_intact(&a, 0);
+        let own = a.counters().free_unwritten;
+        assert_eq!(
+            own > 0,
+            cfg.contains("own_bitmap"),
+            "{cfg}: {own} frees unwritten"
+        );
+    }
 }
 
 #[test]

@@ -360,6 +360,9 @@ impl Allocator {
             e.set_order(order);
             e.set_mt(mt as u8);
             e.set_state(State::Allocated);
+            if order == 0 && z.own_bitmap() {
+                z.own_set(pfn);
+            }
             b.rec().moved(1 << order);
             b.st.pgalloc.add(1 << order);
             b.st.alloc_zone.add(1 << order);

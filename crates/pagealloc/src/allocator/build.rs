@@ -254,7 +254,7 @@ impl Allocator {
         let mut node_zones: Vec<Vec<usize>> = alloc::vec![Vec::new(); layout.nodes.len()];
         for (node, zl) in layout.zones() {
             let idx = zones.len();
-            zones.push(Zone::new(
+            let mut z = Zone::new(
                 idx,
                 node,
                 zl.kind,
@@ -264,7 +264,11 @@ impl Allocator {
                 zl.managed(),
                 ncpus,
                 cfg.lock_stat,
-            ));
+            );
+            if cfg.own_bitmap {
+                z.enable_own_bitmap();
+            }
+            zones.push(z);
             kinds.push((node, zl.kind));
             node_zones[node].push(idx);
             base += zl.pages as u32;

@@ -92,6 +92,21 @@ impl Allocator {
             if pfn & ((1u64 << frame.order) - 1) != 0 || pfn + (1u64 << frame.order) > z.end_pfn {
                 return Err(FreeError::InvalidOrder(frame.order));
             }
+            if frame.order == 0 && z.own_bitmap() {
+                // Still the block's owner's bit to drop: a ring holds no owned frame.
+                z.own_take(pfn);
+                self.meta[z.meta_index(pfn) as usize].set_state(State::Freeing);
+            }
+        } else if frame.order == 0 && z.own_bitmap() {
+            // `Config::own_bitmap`: the bit is the ownership of an order-0 block. Until the
+            // frame reaches a ring or the zone it reads as a block being freed (its
+            // metadata is ours to write: the bit was), so that `validate()` running
+            // meanwhile counts it allocated, as it counts the frames the hit moves
+            // under the pageset lock.
+            if !z.own_take(pfn) {
+                return Err(self.own_refused(frame));
+            }
+            self.meta[z.meta_index(pfn) as usize].set_state(State::Freeing);
         } else {
             // An allocated head of this order is aligned and inside its zone.
             let e = &self.meta[z.meta_index(pfn) as usize];
@@ -103,8 +118,13 @@ impl Allocator {
             let allocated = e.order();
             if allocated != frame.order {
                 // Give the block back to its owner untouched: only this thread moves a
-                // `Freeing` head.
-                e.set_state(State::Allocated);
+                // `Freeing` head (with `Config::own_bitmap` an order-0 frame's state is no
+                // ownership: a drain may have written it since, and then it stays so).
+                e.end_free_refused();
+                if allocated == 0 && z.own_bitmap() && !z.owned(pfn) {
+                    // An order-0 frame on a ring, unwritten: not allocated.
+                    return Err(FreeError::NotAllocated(frame.pfn));
+                }
                 return Err(FreeError::OrderMismatch {
                     pfn: frame.pfn,
                     allocated,
@@ -123,6 +143,30 @@ impl Allocator {
             }
         }
         Ok(zi)
+    }
+
+    /// The error of an order-0 free that found the frame's ownership bit clear
+    /// (`Config::own_bitmap`), from its metadata, read only: a hole is a foreign frame,
+    /// the head of an allocated block of another order a wrong order, anything else (a
+    /// free frame, a tail, an order-0 frame on a ring, whose metadata still reads
+    /// `Allocated`) not allocated.
+    #[cold]
+    #[inline(never)]
+    fn own_refused(&self, frame: Frame) -> FreeError {
+        let pfn = frame.pfn.0;
+        let Some(zi) = self.zone_of(pfn) else {
+            return FreeError::ForeignFrame(frame.pfn);
+        };
+        let e = &self.meta[self.zones[zi].meta_index(pfn) as usize];
+        match (e.state(), e.order()) {
+            (State::Reserved, _) => FreeError::ForeignFrame(frame.pfn),
+            (State::Allocated | State::Freeing, o) if o != 0 => FreeError::OrderMismatch {
+                pfn: frame.pfn,
+                allocated: o,
+                given: frame.order,
+            },
+            _ => FreeError::NotAllocated(frame.pfn),
+        }
     }
 
     /// Free a block as CPU `cpu`. A double free, a frame this allocator did not hand out
@@ -232,7 +276,14 @@ impl Allocator {
         let Some(mut pcp) = slot.pcp.try_lock() else {
             return Hit::Miss;
         };
-        if !trusted {
+        if RING && order == 0 && z.own_bitmap() {
+            // `Config::own_bitmap`: the ownership is the bit; nothing of the frame's
+            // metadata is read or written. A clear bit takes the full path, which finds
+            // the exact error.
+            if !z.own_take(pfn) && !trusted {
+                return Hit::Miss;
+            }
+        } else if !trusted {
             let e = self.meta_in(z, i);
             if let Err(state) = e.begin_free() {
                 return Hit::Refused(state);
@@ -240,7 +291,12 @@ impl Allocator {
             let allocated = e.order();
             if allocated != order {
                 // Back to its owner untouched, as in `claim_for_free`.
-                e.set_state(State::Allocated);
+                e.end_free_refused();
+                if RING && allocated == 0 && z.own_bitmap() {
+                    // `Config::own_bitmap`: the full path tells an allocated order-0
+                    // block from one on a ring.
+                    return Hit::Miss;
+                }
                 return Hit::WrongOrder(allocated);
             }
         }
