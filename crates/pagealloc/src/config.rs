@@ -527,7 +527,7 @@ config_table! {
     /// Order-0 frees that write no frame metadata: the ownership of allocated order-0
     /// blocks is a bit per frame in a dense bitmap per zone (set by every order-0
     /// allocation, cleared by the free that wins the block), the order-0 pageset lists
-    /// are rings of indices (it implies `array_pcp`), and a frame freed to a ring keeps
+    /// are rings of indices (`array_pcp`'s; the others stay linked), and a frame freed to a ring keeps
     /// its metadata as the allocation left it (`Allocated`, order 0) until a drain moves
     /// it to the buddy lists and writes it there, its line prefetched ahead. A pageset
     /// free of a random frame then misses on no per-frame line (64 KiB of bitmap for

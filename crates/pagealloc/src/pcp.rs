@@ -70,9 +70,10 @@
 //!
 //! # Invariants
 //! `count == Σ_lists len · 2^order(list)`; every frame on a list has state `Pcp` and the
-//! list's order — but with [`Config::own_bitmap`](crate::Config::own_bitmap) the frames of
-//! the order-0 rings read `Allocated`, order 0, their zone's ownership bits clear (their
-//! frees wrote nothing; docs/mechanisms.md A.13). With [`Config::array_pcp`](crate::Config::array_pcp) the lists are the
+//! list's order — but with [`Config::own_bitmap`](crate::Config::own_bitmap) the order-0
+//! lists are [`Ring`]s (the others linked), and their frames read `Allocated`, order 0,
+//! their zone's ownership bits clear (their frees wrote nothing; docs/mechanisms.md
+//! A.13). With [`Config::array_pcp`](crate::Config::array_pcp) the lists are the
 //! [`Ring`]s (docs/mechanisms.md A.5) and the linked `lists` stay empty; without it, the
 //! rings stay empty.
 
@@ -113,7 +114,8 @@ pub(crate) struct Pcp {
     pub(crate) resized: bool,
     pub(crate) lists: [List; NR_PCP_LISTS],
     /// With [`Config::array_pcp`](crate::Config::array_pcp) the lists are these rings and
-    /// `lists` stays empty; without it, these stay empty (and unallocated).
+    /// `lists` stays empty; with [`Config::own_bitmap`](crate::Config::own_bitmap) the
+    /// order-0 lists are; otherwise these stay empty (and unallocated).
     pub(crate) rings: [Ring; NR_PCP_LISTS],
 }
 
@@ -302,6 +304,9 @@ pub(crate) struct Hot {
     pub(crate) cached: u16,
     /// The lists are [`Pcp::rings`].
     pub(crate) rings: bool,
+    /// The order-0 lists are [`Pcp::rings`] (all lists are with `rings`; with
+    /// [`Config::own_bitmap`](crate::Config::own_bitmap) only these).
+    pub(crate) rings0: bool,
 }
 
 impl Hot {
@@ -312,8 +317,11 @@ impl Hot {
                 orders |= 1 << k;
             }
         }
-        let (orders, ring_orders) = if cfg.array_pcp || cfg.own_bitmap {
+        let (orders, ring_orders) = if cfg.array_pcp {
             (0, orders)
+        } else if cfg.own_bitmap {
+            // `Config::own_bitmap`: the order-0 lists are rings, the others linked.
+            (orders & !1, orders & 1)
         } else {
             (orders, 0)
         };
@@ -321,7 +329,8 @@ impl Hot {
             orders,
             ring_orders,
             cached: orders | ring_orders,
-            rings: cfg.array_pcp || cfg.own_bitmap,
+            rings: cfg.array_pcp,
+            rings0: cfg.array_pcp || cfg.own_bitmap,
             thp_lists: cfg.thp_pcp_lists as u8,
             mt_cache: cfg.pcp_migratetype_cache,
             below_high: cfg.below_high,
@@ -355,10 +364,16 @@ impl Hot {
         order < 16 && bits & (1 << order) != 0
     }
 
-    /// The lists are [`Pcp::rings`].
+    /// Every list is one of [`Pcp::rings`].
     #[inline(always)]
     pub(crate) fn ring(&self) -> bool {
         self.rings
+    }
+
+    /// The lists of blocks of `order` are [`Pcp::rings`].
+    #[inline(always)]
+    pub(crate) fn ring_at(&self, order: u8) -> bool {
+        self.rings || (order == 0 && self.rings0)
     }
 }
 
@@ -482,8 +497,9 @@ impl Allocator {
         self.alloc_hit_rest::<false>(cpu, zone, slot, order, gfp)
     }
 
-    /// The array pageset's hit, out of line with its own lookups: the linked hit's code
-    /// stays as it was.
+    /// The array pageset's hit (every list with `array_pcp`, the order-0 ones with
+    /// `own_bitmap`), out of line with its own lookups: the linked hit's code stays as it
+    /// was.
     #[inline(never)]
     fn alloc_hit_ring(&self, cpu: usize, order: u8, gfp: Gfp) -> Option<u64> {
         let zi = self.cpus.get(cpu)?.home_zone;
@@ -614,7 +630,7 @@ impl Allocator {
     ) -> Option<u64> {
         pcp.active = true;
         let pi = pindex(order, mt, slot.hot.thp_lists);
-        let ring = slot.hot.ring();
+        let ring = slot.hot.ring_at(order);
         let empty = |p: &Pcp| {
             if ring {
                 p.rings[pi].is_empty()
@@ -729,7 +745,7 @@ impl Allocator {
                 st.cluster_cut.add(clusters as u64);
             }
         }
-        let ring = self.cfg.array_pcp || self.cfg.own_bitmap;
+        let ring = self.cfg.array_pcp || (self.cfg.own_bitmap && order == 0);
         let own = ring && order == 0 && zone.own_bitmap();
         let before = pcp.lists[pi].tail();
         let taken_from = pcp.rings[pi].len();
@@ -872,7 +888,7 @@ impl Allocator {
             // full path's claim left it `Freeing` (pageset lock held).
             self.meta[i as usize].set_state(State::Allocated);
         }
-        match (slot.hot.ring(), zone.trace.on()) {
+        match (slot.hot.ring_at(order), zone.trace.on()) {
             (false, false) => {
                 self.commit_free::<false, false>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
             }
@@ -956,7 +972,7 @@ impl Allocator {
         if self.cfg.thp_drain_high && order_of(pi) == THP_ORDER {
             // Down to half of `high`, from this THP list only: one zone trip for many
             // blocks (`Config::thp_drain_high`).
-            let len = if slot.hot.ring() {
+            let len = if slot.hot.ring_at(THP_ORDER) {
                 pcp.rings[pi].len()
             } else {
                 pcp.lists[pi].len()
@@ -1070,9 +1086,14 @@ impl Allocator {
             self.cfg.thp_splice && self.cfg.merge_skip && !isolated && b.can_skip_merge();
         let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         while n > 0 && pcp.st.count > 0 {
-            pi = next_nonempty(pi, |p| pcp.lists[p].is_empty());
+            // With `Config::own_bitmap` the order-0 lists are rings, the others linked.
+            pi = next_nonempty(pi, |p| pcp.lists[p].is_empty() && pcp.rings[p].is_empty());
             let k = order_of(pi);
             b.rec().pcp(cpu, pi as u8, true);
+            if k == 0 && !pcp.rings[pi].is_empty() {
+                n = self.drain_ring0(cpu, &mut b, pcp, pi, n, splice, isolated);
+                continue;
+            }
             if splice && k == 0 {
                 let cnt = pcp.lists[pi].len().min(n as u32);
                 debug_assert!(firsts[pi] != NIL);
@@ -1453,6 +1474,42 @@ impl Allocator {
             .add((moved_before - pcp.st.count) as u64);
     }
 
+    /// The order-0 ring `pi` in a drain of linked lists with
+    /// [`Config::own_bitmap`](crate::Config::own_bitmap), zone lock held: up to `n` frames
+    /// leave its tail, spliced ([`Allocator::drain_ring_own`]) or, with an isolated
+    /// pageblock or merging required, one by one. Returns the pages still to drain.
+    #[allow(clippy::too_many_arguments)]
+    fn drain_ring0<const SINK: bool>(
+        &self,
+        cpu: usize,
+        b: &mut Buddy<'_, SINK>,
+        pcp: &mut Pcp,
+        pi: usize,
+        mut n: i32,
+        splice: bool,
+        isolated: bool,
+    ) -> i32 {
+        if splice {
+            let cnt = pcp.rings[pi].len().min(n as u32);
+            self.drain_ring_own(cpu, b, &mut pcp.rings[pi], pi, cnt);
+            pcp.st.count -= cnt as i32;
+            return n - cnt as i32;
+        }
+        let m = b.m;
+        while let Some(i) = ring_pop_tail_t(cpu, &mut pcp.rings[pi], pi, &b.rec()) {
+            n -= 1;
+            pcp.st.count -= 1;
+            b.rec().moved(1);
+            let pfn = b.z.pfn_of(i);
+            b.rec().frame(pfn, true);
+            self.drain_one(b, pfn, &m[i as usize], 0, isolated);
+            if n <= 0 {
+                break;
+            }
+        }
+        n
+    }
+
     /// The order-0 part of an array pageset's drain with
     /// [`Config::own_bitmap`](crate::Config::own_bitmap) and a spliced drain, zone lock
     /// held: the last `cnt` frames of `ring` leave it from the tail, as
@@ -1778,10 +1835,17 @@ fn drain_prewalk<const SINK: bool>(
         }
         let pi = (start + step) % NR_PCP_LISTS;
         let l = &pcp.lists[pi];
+        let k = order_of(pi);
+        let ring = pcp.rings[pi].len();
+        if ring > 0 {
+            // An order-0 ring (`Config::own_bitmap`): drained without a walk.
+            let blocks = (left as u32).div_ceil(1 << k).min(ring);
+            left -= (blocks << k) as i32;
+            continue;
+        }
         let Some(mut i) = (if newest { l.head() } else { l.tail() }) else {
             continue;
         };
-        let k = order_of(pi);
         if k != 0 {
             let blocks = (left as u32).div_ceil(1 << k).min(l.len());
             left -= (blocks << k) as i32;

@@ -230,21 +230,24 @@ impl Allocator {
         // which the full path does before taking the lock.
         if !slot.hot.hit_allows::<false>(order) || slot.hot.poison {
             // An array pageset's hit is behind the linked hit's unlikely branch.
-            return self.free_hit_ring(cpu, frame, trusted);
+            return self.free_hit_ring(cpu, z, slot, pfn, order, trusted);
         }
         self.free_hit_rest::<false>(cpu, z, slot, pfn, i, order, trusted)
     }
 
-    /// The array pageset's hit, out of line with its own lookups: the linked hit's code
+    /// The array pageset's hit (every list with `array_pcp`, the order-0 ones with
+    /// `own_bitmap`), out of line with the lookups the caller made: the linked hit's code
     /// stays as it was.
     #[inline(never)]
-    fn free_hit_ring(&self, cpu: usize, frame: Frame, trusted: bool) -> Hit {
-        let (pfn, order) = (frame.pfn.0, frame.order);
-        let Some(zi) = self.zone_of(pfn) else {
-            return Hit::Miss;
-        };
-        // `cpu` was checked by the caller.
-        let (z, slot) = (&self.zones[zi], self.slot(cpu, zi));
+    fn free_hit_ring(
+        &self,
+        cpu: usize,
+        z: &crate::zone::Zone,
+        slot: &crate::pcp::PcpSlot,
+        pfn: u64,
+        order: u8,
+        trusted: bool,
+    ) -> Hit {
         if !slot.hot.hit_allows::<true>(order) || slot.hot.poison {
             return Hit::Miss;
         }
@@ -292,7 +295,7 @@ impl Allocator {
             if allocated != order {
                 // Back to its owner untouched, as in `claim_for_free`.
                 e.end_free_refused();
-                if RING && allocated == 0 && z.own_bitmap() {
+                if allocated == 0 && z.own_bitmap() {
                     // `Config::own_bitmap`: the full path tells an allocated order-0
                     // block from one on a ring.
                     return Hit::Miss;
