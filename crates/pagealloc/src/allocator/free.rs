@@ -230,24 +230,23 @@ impl Allocator {
         // which the full path does before taking the lock.
         if !slot.hot.hit_allows::<false>(order) || slot.hot.poison {
             // An array pageset's hit is behind the linked hit's unlikely branch.
-            return self.free_hit_ring(cpu, z, slot, pfn, order, trusted);
+            return self.free_hit_ring(cpu, frame, trusted);
         }
         self.free_hit_rest::<false>(cpu, z, slot, pfn, i, order, trusted)
     }
 
     /// The array pageset's hit (every list with `array_pcp`, the order-0 ones with
-    /// `own_bitmap`), out of line with the lookups the caller made: the linked hit's code
-    /// stays as it was.
+    /// `own_bitmap`), out of line with its own lookups: the linked hit's code stays as it
+    /// was (handing it the caller's lookups cost the linked free, inlined into a caller,
+    /// 8 instructions: docs/performance.md).
     #[inline(never)]
-    fn free_hit_ring(
-        &self,
-        cpu: usize,
-        z: &crate::zone::Zone,
-        slot: &crate::pcp::PcpSlot,
-        pfn: u64,
-        order: u8,
-        trusted: bool,
-    ) -> Hit {
+    fn free_hit_ring(&self, cpu: usize, frame: Frame, trusted: bool) -> Hit {
+        let (pfn, order) = (frame.pfn.0, frame.order);
+        let Some(zi) = self.zone_of(pfn) else {
+            return Hit::Miss;
+        };
+        // `cpu` was checked by the caller.
+        let (z, slot) = (&self.zones[zi], self.slot(cpu, zi));
         if !slot.hot.hit_allows::<true>(order) || slot.hot.poison {
             return Hit::Miss;
         }
