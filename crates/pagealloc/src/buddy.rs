@@ -335,7 +335,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         self.account(-(1i64 << up), mt);
         self.m[i as usize].set_state_flags(State::Tail, 0);
         // The upper half as `add_to_list` and then `del_from_list` leave it.
-        let hi = &self.m[(i + (1u32 << order)) as usize];
+        let hi = &self.m[self.idx(pfn + (1u64 << order)) as usize];
         hi.set_order(order);
         hi.set_mt(mt as u8);
         hi.set_state(State::Tail);

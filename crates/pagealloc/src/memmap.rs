@@ -372,15 +372,22 @@ impl List {
         Some(i)
     }
     /// Remove and return the head of a list the caller saw non-empty (the hot path's
-    /// pop: no emptiness branch of its own).
+    /// pop: no emptiness branch of its own, and no bounds tests of the indices it follows).
     #[inline(always)]
     pub(crate) fn pop_head_nonempty(&mut self, m: &[PageMeta]) -> u32 {
         debug_assert!(self.head != NIL);
         let i = self.head;
-        let n = m[i as usize].next();
+        debug_assert!((i as usize) < m.len());
+        // SAFETY: every index on a list is the metadata index of a frame on it, below
+        // `m.len()` (the list's owner's lock, held by the caller through `&mut self`,
+        // guards the links; the store's length never changes), and a non-empty list's head
+        // is such an index.
+        let n = unsafe { m.get_unchecked(i as usize) }.next();
         self.head = n;
         if n != NIL {
-            m[n as usize].set_prev(NIL);
+            debug_assert!((n as usize) < m.len());
+            // SAFETY: `n` is the next entry of the same list (see above).
+            unsafe { m.get_unchecked(n as usize) }.set_prev(NIL);
         } else {
             self.tail = NIL;
         }

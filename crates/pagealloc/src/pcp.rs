@@ -1882,7 +1882,7 @@ fn mark_thp_run(
     mt: MigrateType,
 ) -> (u32, u32, u32) {
     debug_assert!(max > 0 && mt.is_mergeable());
-    let (start, base, pageblocks) = (zone.start_pfn, zone.meta_base, zone.pageblocks());
+    let pageblocks = zone.pageblocks();
     let mut len = 0;
     loop {
         let e = &m[cur as usize];
@@ -1897,7 +1897,7 @@ fn mark_thp_run(
         let next_mt = if cached {
             MigrateType::from_u8(m[prev as usize].mt()).unwrap_or(MigrateType::Movable)
         } else {
-            pageblocks.mt(start + u64::from(prev - base))
+            pageblocks.mt(zone.pfn_of(prev))
         };
         if next_mt != mt {
             return (len, cur, prev);

@@ -155,6 +155,10 @@ pub(crate) struct Zone {
     pub(crate) end_pfn: u64,
     /// Metadata index of `start_pfn`.
     pub(crate) meta_base: u32,
+    /// All ones when the zone's metadata is spaced ([`Zone::meta_index`]: one unused entry
+    /// after each group of 512 frames), 0 when not (a caller-supplied store sized to the
+    /// span, `Allocator::with_metadata`).
+    meta_gap: u32,
     pub(crate) managed: u64,
     /// `start_pfn` rounded down to a pageblock.
     pb_start: u64,
@@ -229,6 +233,7 @@ impl Zone {
         start_pfn: u64,
         end_pfn: u64,
         meta_base: u32,
+        meta_spaced: bool,
         managed: u64,
         ncpus: usize,
         lock_stat: bool,
@@ -242,6 +247,7 @@ impl Zone {
             start_pfn,
             end_pfn,
             meta_base,
+            meta_gap: if meta_spaced { u32::MAX } else { 0 },
             managed,
             pb_start,
             pageblock: (0..nblocks)
@@ -318,9 +324,17 @@ impl Zone {
     pub(crate) fn contains(&self, pfn: u64) -> bool {
         pfn >= self.start_pfn && pfn < self.end_pfn
     }
+    /// The metadata index of frame `pfn` of the zone. With a spaced store
+    /// ([`Zone::meta_gap`]) each group of 512 frames is followed by one unused entry, so that
+    /// the entry of frame offset `o` is `o + o / 512`: within a group the entries stay in
+    /// order, 4 frames a line, and the group's first entry moves by 16 bytes from one
+    /// group to the next. Without it the heads of consecutive order-9 blocks are 8 KiB
+    /// apart, all in one set of a 64-set L1 and in few L2 sets (docs/performance.md, "The
+    /// 2-thread order-9 puts").
     #[inline]
     pub(crate) fn meta_index(&self, pfn: u64) -> u32 {
-        self.meta_base + (pfn - self.start_pfn) as u32
+        let o = (pfn - self.start_pfn) as u32;
+        self.meta_base + o + ((o >> 9) & self.meta_gap)
     }
     /// Whether any pageblock of the zone is isolated (`has_isolate_pageblock`): a drain
     /// then looks every frame's pageblock up instead of trusting a cached type or
@@ -332,9 +346,17 @@ impl Zone {
             > 0
     }
 
+    /// The frame of metadata index `idx` of the zone: [`Zone::meta_index`] backwards
+    /// (`i - i / 513` with the spacing: every 513 entries hold 512 frames and a gap).
     #[inline]
     pub(crate) fn pfn_of(&self, idx: u32) -> u64 {
-        self.start_pfn + (idx - self.meta_base) as u64
+        let i = idx - self.meta_base;
+        self.start_pfn + u64::from(i - ((i / 513) & self.meta_gap))
+    }
+    /// Metadata entries the zone's frames take: its span, plus one gap per 512 frames when
+    /// spaced (`spaced`, see [`Zone::meta_index`]).
+    pub(crate) fn meta_entries(pages: u64, spaced: bool) -> u64 {
+        pages + if spaced { pages >> 9 } else { 0 }
     }
     #[inline]
     fn pb_index(&self, pfn: u64) -> usize {
@@ -783,5 +805,52 @@ mod tests {
             "the trip counters share the lock's lines"
         );
         assert_eq!(lock % PAIR, 0);
+    }
+
+    /// The spaced metadata ([`Zone::meta_index`]): every frame of a zone has its own
+    /// index inside the zone's range, `pfn_of` undoes `meta_index`, and the heads of 64
+    /// consecutive order-9 blocks fall into at least 16 sets of a 64-set, 64-byte-line
+    /// cache (all into one unspaced).
+    #[test]
+    fn spaced_metadata_maps_every_frame_once_and_spreads_the_huge_heads() {
+        // An unaligned start, a span that is not a whole number of 512-frame groups.
+        let (start, pages, base) = (0x1_0000 + 3, 64 * 512 + 100, 77u32);
+        for spaced in [false, true] {
+            let z = Zone::new(
+                0,
+                0,
+                ZoneKind::Normal,
+                start,
+                start + pages,
+                base,
+                spaced,
+                pages,
+                1,
+                false,
+            );
+            let entries = Zone::meta_entries(pages, spaced);
+            assert_eq!(entries, pages + if spaced { pages / 512 } else { 0 });
+            let mut seen = alloc::vec![false; entries as usize];
+            for pfn in start..start + pages {
+                let i = z.meta_index(pfn);
+                assert!(
+                    i >= base && u64::from(i - base) < entries,
+                    "{pfn:#x} -> {i}"
+                );
+                assert!(!core::mem::replace(&mut seen[(i - base) as usize], true));
+                assert_eq!(z.pfn_of(i), pfn);
+            }
+            let sets: alloc::collections::BTreeSet<u64> = (0..64u64)
+                .map(|g| {
+                    let i = u64::from(z.meta_index(start + 512 * g));
+                    (i * 16 / 64) % 64
+                })
+                .collect();
+            if spaced {
+                assert!(sets.len() >= 16, "{sets:?}");
+            } else {
+                assert_eq!(sets.len(), 1);
+            }
+        }
     }
 }

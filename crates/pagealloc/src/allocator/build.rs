@@ -123,6 +123,12 @@ impl Allocator {
     /// An allocator whose CPU identity and clock come from `platform`: a kernel's hooks,
     /// or a [`ManualPlatform`](crate::ManualPlatform) that a test or a simulator steers.
     ///
+    /// The metadata it allocates has one unused entry after each 512 frames of a zone
+    /// (513 entries, 16 bytes each, per 512 frames; none for a layout of nearly 2^32
+    /// frames, whose indices would not fit), which spreads the entries of order-9 block
+    /// heads over the cache sets; a caller-supplied store
+    /// ([`Allocator::with_metadata`]) holds exactly [`Layout::spanned_pages`] entries.
+    ///
     /// ```
     /// use std::sync::Arc;
     /// use pagealloc::{Allocator, Config, Gfp, Layout, ManualPlatform};
@@ -142,12 +148,20 @@ impl Allocator {
         platform: Arc<dyn Platform>,
     ) -> Result<Allocator, BuildError> {
         layout.validate()?;
-        let n = layout.spanned_pages() as usize;
-        let mut meta = fresh_metadata(n)?;
+        // Spaced: one unused entry after each 512 frames of a zone (`Zone::meta_index`),
+        // unless the indices would then not fit in a `u32` below `NIL`.
+        let entries = |spaced| {
+            layout
+                .zones()
+                .map(|(_, z)| Zone::meta_entries(z.pages, spaced))
+                .fold(0, u64::saturating_add)
+        };
+        let spaced = entries(true) < u64::from(crate::memmap::NIL);
+        let mut meta = fresh_metadata(entries(spaced) as usize)?;
         if platform.prefault_metadata() {
             prefault(&mut meta);
         }
-        Self::build(layout, config, platform, MetaStore::Owned(meta))
+        Self::build(layout, config, platform, MetaStore::Owned(meta), spaced)
     }
 
     /// An allocator using a caller-supplied metadata buffer of at least
@@ -189,7 +203,13 @@ impl Allocator {
             e.set_state(State::Tail);
             e.set_order(0);
         }
-        Self::build(layout, config, platform, MetaStore::Borrowed(&meta[..n]))
+        Self::build(
+            layout,
+            config,
+            platform,
+            MetaStore::Borrowed(&meta[..n]),
+            false,
+        )
     }
 
     /// An allocator over a fresh anonymous mapping that backs every frame of `layout`
@@ -235,6 +255,7 @@ impl Allocator {
         cfg: Config,
         platform: Arc<dyn Platform>,
         meta: MetaStore,
+        spaced: bool,
     ) -> Result<Allocator, BuildError> {
         cfg.validate()?;
         if let Some(b) = cfg.fixed_batch {
@@ -261,6 +282,7 @@ impl Allocator {
                 zl.start_pfn,
                 zl.end_pfn(),
                 base,
+                spaced,
                 zl.managed(),
                 ncpus,
                 cfg.lock_stat,
@@ -271,7 +293,7 @@ impl Allocator {
             zones.push(z);
             kinds.push((node, zl.kind));
             node_zones[node].push(idx);
-            base += zl.pages as u32;
+            base += Zone::meta_entries(zl.pages, spaced) as u32;
         }
         let mut by_pfn: Vec<_> = zones
             .iter()

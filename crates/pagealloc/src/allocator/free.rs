@@ -50,14 +50,13 @@ impl Allocator {
     /// and the length, reloaded after each atomic access, was tested again each time.
     #[inline(always)]
     pub(crate) fn meta_in(&self, zone: &Zone, i: u32) -> &crate::memmap::PageMeta {
-        debug_assert!(
-            i >= zone.meta_base && u64::from(i - zone.meta_base) < zone.end_pfn - zone.start_pfn
-        );
-        // SAFETY: the build gave each zone the indices `meta_base .. meta_base + (end_pfn -
-        // start_pfn)`, one after the other from 0, and the store holds an entry for every
-        // frame of every zone (`BuildError::Metadata` otherwise); spans, bases and the store
-        // are never changed after the build, so no lock guards them. `i` is in `zone`'s
-        // range (the callers' contract, checked above in debug builds).
+        debug_assert!(i >= zone.meta_base && zone.contains(zone.pfn_of(i)));
+        // SAFETY: the build gave each zone the indices `meta_base .. meta_base +
+        // Zone::meta_entries(span)`, one zone after the other from 0, and the store holds
+        // them all (sized from the same sum, or `BuildError::Metadata` for a caller's);
+        // spans, bases and the store are never changed after the build, so no lock guards
+        // them. `i` is the index of a frame of `zone` (the callers' contract, checked above
+        // in debug builds), so it lies in that range.
         unsafe { self.meta.get_unchecked(i as usize) }
     }
 
