@@ -13,13 +13,15 @@
 //! | `alloc_hit`, `Hot`, `on_free`'s short form (seam, no sink) | 301 | 268 |
 //! | the seam compiled out (no `access` feature) | 286 | 254 |
 //! | `free_hit`: free inlined, its check under the pageset lock | 256 | 250 |
-//! | array pagesets' hits out of line, no second order test (`array_pcp` off) | **254** | **248** |
+//! | array pagesets' hits out of line, no second order test (`array_pcp` off) | 254 | 248 |
+//! | metadata and list links read without bounds tests their callers proved (`meta_in`, the pop), spaced metadata | **248** | **247** |
 //!
 //! The hits have no report sites of the `access` seam (a sink turns them off,
-//! `Hot::no_hits`): the same 254 with the feature compiled in (270 when each hit tested
-//! for a sink).
+//! `Hot::no_hits`): the same count with the feature compiled in (270 when each hit
+//! tested for a sink, at 254 without).
 //!
-//! An order-9 (THP) checked pair (`hotpath N order9`) costs 264 instructions: its
+//! An order-9 (THP) checked pair (`hotpath N order9`) costs 258 instructions (264 before
+//! the row above): its
 //! allocation runs `__zone_watermark_ok` in full, whose free-area scan is one load of the
 //! zone's occupancy word ([`Zone::watermark_fast`]; 303 when it read a byte per order).
 //!
