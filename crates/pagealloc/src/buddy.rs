@@ -342,6 +342,49 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         Some(pfn)
     }
 
+    /// Up to `want` blocks of `order` for a refill, as one run of consecutive blocks cut
+    /// from the front of the smallest block of type `mt` ([`Config::refill_runs`]):
+    /// returns its first PFN and its length in blocks, `None` (nothing changed) when no
+    /// list of `mt` at or above `order` holds a block.
+    ///
+    /// What `want` steps of [`Buddy::smallest`] give, in one step. The block it finds is
+    /// the head of the lowest non-empty list `cur ≥ order`, so every `mt` list between
+    /// `order` and `cur` is empty; each `smallest` step after the first then takes the
+    /// lowest-addressed piece `expand` left (the only block on the lowest non-empty
+    /// list), so the steps hand out the block's `order`-blocks in address order, and
+    /// after `k` of them the free lists hold the rest of the block as its aligned binary
+    /// decomposition, one piece per list, each alone on it. This takes the first
+    /// `k = min(want, 2^(cur - order))` blocks and lists those pieces directly: the same
+    /// blocks in the same order, the same lists, `nr_free`, occupancy bits and free-page
+    /// count, without listing and unlisting every piece on the way. The caller writes the
+    /// run's metadata as it writes a taken block's (order, state, type), with the type
+    /// `mt` that `expand` gave every block of the run.
+    pub(crate) fn take_run(&mut self, order: u8, mt: MigrateType, want: u64) -> Option<(u64, u64)> {
+        for cur in order..=MAX_ORDER {
+            self.rec().zone(ZoneLine::FreeArea(cur), false);
+            let Some(i) = self.inner.free.lists[cur as usize][mt as usize].head() else {
+                continue;
+            };
+            let pfn = self.z.pfn_of(i);
+            self.del_from_list(pfn, cur);
+            let blocks = 1u64 << (cur - order);
+            let k = want.clamp(1, blocks);
+            // The rest, [k, blocks) in blocks: each piece starts at `j` and is as large
+            // as `j`'s alignment allows (its lowest set bit), the smallest first.
+            let mut j = k;
+            while j < blocks {
+                let size = j & j.wrapping_neg();
+                let piece = order + size.trailing_zeros() as u8;
+                self.add_to_list(pfn + (j << order), piece, mt, false);
+                j += size;
+            }
+            self.account(-((k << order) as i64), mt);
+            self.m[i as usize].set_state_flags(State::Tail, 0);
+            return Some((pfn, k));
+        }
+        None
+    }
+
     /// First fallback type with a free block of order `cur`.
     fn find_fallback(&self, cur: u8, start: MigrateType) -> Option<MigrateType> {
         self.rec().zone(ZoneLine::FreeArea(cur), false);

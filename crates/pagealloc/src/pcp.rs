@@ -771,15 +771,26 @@ impl Allocator {
             }
         }
         while got < n {
-            // With `refill_pairs`, both halves of a block of the next order at once.
-            let (pfn, blocks) = match (self.cfg.refill_pairs && n - got >= 2)
-                .then(|| b.take_pair(order, mt))
-                .flatten()
-            {
-                Some(pfn) => (pfn, 2),
-                None => match b.take(order, mt, aflags) {
-                    Some(pfn) => (pfn, 1),
-                    None => break,
+            // With `refill_runs`, the blocks still needed as one run of the smallest block;
+            // with `refill_pairs`, both halves of a block of the next order at once.
+            let run = if self.cfg.refill_runs {
+                b.take_run(order, mt, (n - got) as u64)
+            } else {
+                None
+            };
+            // A run's blocks get the type `expand` would have written on each.
+            let typed = run.is_some() || self.cfg.pcp_migratetype_cache;
+            let (pfn, blocks) = match run {
+                Some(r) => r,
+                None => match (self.cfg.refill_pairs && n - got >= 2)
+                    .then(|| b.take_pair(order, mt))
+                    .flatten()
+                {
+                    Some(pfn) => (pfn, 2),
+                    None => match b.take(order, mt, aflags) {
+                        Some(pfn) => (pfn, 1),
+                        None => break,
+                    },
                 },
             };
             for k in 0..blocks {
@@ -794,7 +805,7 @@ impl Allocator {
                 } else {
                     e.set_state(State::Pcp);
                 }
-                if self.cfg.pcp_migratetype_cache {
+                if typed {
                     // ≤ 6.9 `__rmqueue_smallest`: `set_pcppage_migratetype(page,
                     // migratetype)` with the type of the free list it came from (no
                     // pageblock lookup).

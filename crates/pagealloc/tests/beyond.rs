@@ -1072,6 +1072,45 @@ fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
     }
 }
 
+/// `refill_runs` (ours): a refill takes the blocks it needs as one run cut from the front
+/// of the smallest block, and lists the rest as the pieces the kernel's one-block steps
+/// would leave. The same blocks in the same order, the same counts and the same free
+/// lists after every round as the kernel's steps (and as `refill_pairs`'), with fewer
+/// metadata and free-area accesses under the zone lock. Orders 0..=3 and 9, on the
+/// kernel's pagesets and on `fast`'s (clustered refills, merge skipping, splices).
+#[test]
+fn refill_runs_hand_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
+    assert!(!Preset::Linux612.config().refill_runs && Preset::Fast.config().refill_runs);
+    let orders = [0, 0, 0, 9, 1, 0, 2, 3, 0, 0];
+    for (base, off, on) in [
+        ("linux-6.12", "", "refill_runs=on"),
+        (
+            "linux-6.12,thp_refill_high=on",
+            "refill_pairs=on",
+            "refill_runs=on",
+        ),
+        ("fast", "refill_runs=off", ""),
+    ] {
+        // 2 GiB, one CPU
+        let a_off = Allocator::new(&Layout::single(1 << 19, 1), with(base, off)).unwrap();
+        let a_on = Allocator::new(&Layout::single(1 << 19, 1), with(base, on)).unwrap();
+        // Six rounds of 3000 blocks, shuffled every second round, two in three freed.
+        let (s_off, l_off) = churn(&a_off, 7, 6, 3000, &orders, 3);
+        let (s_on, l_on) = churn(&a_on, 7, 6, 3000, &orders, 3);
+        assert_eq!(s_on, s_off, "{base}: the same blocks in the same order");
+        assert_eq!(
+            l_on, l_off,
+            "{base}: the same free-list counts after every round"
+        );
+        let (c_on, c_off) = (a_on.counters(), a_off.counters());
+        assert!(
+            c_on.pcp_refill > 0 && c_on.alloc_zone > 0,
+            "{base}: {c_on:?}"
+        );
+        assert_same_counts_fewer_locked_accesses(base, &c_on, &c_off);
+    }
+}
+
 /// The mixed churn of the paired-drain and spliced-THP tests, on one CPU: `rounds` times
 /// allocate `per_round` blocks cycling through `orders` (shifted by the round), shuffle
 /// what is held every second round (with an LCG seeded `seed`: buddies seldom leave
