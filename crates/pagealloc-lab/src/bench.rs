@@ -24,9 +24,13 @@
 //! seed itself).
 //!
 //! A thread's time is its loop's duration over its operations; a run's figure is the
-//! mean over threads, and the reported figure the median over `iterations` runs. The
-//! source is built once per (allocator, threads, order) and checked empty (its
-//! `validate`) after every run. Blocks are not touched, as in LLFree.
+//! mean over threads, and the reported figure the median over `iterations` runs. Each
+//! run has a source of its own, built before it (untimed), as LLFree's bench builds its
+//! allocator anew for each iteration, and checked empty (its `validate`) after it; with
+//! [`BenchParams::reuse`] (`--reuse`) one source serves all the runs of a row, so that
+//! later runs start from the pagesets, tuned `high` and free lists the one before left
+//! (for pagealloc an aged state: a `rand` run leaves the order-0 frames shuffled on the
+//! pagesets and free lists). Blocks are not touched, as in LLFree.
 //!
 //! The loops are generic over the source. pagealloc's run through
 //! [`PageallocSource`] itself, so each operation is its `alloc_on` / `free_on` (checked)
@@ -110,6 +114,11 @@ pub struct BenchParams {
     pub iterations: u32,
     /// Seed of the shuffle in `rand`.
     pub seed: u64,
+    /// Run every iteration on one source, built once for the row (later iterations
+    /// start from the pagesets, tuned `high` and free lists the previous one left);
+    /// `false`: a fresh source per iteration, as LLFree's bench builds its allocator
+    /// anew for each.
+    pub reuse: bool,
 }
 
 /// Blocks per thread: `frames / threads / 2 / 2^order`.
@@ -144,35 +153,52 @@ pub fn run(p: &BenchParams) -> Result<Row, SourceError> {
         memory: false,
     };
     if Peer::parse(p.alloc)? == Peer::Pagealloc {
-        let source = PageallocSource::new(spec.config, spec.frames, spec.cpus, spec.memory)?;
-        run_on(p, &source, threads, n)
+        run_on(p, threads, n, || {
+            PageallocSource::new(spec.config.clone(), spec.frames, spec.cpus, spec.memory)
+                .map(Box::new)
+        })
     } else {
-        run_on(p, &*peers::build(&spec)?, threads, n)
+        run_on(p, threads, n, || peers::build(&spec))
     }
 }
 
-/// [`run`] on a built source.
-fn run_on<S: PageSource + ?Sized>(
-    p: &BenchParams,
-    source: &S,
-    threads: u32,
-    n: u64,
-) -> Result<Row, SourceError> {
+/// [`run`] on the sources `build` makes: one per iteration, or one for all with
+/// [`BenchParams::reuse`].
+fn run_on<S, B, F>(p: &BenchParams, threads: u32, n: u64, build: F) -> Result<Row, SourceError>
+where
+    S: PageSource + ?Sized,
+    B: std::ops::Deref<Target = S>,
+    F: Fn() -> Result<B, SourceError>,
+{
     let mut get = Vec::new();
     let mut put = Vec::new();
     let mut pair = Vec::new();
-    let before = source.counters();
+    let mut counters: Option<pagealloc::Counters> = None;
+    let mut config = None;
+    let mut kept: Option<B> = None;
     for it in 0..p.iterations.max(1) {
-        let (g, q, r) = once(p, source, threads, n, p.seed.wrapping_add(u64::from(it)))?;
+        let source = match kept.take() {
+            Some(s) => s,
+            None => build()?,
+        };
+        let before = source.counters();
+        let (g, q, r) = once(p, &*source, threads, n, p.seed.wrapping_add(u64::from(it)))?;
         get.extend(g);
         put.extend(q);
         pair.extend(r);
         source.validate()?;
+        if let Some(c) = before.zip(source.counters()).map(|(b, a)| a.since(&b)) {
+            counters.get_or_insert_with(Default::default).merge(&c);
+        }
+        config = source.config();
+        if p.reuse {
+            kept = Some(source);
+        }
     }
     Ok(Row {
         bench: Some(p.kind.name().to_owned()),
         alloc: p.alloc.to_owned(),
-        config: source.config(),
+        config,
         cpus: Some(threads),
         order: Some(p.order),
         machine: Some("host".to_owned()),
@@ -193,9 +219,8 @@ fn run_on<S: PageSource + ?Sized>(
             (p.kind != BenchKind::Repeat).then(|| ("rounds".to_owned(), (1u64 << p.order) as f64)),
         )
         .chain(
-            before
-                .zip(source.counters())
-                .map(|(b, a)| counter_extras(&a.since(&b), p.order))
+            counters
+                .map(|c| counter_extras(&c, p.order))
                 .into_iter()
                 .flatten(),
         )

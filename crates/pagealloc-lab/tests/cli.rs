@@ -550,6 +550,47 @@ fn bench_counters_show_the_zone_lock_work() {
     assert!(!plain.contains("meta/page"), "{plain}");
 }
 
+/// Each iteration of a row runs on a fresh source, as LLFree's bench builds its
+/// allocator anew for each: three iterations do per block what one does. With `--reuse`
+/// the later ones start from the pagesets the first left (full, `high` tuned) and make
+/// fewer zone trips per block.
+#[test]
+fn bench_runs_each_iteration_on_a_fresh_source_unless_reuse() {
+    let counters = |iterations: &str, reuse: bool| {
+        let mut args = vec![
+            "bench",
+            "bulk",
+            "--alloc",
+            "pagealloc",
+            "--config",
+            "fast",
+            "--cpus",
+            "1",
+            "--order",
+            "0",
+            "--memory",
+            "32MiB",
+            "--iterations",
+            iterations,
+            "--json",
+        ];
+        if reuse {
+            args.push("--reuse");
+        }
+        let rows = json_rows(&pagealloc(&args));
+        assert_eq!(rows.len(), 1);
+        let e = &rows[0]["extra"];
+        (
+            e["zone_lock_per_kop"].as_f64().unwrap(),
+            e["meta_per_page"].as_f64().unwrap(),
+        )
+    };
+    let one = counters("1", false);
+    assert_eq!(counters("3", false), one, "fresh sources: every run alike");
+    let aged = counters("3", true);
+    assert!(aged.0 < one.0, "reused: {aged:?}, fresh: {one:?}");
+}
+
 #[test]
 fn report_tiny_writes_its_files() {
     let dir: PathBuf =

@@ -234,6 +234,11 @@ pub struct BenchArgs {
     /// Seed of rand's shuffle.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// One source for all the iterations of a row: later runs start from the state the
+    /// one before left (tuned pagesets, shuffled free lists). Default: a fresh source per
+    /// iteration, as LLFree's bench builds its allocator anew for each.
+    #[arg(long)]
+    pub reuse: bool,
     /// Add the allocator's counters to the table (pagealloc rows): zone-lock trips per
     /// 1000 block operations, % of them that waited, wait ns per operation, metadata
     /// lines touched under the lock per page moved, % of freed pages drained. JSON rows
@@ -659,6 +664,7 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), CliError> {
                         memory_bytes,
                         iterations: a.iterations,
                         seed: a.seed,
+                        reuse: a.reuse,
                     };
                     match bench::run(&p) {
                         Ok(r) => rows.push(r),

@@ -540,6 +540,7 @@ fn microbench(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
                         memory_bytes: plan.bench_memory,
                         iterations: plan.bench_iterations,
                         seed: 1,
+                        reuse: false,
                     })
                     .map_err(|error| ReportError::Bench {
                         label: format!("{kind} {alloc}"),
