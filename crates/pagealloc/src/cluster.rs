@@ -123,6 +123,47 @@ impl Clusters {
         e.set_aux(c);
     }
 
+    /// The `len` entries `last`, `prev(last)`, … were just spliced, in one piece, at the
+    /// head of the order-0 `mt` list (`last` right before the old head): what `len`
+    /// calls of [`Clusters::on_insert`] at the head, `last` first, do, in one pass that
+    /// writes each entry's `aux` once. Each entry joins the cluster of the one inserted
+    /// before it (the first, the old head's) while that has room below `cap`, else opens
+    /// a new one with itself as the tail; a fresh list starts a new cluster.
+    pub(crate) fn on_insert_head_run(
+        &mut self,
+        m: &[PageMeta],
+        last: u32,
+        len: u32,
+        mt: u8,
+        cap: u32,
+    ) {
+        let cap = cap.max(1);
+        let bit = 1u8 << mt;
+        let fresh = self.fresh & bit != 0;
+        self.fresh &= !bit;
+        let nb = m[last as usize].next();
+        let mut cur = (nb != NIL && !fresh).then(|| m[nb as usize].aux());
+        let mut i = last;
+        for k in 0..len {
+            let e = &m[i as usize];
+            let c = match cur {
+                Some(c) if self.slots[c as usize].len < cap => {
+                    self.slots[c as usize].len += 1;
+                    c
+                }
+                _ => {
+                    let c = self.alloc_slot(i);
+                    cur = Some(c);
+                    c
+                }
+            };
+            e.set_aux(c);
+            if k + 1 < len {
+                i = e.prev();
+            }
+        }
+    }
+
     /// Entry `i` is about to be unlinked from an order-0 list.
     pub(crate) fn on_remove(&mut self, m: &[PageMeta], i: u32) {
         let e = &m[i as usize];
@@ -275,7 +316,7 @@ pub(crate) fn fix_up<const SINK: bool>(
 impl<const SINK: bool> Buddy<'_, SINK> {
     /// Batch of the zone's pagesets: the cluster size cap.
     #[inline]
-    fn cluster_cap(&self) -> u32 {
+    pub(crate) fn cluster_cap(&self) -> u32 {
         self.z.pageset_batch()
     }
 

@@ -2141,11 +2141,11 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         r.zone(crate::access::ZoneLine::FreeArea(0), true);
         inner.free.lists[0][mt as usize].splice_after_t(self.m, None, first, last, len, &mut r);
         if self.cfg.clustered_refill {
-            let mut i = last;
-            for _ in 0..len {
-                self.cluster_inserted(i, false, mt);
-                i = self.m[i as usize].prev();
-            }
+            let cap = self.cluster_cap();
+            self.inner
+                .free
+                .clusters
+                .on_insert_head_run(self.m, last, len, mt as u8, cap);
         }
         self.inner.free.nr_free[0] += len as u64;
         self.z.set_nonempty(0, mt, true);
