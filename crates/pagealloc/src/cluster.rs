@@ -433,4 +433,58 @@ mod tests {
         c.check(core::slice::from_ref(&l), &m).unwrap();
         assert!(c.cut(&m, &mut l, 2, &mut crate::access::NoTouch).is_none());
     }
+
+    /// A run spliced at a list's head gets, in one pass, the clusters (ids, lengths,
+    /// tails) that one head insert per entry gives: on an empty list, after a fresh
+    /// start, and joining a head cluster with room, for runs shorter and longer than
+    /// the cap.
+    #[test]
+    fn a_spliced_run_gets_the_clusters_of_one_insert_per_entry() {
+        for (start_fresh, before, run, cap) in [
+            (false, 0, 7, 3),
+            (false, 2, 7, 3),
+            (true, 2, 7, 3),
+            (false, 1, 2, 4),
+            (false, 3, 1, 4),
+            (false, 5, 12, 5),
+        ] {
+            let build = |one_pass: bool| {
+                let m: Vec<PageMeta> = (0..32).map(|_| PageMeta::new()).collect();
+                let mut c = Clusters::default();
+                let mut l = List::new();
+                for i in 0..before {
+                    l.push_head(&m, i);
+                    c.on_insert(&m, i, false, 1, cap);
+                }
+                if start_fresh {
+                    c.start_fresh();
+                }
+                // the run: entries before..before+run, `last` = before, spliced at the head
+                let (first, last) = (before + run - 1, before);
+                // linked first..=last through a list of their own
+                let mut chain = List::new();
+                for i in before..before + run {
+                    chain.push_head(&m, i);
+                }
+                l.splice_after(&m, None, first, last, run);
+                if one_pass {
+                    c.on_insert_head_run(&m, last, run, 1, cap);
+                } else {
+                    let mut i = last;
+                    for _ in 0..run {
+                        c.on_insert(&m, i, false, 1, cap);
+                        i = m[i as usize].prev();
+                    }
+                }
+                c.check(core::slice::from_ref(&l), &m).unwrap();
+                let slots: Vec<(u32, u32)> = c.slots.iter().map(|s| (s.tail, s.len)).collect();
+                (ids(&l, &m), slots, c.free.clone())
+            };
+            assert_eq!(
+                build(true),
+                build(false),
+                "fresh {start_fresh}, {before} before, run {run}, cap {cap}"
+            );
+        }
+    }
 }
