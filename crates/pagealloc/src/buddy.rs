@@ -295,21 +295,10 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         added
     }
 
-    /// `__rmqueue_smallest` (docs/mechanisms.md §7.2).
+    /// `__rmqueue_smallest` (docs/mechanisms.md §7.2): [`Buddy::take_run`] of one block,
+    /// whose pieces are `expand`'s, listed in its order.
     pub(crate) fn smallest(&mut self, order: u8, mt: MigrateType) -> Option<u64> {
-        for cur in order..=MAX_ORDER {
-            self.rec().zone(ZoneLine::FreeArea(cur), false);
-            let Some(i) = self.inner.free.lists[cur as usize][mt as usize].head() else {
-                continue;
-            };
-            let pfn = self.z.pfn_of(i);
-            self.del_from_list(pfn, cur);
-            self.expand(pfn, order, cur, mt);
-            self.account(-(1i64 << order), mt);
-            self.m[i as usize].set_state_flags(State::Tail, 0);
-            return Some(pfn);
-        }
-        None
+        self.take_run(order, mt, 1).map(|(pfn, _)| pfn)
     }
 
     /// Two blocks of `order` for a refill, from one block of `order + 1` of type `mt`, when
@@ -369,14 +358,16 @@ impl<const SINK: bool> Buddy<'_, SINK> {
             self.del_from_list(pfn, cur);
             let blocks = 1u64 << (cur - order);
             let k = want.clamp(1, blocks);
-            // The rest, [k, blocks) in blocks: each piece starts at `j` and is as large
-            // as `j`'s alignment allows (its lowest set bit), the smallest first.
-            let mut j = k;
-            while j < blocks {
-                let size = j & j.wrapping_neg();
-                let piece = order + size.trailing_zeros() as u8;
-                self.add_to_list(pfn + (j << order), piece, mt, false);
-                j += size;
+            // The rest, [k, blocks) in blocks: one piece of 2^b blocks per set bit b of
+            // `blocks - k`, the largest at the top, listed largest first (for k = 1 these
+            // are `expand`'s halves, in its order).
+            let rest = blocks - k;
+            let mut end = blocks;
+            for b in (0..cur - order).rev() {
+                if rest & (1 << b) != 0 {
+                    end -= 1 << b;
+                    self.add_to_list(pfn + (end << order), order + b, mt, false);
+                }
             }
             self.account(-((k << order) as i64), mt);
             self.m[i as usize].set_state_flags(State::Tail, 0);
