@@ -1077,7 +1077,8 @@ fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
 /// would leave. The same blocks in the same order, the same counts and the same free
 /// lists after every round as the kernel's steps (and as `refill_pairs`'), with fewer
 /// metadata and free-area accesses under the zone lock. Orders 0..=3 and 9, on the
-/// kernel's pagesets and on `fast`'s (clustered refills, merge skipping, splices).
+/// kernel's pagesets and on `fast`'s (clustered refills, merge skipping, splices), with
+/// linked lists and with rings (`array_pcp`, `own_bitmap`).
 #[test]
 fn refill_runs_hand_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
     assert!(!Preset::Linux612.config().refill_runs && Preset::Fast.config().refill_runs);
@@ -1090,6 +1091,8 @@ fn refill_runs_hand_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
             "refill_runs=on",
         ),
         ("fast", "refill_runs=off", ""),
+        ("fast,array_pcp=on", "refill_runs=off", ""),
+        ("fast,own_bitmap=on", "refill_runs=off", ""),
     ] {
         // 2 GiB, one CPU
         let a_off = Allocator::new(&Layout::single(1 << 19, 1), with(base, off)).unwrap();
