@@ -117,7 +117,8 @@ presets! {
     /// THP drains splice the huge pages they return onto the order-9 lists unmerged and
     /// THP refills cut theirs off in one step (`thp_splice`; order-10 requests merge them
     /// on demand), refills take both halves of a larger block at once
-    /// (`refill_pairs`), drains free two buddies leaving one after the other as one block
+    /// (`refill_pairs`) and the blocks they need from one block's front as one run
+    /// (`refill_runs`), drains free two buddies leaving one after the other as one block
     /// (`drain_pairs`, below order 9) and prefetch the next block's buddy
     /// (`drain_prefetch`), a long run of frees drains the order-0 frames freed last, whose
     /// metadata is still cached (`drain_newest`), and zone-lock holds are not timed
