@@ -31,17 +31,26 @@ impl Log {
     }
 }
 
+/// An allocator of `pages` frames on 2 CPUs with a manual platform, and the log of its
+/// accesses, installed as its sink when `sink`.
 #[cfg(feature = "access")]
-fn traced(cfg: Config) -> (Allocator, Arc<Log>) {
+fn two_cpus(pages: u64, cfg: Config, sink: bool) -> (Allocator, Arc<Log>) {
     let mut a = Allocator::with_platform(
-        &Layout::single(1 << 16, 2),
+        &Layout::single(pages, 2),
         cfg,
         Arc::new(ManualPlatform::new()),
     )
     .unwrap();
     let log = Arc::new(Log::default());
-    a.set_access_sink(log.clone());
+    if sink {
+        a.set_access_sink(log.clone());
+    }
     (a, log)
+}
+
+#[cfg(feature = "access")]
+fn traced(cfg: Config) -> (Allocator, Arc<Log>) {
+    two_cpus(1 << 16, cfg, true)
 }
 
 #[cfg(feature = "access")]
@@ -95,16 +104,7 @@ fn a_pcp_hit_reports_the_pageset_and_the_frames_without_the_zone_lock() {
 #[test]
 fn counters_count_the_accesses_under_the_zone_lock_with_or_without_a_sink() {
     let run = |sink: bool| {
-        let mut a = Allocator::with_platform(
-            &Layout::single(1 << 16, 2),
-            Config::default(),
-            Arc::new(ManualPlatform::new()),
-        )
-        .unwrap();
-        let log = Arc::new(Log::default());
-        if sink {
-            a.set_access_sink(log.clone());
-        }
+        let (a, log) = two_cpus(1 << 16, Config::default(), sink);
         let fs: Vec<Frame> = (0..2000)
             .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
             .collect();
@@ -383,16 +383,7 @@ fn the_zonelist_cache_reports_its_reads_and_writes() {
 #[test]
 fn a_sink_changes_no_result() {
     let run = |cfg: &Config, sink: bool| {
-        let mut a = Allocator::with_platform(
-            &Layout::single(1 << 16, 2),
-            cfg.clone(),
-            Arc::new(ManualPlatform::new()),
-        )
-        .unwrap();
-        let log = Arc::new(Log::default());
-        if sink {
-            a.set_access_sink(log.clone());
-        }
+        let (a, log) = two_cpus(1 << 16, cfg.clone(), sink);
         let mut held: Vec<(usize, Frame)> = Vec::new();
         let mut got = Vec::new();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -445,16 +436,7 @@ fn a_sink_changes_no_result() {
 #[test]
 fn thp_drains_without_a_sink_are_the_reported_ones() {
     let run = |cfg: &Config, sink: bool| {
-        let mut a = Allocator::with_platform(
-            &Layout::single(1 << 17, 2),
-            cfg.clone(),
-            Arc::new(ManualPlatform::new()),
-        )
-        .unwrap();
-        let log = Arc::new(Log::default());
-        if sink {
-            a.set_access_sink(log.clone());
-        }
+        let (a, log) = two_cpus(1 << 17, cfg.clone(), sink);
         let gfps = [
             Gfp::USER,
             Gfp::KERNEL,
