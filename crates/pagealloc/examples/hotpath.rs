@@ -16,14 +16,28 @@
 //! the one it takes from (a pcp hit there). The difference of `full3` and `full1` per
 //! pair, divided by 2, is the instructions of one extra zone checked and found full
 //! (the simulator's `zone_check_ns`, docs/sim-cost-model.md §3).
+//!
+//! Every mode measures `Config::default()` unless `HOTPATH_CONFIG` names another
+//! (`HOTPATH_CONFIG=fast hotpath 100000`, `HOTPATH_CONFIG=fast,own_bitmap=off …`).
 
 use pagealloc::{Allocator, Config, Gfp, Layout};
 use std::hint::black_box;
 use std::time::Instant;
 
+/// The config to measure: `HOTPATH_CONFIG` (a preset with overrides, as the lab's
+/// `--config` takes it), else `Config::default()`.
+fn config() -> Config {
+    match std::env::var("HOTPATH_CONFIG") {
+        Ok(c) => c
+            .parse()
+            .unwrap_or_else(|e| panic!("HOTPATH_CONFIG={c}: {e}")),
+        Err(_) => Config::default(),
+    }
+}
+
 fn alloc() -> Allocator {
     // 1 GiB, one CPU: batch 63
-    Allocator::new(&Layout::single(1 << 18, 1), Config::default()).expect("allocator")
+    Allocator::new(&Layout::single(1 << 18, 1), config()).expect("allocator")
 }
 
 fn pairs_on(a: &Allocator, n: u64) {
@@ -61,7 +75,7 @@ fn pairs_current(a: &Allocator, n: u64) {
 /// filled (each by its own node's CPU, until an allocation falls back), so they fail
 /// the watermark test. Returns the allocator and the pages kept to hold them full.
 fn with_full_zones(k: usize) -> (Allocator, Vec<pagealloc::Frame>) {
-    let a = Allocator::new(&Layout::numa(4, 16_384, 1), Config::default()).expect("allocator");
+    let a = Allocator::new(&Layout::numa(4, 16_384, 1), config()).expect("allocator");
     let order: Vec<usize> = a.zonelist(0).to_vec();
     let mut held = Vec::new();
     for &zi in order.iter().take(k) {

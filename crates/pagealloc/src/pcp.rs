@@ -282,8 +282,8 @@ impl Pcp {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Hot {
     /// Bit `k`: the hit serves blocks of order `k` on linked lists (`pcp_allowed_order`);
-    /// 0 with array pagesets, whose hit sits behind the linked hit's unlikely branch, and
-    /// 0 while an access sink is installed ([`Hot::no_hits`]).
+    /// without the orders whose lists are rings (served by the ring-aware copy of the hit,
+    /// `Allocator::ring_hits`), and 0 while an access sink is installed ([`Hot::no_hits`]).
     pub(crate) orders: u16,
     /// `Config::thp_pcp_lists`.
     pub(crate) thp_lists: u8,
@@ -485,32 +485,25 @@ impl Allocator {
     /// step would run (a busy or empty list, a failed watermark test, an order or zone the
     /// lists do not serve); the caller then takes the full walk, which repeats the tests.
     #[inline(always)]
-    pub(crate) fn alloc_hit(&self, cpu: usize, order: u8, gfp: Gfp) -> Option<u64> {
+    pub(crate) fn alloc_hit<const RINGS: bool>(
+        &self,
+        cpu: usize,
+        order: u8,
+        gfp: Gfp,
+    ) -> Option<u64> {
         let zi = self.cpus.get(cpu)?.home_zone;
         let zone = self.zones.get(zi)?;
         let slot = self.slot_hit(cpu, zi);
         let h = &slot.hot;
+        if RINGS && h.hit_allows::<true>(order) {
+            return self.alloc_hit_rest::<true>(cpu, zone, slot, order, gfp);
+        }
         // With a sink installed no order is allowed here ([`Hot::no_hits`]): a reported
         // run takes the walk, which reports what it reads.
         if !h.hit_allows::<false>(order) {
-            // An array pageset's hit is behind the linked hit's unlikely branch.
-            return self.alloc_hit_ring(cpu, order, gfp);
-        }
-        self.alloc_hit_rest::<false>(cpu, zone, slot, order, gfp)
-    }
-
-    /// The array pageset's hit (every list with `array_pcp`, the order-0 ones with
-    /// `own_bitmap`), out of line with its own lookups: the linked hit's code stays as it
-    /// was.
-    #[inline(never)]
-    fn alloc_hit_ring(&self, cpu: usize, order: u8, gfp: Gfp) -> Option<u64> {
-        let zi = self.cpus.get(cpu)?.home_zone;
-        let zone = self.zones.get(zi)?;
-        let slot = self.slot(cpu, zi);
-        if !slot.hot.hit_allows::<true>(order) {
             return None;
         }
-        self.alloc_hit_rest::<true>(cpu, zone, slot, order, gfp)
+        self.alloc_hit_rest::<false>(cpu, zone, slot, order, gfp)
     }
 
     /// The rest of [`Allocator::alloc_hit`] once the order is known to be cached, on

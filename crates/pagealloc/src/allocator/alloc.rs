@@ -81,8 +81,27 @@ impl Allocator {
         gfp: Gfp,
         node: Option<usize>,
     ) -> Result<Frame, AllocError> {
+        // Two copies of the hit, each inlined: one that serves linked lists only, and
+        // one that also serves rings (`Config::array_pcp`, `Config::own_bitmap`), picked
+        // by one test per call (`Allocator::ring_hits`).
+        if self.ring_hits {
+            return self.alloc_on_t::<true>(cpu, order, gfp, node);
+        }
+        self.alloc_on_t::<false>(cpu, order, gfp, node)
+    }
+
+    /// [`Allocator::alloc_on`] with the hit of linked lists (`RINGS` false) or of rings
+    /// and linked lists.
+    #[inline(always)]
+    fn alloc_on_t<const RINGS: bool>(
+        &self,
+        cpu: usize,
+        order: u8,
+        gfp: Gfp,
+        node: Option<usize>,
+    ) -> Result<Frame, AllocError> {
         if node.is_none() {
-            if let Some(pfn) = self.alloc_hit(cpu, order, gfp) {
+            if let Some(pfn) = self.alloc_hit::<RINGS>(cpu, order, gfp) {
                 let f = Frame::new(Pfn(pfn), order);
                 self.check_poison_on_alloc(cpu, f);
                 return Ok(f);

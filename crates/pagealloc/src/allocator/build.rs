@@ -331,6 +331,7 @@ impl Allocator {
             PcpSlot::new(crate::pcp::Hot::new(&cfg, &zones[i % nz]))
         })?;
         let a = Allocator {
+            ring_hits: cfg.array_pcp || cfg.own_bitmap,
             tune: Tune::from_config(&cfg),
             high_fraction: AtomicU32::new(cfg.high_fraction),
             poison_first_damaged: AtomicU64::new(u64::MAX),

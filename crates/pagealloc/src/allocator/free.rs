@@ -187,11 +187,28 @@ impl Allocator {
     /// ```
     #[inline(always)]
     pub fn free_on(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
-        match self.free_hit(cpu, frame, false) {
+        // Two inlined copies of the hit, picked by one test per call: as in `alloc_on`.
+        if self.ring_hits {
+            return self.free_on_t::<true>(cpu, frame, false);
+        }
+        self.free_on_t::<false>(cpu, frame, false)
+    }
+
+    /// [`Allocator::free_on`] (`trusted` false) or [`Allocator::free_on_unchecked`]
+    /// with the hit of linked lists (`RINGS` false) or of rings and linked lists.
+    #[inline(always)]
+    fn free_on_t<const RINGS: bool>(
+        &self,
+        cpu: usize,
+        frame: Frame,
+        trusted: bool,
+    ) -> Result<(), FreeError> {
+        match self.free_hit::<RINGS>(cpu, frame, trusted) {
             Hit::Done => Ok(()),
-            Hit::Miss => self.free_on_slow(cpu, frame, false),
-            Hit::Refused(state) => Err(refused(frame, state)),
-            Hit::WrongOrder(allocated) => Err(wrong_order(frame, allocated)),
+            Hit::Miss => self.free_on_slow(cpu, frame, trusted),
+            Hit::Refused(state) if !trusted => Err(refused(frame, state)),
+            Hit::WrongOrder(allocated) if !trusted => Err(wrong_order(frame, allocated)),
+            _ => self.free_on_slow(cpu, frame, trusted),
         }
     }
 
@@ -211,7 +228,7 @@ impl Allocator {
     /// on the frame's state, `Allocated -> Freeing`, and only after it succeeded and the
     /// order matched does the frame become `Pcp`.
     #[inline(always)]
-    fn free_hit(&self, cpu: usize, frame: Frame, trusted: bool) -> Hit {
+    fn free_hit<const RINGS: bool>(&self, cpu: usize, frame: Frame, trusted: bool) -> Hit {
         let (pfn, order) = (frame.pfn.0, frame.order);
         let Some(zi) = self.zone_of(pfn) else {
             return Hit::Miss;
@@ -227,30 +244,13 @@ impl Allocator {
         let slot = self.slot(cpu, zi);
         // `allows` bounds the order (no bit above MAX_ORDER); poisoning writes the block,
         // which the full path does before taking the lock.
+        if RINGS && slot.hot.hit_allows::<true>(order) && !slot.hot.poison {
+            return self.free_hit_rest::<true>(cpu, z, slot, pfn, i, order, trusted);
+        }
         if !slot.hot.hit_allows::<false>(order) || slot.hot.poison {
-            // An array pageset's hit is behind the linked hit's unlikely branch.
-            return self.free_hit_ring(cpu, frame, trusted);
+            return Hit::Miss;
         }
         self.free_hit_rest::<false>(cpu, z, slot, pfn, i, order, trusted)
-    }
-
-    /// The array pageset's hit (every list with `array_pcp`, the order-0 ones with
-    /// `own_bitmap`), out of line with its own lookups: the linked hit's code stays as it
-    /// was (handing it the caller's lookups cost the linked free, inlined into a caller,
-    /// 8 instructions: docs/performance.md).
-    #[inline(never)]
-    fn free_hit_ring(&self, cpu: usize, frame: Frame, trusted: bool) -> Hit {
-        let (pfn, order) = (frame.pfn.0, frame.order);
-        let Some(zi) = self.zone_of(pfn) else {
-            return Hit::Miss;
-        };
-        // `cpu` was checked by the caller.
-        let (z, slot) = (&self.zones[zi], self.slot(cpu, zi));
-        if !slot.hot.hit_allows::<true>(order) || slot.hot.poison {
-            return Hit::Miss;
-        }
-        let i = z.meta_index(pfn);
-        self.free_hit_rest::<true>(cpu, z, slot, pfn, i, order, trusted)
     }
 
     /// The rest of [`Allocator::free_hit`] once the order is known to be cached, on linked
@@ -331,10 +331,10 @@ impl Allocator {
     /// itself so that allocation never runs out, and `validate()` fails.
     #[inline(always)]
     pub unsafe fn free_on_unchecked(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
-        match self.free_hit(cpu, frame, true) {
-            Hit::Done => Ok(()),
-            _ => self.free_on_slow(cpu, frame, true),
+        if self.ring_hits {
+            return self.free_on_t::<true>(cpu, frame, true);
         }
+        self.free_on_t::<false>(cpu, frame, true)
     }
 
     /// Free to the buddy lists directly (`free_one_page`).
