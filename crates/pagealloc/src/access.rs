@@ -334,15 +334,16 @@ impl<'a, const SINK: bool> Rec<'a, SINK> {
         }
     }
 
-    /// The counts of `frames` [`Rec::frame_dep`] and `pageblocks` [`Rec::pageblock`]
-    /// reports at once, for a caller that reports nothing else to a sink (`SINK` false
-    /// or none installed): a loop's counts in one update instead of one per step.
+    /// The counts of `frames` [`Rec::frame_dep`] reports and `others` reports of other
+    /// lines ([`Rec::pageblock`], [`Rec::pcp_array`], …) at once, for a caller that
+    /// reports nothing else to a sink (`SINK` false or none installed): a loop's counts
+    /// in one update instead of one per step.
     #[inline]
-    pub(crate) fn counted(&self, frames: u64, pageblocks: u64) {
+    pub(crate) fn counted(&self, frames: u64, others: u64) {
         debug_assert!(self.sink().is_none());
         if let Some(t) = self.tally {
             Tally::bump(&t.meta, frames);
-            Tally::bump(&t.lines, frames + pageblocks);
+            Tally::bump(&t.lines, frames + others);
         }
     }
 

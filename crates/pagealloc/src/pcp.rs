@@ -1562,6 +1562,10 @@ impl Allocator {
                 e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
                 before = i;
             }
+            if !SINK {
+                // What the reports above count: the ring's line and the frame's, each frame.
+                b.rec().counted(c as u64, c as u64);
+            }
             ring.truncate_tail(c);
             self.splice_runs(b, before, last, c);
             left -= c;
