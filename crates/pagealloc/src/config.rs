@@ -15,7 +15,7 @@
 //! | `patch9` | BELOW_HIGH: high cut only below the high watermark | V3 8/9 |
 //! | `patch10` | free_count replaces free_factor (= v6.7 / v6.8) | V3 9/9 |
 //! | `linux-6.12` | 2 THP lists, no pcp migratetype cache, chunked drains, claim-at-half stealing, free highatomic in watermarks | v6.10–6.12 |
-//! | `fast` | `linux-6.12` + merge skipping, clustered refills, refills cut as runs, spliced drains, THP refills below high, untimed zone-lock holds (not bit-exact; merges on demand) | none |
+//! | `fast` | `linux-6.12` + merge skipping, clustered refills, refills cut as runs, spliced drains, THP refills below high, order-0 ownership bitmap and rings, untimed zone-lock holds (not bit-exact; merges on demand) | none |
 //!
 //! A config string is a preset name optionally followed by `,key=value` overrides, e.g.
 //! `patch7,batch_scale_max=3,fixed_batch=127`; [`Config`]'s `Display` prints the same form.
@@ -124,7 +124,7 @@ presets! {
     /// metadata is still cached (`drain_newest`), and zone-lock holds are not timed
     /// (`lock_stat=off`: two clock reads less per trip). docs/performance.md has the
     /// figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_pairs=on,refill_runs=on,drain_pairs=on,drain_prefetch=on,drain_newest=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_pairs=on,refill_runs=on,drain_pairs=on,drain_prefetch=on,own_bitmap=on,lock_stat=off";
 }
 
 impl Preset {

@@ -256,13 +256,14 @@ fn reports_tag_pointer_chases_and_computed_addresses() {
 /// `array_pcp` (ours): a drain of an array pageset finds each leaving frame through its
 /// index in the ring, not through the `lru` link of the frame before it, so the loads of
 /// the frames do not wait for each other. Freed in a scattered order, the drains of the
-/// linked `fast` pageset chase from frame to frame, those of the array pageset from ring
-/// lines to frames, never from a frame to a frame.
+/// linked pageset (`fast` with `own_bitmap`'s order-0 rings off) chase from frame to
+/// frame, those of the array pageset from ring lines to frames, never from a frame to a
+/// frame.
 #[cfg(feature = "access")]
 #[test]
 fn array_pcp_drains_read_indices_from_the_ring() {
     for ring in [false, true] {
-        let mut c: Config = "fast,thp=off".parse().unwrap();
+        let mut c: Config = "fast,thp=off,own_bitmap=off".parse().unwrap();
         c.array_pcp = ring;
         let (a, log) = traced(c);
         let mut fs: Vec<Frame> = (0..3000)
