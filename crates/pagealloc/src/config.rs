@@ -531,7 +531,8 @@ config_table! {
     /// allocation; in a run of frees that allocation is far off, and the frames freed
     /// last are the ones whose metadata lines are still cached, where the tail's were
     /// pushed up to `high` frees earlier. Higher orders, decay and CPU drains keep the
-    /// tail, and so do array pagesets (`array_pcp`). Ours, not the kernel's (different
+    /// tail, and so do the rings of `array_pcp` and `own_bitmap` (so it is off in `fast`,
+    /// whose order-0 lists are rings). Ours, not the kernel's (different
     /// frames reach the zone); docs/mechanisms.md A.12.
     drain_newest: bool = false, bound any;
     /// Order-0 frees that write no frame metadata: the ownership of allocated order-0
@@ -542,7 +543,7 @@ config_table! {
     /// it to the buddy lists and writes it there, its line prefetched ahead. A pageset
     /// free of a random frame then misses on no per-frame line (64 KiB of bitmap for
     /// 2 GiB against 8 MiB of metadata). Every bad free is still refused, with the same
-    /// errors. Ours, not the kernel's; docs/mechanisms.md A.13.
+    /// errors. Ours, not the kernel's; on in `fast`; docs/mechanisms.md A.13.
     own_bitmap: bool = false, bound any;
 
     // ---- instrumentation ----

@@ -14,14 +14,20 @@
 //! | the seam compiled out (no `access` feature) | 286 | 254 |
 //! | `free_hit`: free inlined, its check under the pageset lock | 256 | 250 |
 //! | array pagesets' hits out of line, no second order test (`array_pcp` off) | 254 | 248 |
-//! | metadata and list links read without bounds tests their callers proved (`meta_in`, the pop), spaced metadata | **248** | **247** |
+//! | metadata and list links read without bounds tests their callers proved (`meta_in`, the pop), spaced metadata | 248 | 247 |
+//! | a second inlined copy of the hit for rings, picked by one test per call (`Allocator::ring_hits`) | **257** | **254** |
+//!
+//! The last row is a trade: the rings' hits (`own_bitmap`'s order-0 rings, which `fast`
+//! has, and `array_pcp`) ran out of line with lookups of their own and the order a
+//! variable, 405 instructions per checked pair for `fast` (394 with `array_pcp`); inlined,
+//! 289 (285). `HOTPATH_CONFIG=fast hotpath N` measures them.
 //!
 //! The hits have no report sites of the `access` seam (a sink turns them off,
 //! `Hot::no_hits`): the same count with the feature compiled in (270 when each hit
 //! tested for a sink, at 254 without).
 //!
-//! An order-9 (THP) checked pair (`hotpath N order9`) costs 258 instructions (264 before
-//! the row above): its
+//! An order-9 (THP) checked pair (`hotpath N order9`) costs 268 instructions (258 before
+//! the last row, 279 under `fast`, whose copy tests the rings first): its
 //! allocation runs `__zone_watermark_ok` in full, whose free-area scan is one load of the
 //! zone's occupancy word ([`Zone::watermark_fast`]; 303 when it read a byte per order).
 //!
