@@ -123,7 +123,7 @@ impl Allocator {
     #[inline(always)]
     fn check_poison_on_alloc(&self, cpu: usize, f: Frame) {
         #[cfg(feature = "std")]
-        if self.cfg.poison {
+        if self.poison_hits {
             self.check_poison_cold(cpu, f);
         }
         #[cfg(not(feature = "std"))]

@@ -332,6 +332,7 @@ impl Allocator {
         })?;
         let a = Allocator {
             ring_hits: cfg.array_pcp || cfg.own_bitmap,
+            poison_hits: cfg.poison,
             tune: Tune::from_config(&cfg),
             high_fraction: AtomicU32::new(cfg.high_fraction),
             poison_first_damaged: AtomicU64::new(u64::MAX),

@@ -168,6 +168,9 @@ pub struct Allocator {
     /// linked lists (`RINGS` true); without rings, the copy that serves linked lists
     /// only. Both copies are inlined into the caller; this is the one test that picks.
     pub(crate) ring_hits: bool,
+    /// `Config::poison`, copied beside `ring_hits` for every allocation's hit (which reads
+    /// no `Config`): a handed-out block's poison is checked.
+    pub(crate) poison_hits: bool,
     pub(crate) cfg: Config,
     pub(crate) tune: Tune,
     pub(crate) meta: MetaStore,
