@@ -170,6 +170,7 @@ pub struct Allocator {
     pub(crate) ring_hits: bool,
     /// `Config::poison`, copied beside `ring_hits` for every allocation's hit (which reads
     /// no `Config`): a handed-out block's poison is checked.
+    #[cfg_attr(not(feature = "std"), allow(dead_code))] // poisoning needs the std mapping
     pub(crate) poison_hits: bool,
     pub(crate) cfg: Config,
     pub(crate) tune: Tune,
