@@ -412,9 +412,9 @@ fn a_sink_changes_no_result() {
         assert_eq!(sink, !log.take().is_empty());
         (got, a.counters())
     };
-    for name in ["linux-6.12", "fast"] {
+    for name in ["linux-6.12", "fast", "fast,own_bitmap=off"] {
         for ring in [false, true] {
-            let mut cfg = Config::preset(name).unwrap();
+            let mut cfg: Config = name.parse().unwrap();
             cfg.array_pcp = ring;
             let (quiet, loud) = (run(&cfg, false), run(&cfg, true));
             assert!(quiet.1.pgalloc > 20_000 && quiet.1.pcp_refill > 0 && quiet.1.zone_lock > 0);
