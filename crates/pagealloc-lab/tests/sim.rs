@@ -65,6 +65,7 @@ fn two_virtual_cpus_match_two_threads() {
         llc_per_socket: 2 * pagealloc::topology::DEFAULT_LLC_SLICE,
         cost: Machine::by_name("desktop-8").unwrap().cost,
         caches: Machine::by_name("desktop-8").unwrap().caches,
+        host: None,
     };
     let mut o = SimOptions::new(machine, config);
     o.cpus = Some(2);

@@ -184,7 +184,8 @@ pub struct CompareArgs {
     /// 2 × batch) instead of --configs and print them beside the published figures.
     #[arg(long, requires = "sim", conflicts_with = "configs")]
     pub batches: bool,
-    /// Simulated machine (with --sim); default: the workload's seed machine.
+    /// Simulated machine (with --sim): a published one or `host` (this machine, read
+    /// from sysfs and /proc); default: the workload's seed machine.
     #[arg(long, requires = "sim")]
     pub machine: Option<String>,
     /// With --sim: free memory at the start above each zone's high watermark, with a
@@ -374,18 +375,19 @@ fn list_json() -> String {
         "config_keys": pagealloc::Config::KEYS.split(", ").collect::<Vec<_>>(),
         "allocators": peers::names(),
         "benchmarks": BenchKind::ALL.map(BenchKind::name),
-        "machines": crate::sim::MACHINES.iter().map(|m| m.name).collect::<Vec<_>>(),
+        "machines": crate::sim::MACHINES.iter().map(|m| m.name).chain(["host"]).collect::<Vec<_>>(),
     })
     .to_string()
 }
 
 fn list_text() -> String {
     format!(
-        "{}\nConfigs: {} with ,key=value overrides; keys: {}\n\nAllocators: {}\n\nBenchmarks: bulk, repeat, rand\n",
+        "{}\nConfigs: {} with ,key=value overrides; keys: {}\n\nAllocators: {}\n\nBenchmarks: bulk, repeat, rand\n\n{}",
         workloads_help(),
         Preset::NAMES,
         pagealloc::Config::KEYS,
-        &peers::Peer::names_help()
+        &peers::Peer::names_help(),
+        sim::machines_help()
     )
 }
 

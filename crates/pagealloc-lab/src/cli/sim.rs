@@ -15,7 +15,8 @@ use crate::Row;
 pub struct SimArgs {
     /// Workload name (see `pagealloc list`); it runs at the spec's (full) scale.
     pub workload: String,
-    /// Machine: spr-2s-224, icx-2s-128, skx-2s-112, skx-4s-768, sn2-28n-56, desktop-8.
+    /// Machine: spr-2s-224, icx-2s-128, skx-2s-112, skx-4s-768, sn2-28n-56, desktop-8,
+    /// or host (this machine: CPUs, caches, nodes and zones read from sysfs and /proc).
     /// Default: the machine the workload was measured on.
     #[arg(long)]
     pub machine: Option<String>,
@@ -241,6 +242,69 @@ fn footer(rows: &[Row], wall: f64, jobs: usize) -> String {
     )
 }
 
+/// Progress of independent simulations on stderr, updated from the threads that run
+/// them: on a terminal an indicatif bar with the elapsed time and the ETA; otherwise one
+/// plain line per finished run (what finished, its wall time and page ops/s, and the
+/// ETA at the mean time per run so far), so a log shows progress too.
+#[derive(Debug)]
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    total: u64,
+    done: std::sync::atomic::AtomicU64,
+    t0: std::time::Instant,
+}
+
+impl Progress {
+    /// `total` runs of `what`.
+    pub fn new(total: u64, what: &str) -> Progress {
+        use std::io::IsTerminal;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let pb = indicatif::ProgressBar::new(total);
+            pb.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:30}] {pos}/{len} {msg} ETA {eta}",
+                )
+                .expect("a valid template")
+                .progress_chars("=> "),
+            );
+            pb.set_message(what.to_owned());
+            pb
+        });
+        Progress {
+            bar,
+            total,
+            done: std::sync::atomic::AtomicU64::new(0),
+            t0: std::time::Instant::now(),
+        }
+    }
+
+    /// One run finished with `row`.
+    pub fn finished(&self, row: &Row) {
+        let done = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if let Some(pb) = &self.bar {
+            pb.inc(1);
+            return;
+        }
+        let elapsed = self.t0.elapsed().as_secs_f64();
+        let eta = elapsed / done as f64 * self.total.saturating_sub(done) as f64;
+        eprintln!(
+            "[{done}/{}] {} on {}: {:.1} s, {:.2} M page ops/s per core; elapsed {elapsed:.0} s, ETA {eta:.0} s",
+            self.total,
+            row.config.as_deref().unwrap_or("-"),
+            row.machine.as_deref().unwrap_or("-"),
+            row.wall_s.unwrap_or(0.0),
+            row.extra.get("page_ops_per_cpu_s").copied().unwrap_or(0.0) / 1e6,
+        );
+    }
+
+    /// Clears the bar.
+    pub fn finish(&self) {
+        if let Some(pb) = &self.bar {
+            pb.finish_and_clear();
+        }
+    }
+}
+
 /// `pagealloc sim`.
 ///
 /// # Errors
@@ -328,12 +392,12 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
             describe(&o, &*w)
         );
     }
-    let pb = indicatif::ProgressBar::new(cfgs.len() as u64);
+    let pb = Progress::new(cfgs.len() as u64, "simulations");
     let t0 = std::time::Instant::now();
-    let mut rows = compare(&*w, &o, &cfgs, &|_| pb.inc(1)).map_err(failed)?;
+    let mut rows = compare(&*w, &o, &cfgs, &|r| pb.finished(r)).map_err(failed)?;
     f.cost.mark(&o, &mut rows);
     let wall = t0.elapsed().as_secs_f64();
-    pb.finish_and_clear();
+    pb.finish();
     if sweep {
         for (r, c) in rows.iter_mut().zip(&cfgs) {
             let b = c.fixed_batch.unwrap_or(0);
@@ -423,7 +487,17 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
             o.cpus = Some(1);
             o.jobs = jobs;
             let loops = [("loops".to_owned(), "2".to_owned())];
-            let rows = calibrate::batch_sweep(&m, &loops, &o, &|_| {}).map_err(failed)?;
+            let pb = Progress::new(
+                calibrate::PUBLISHED_SWEEP
+                    .iter()
+                    .filter(|r| r.machine == "spr-2s-224")
+                    .count() as u64
+                    + 1,
+                "batch sweep runs",
+            );
+            let rows =
+                calibrate::batch_sweep(&m, &loops, &o, &|r| pb.finished(r)).map_err(failed)?;
+            pb.finish();
             if a.json {
                 print!("{}", report::json_lines(&rows));
             } else {
@@ -440,6 +514,10 @@ pub fn machines_help() -> String {
     for m in MACHINES {
         s += &format!("  {:<12} {}\n", m.name, m.description);
     }
+    s += &match Machine::host() {
+        Ok(h) => format!("  {:<12} {}\n", h.name, h.description),
+        Err(e) => format!("  {:<12} this machine (unavailable here: {e})\n", "host"),
+    };
     s += &format!("Cost model keys (--cost): {}\n", CostModel::KEYS.join(", "));
     s
 }

@@ -380,12 +380,11 @@ impl Hierarchy {
     pub fn new(machine: &Machine, frames: u64) -> Self {
         let cpus = machine.cpus;
         assert!(cpus < u32::from(u16::MAX), "at most 65534 CPUs");
-        let per_node = machine.cpus_per_node().max(1);
         Self::with_spec(
             machine.caches,
             machine.llc_per_socket,
             (0..cpus)
-                .map(|c| (machine.socket_of(c), c / per_node))
+                .map(|c| (machine.socket_of(c), machine.node_of(c)))
                 .collect(),
             frames,
         )

@@ -18,6 +18,8 @@
 
 use pagealloc::Layout;
 
+use super::host::HostShape;
+
 /// Bytes per GiB.
 const GIB: u64 = 1 << 30;
 /// Bytes per MiB.
@@ -438,6 +440,10 @@ pub struct Machine {
     pub cost: CostModel,
     /// Caches and memory latencies (the simulator's cache hierarchy).
     pub caches: CacheSpec,
+    /// `host` only: each CPU's LLC domain and node as sysfs shows them, and the zones
+    /// as `/proc/zoneinfo` shows them ([`super::host`]); `None` for the published
+    /// machines, whose CPUs split evenly and whose nodes have one Normal zone each.
+    pub host: Option<&'static HostShape>,
 }
 
 /// The machines of the seed measurements (docs/sim-cost-model.md §1).
@@ -452,6 +458,7 @@ pub const MACHINES: &[Machine] = &[
         llc_per_socket: 105 * MIB,
         cost: SPR_COST,
         caches: SPR_CACHES,
+        host: None,
     },
     Machine {
         name: "icx-2s-128",
@@ -463,6 +470,7 @@ pub const MACHINES: &[Machine] = &[
         llc_per_socket: 48 * MIB,
         cost: ICX_COST,
         caches: ICX_CACHES,
+        host: None,
     },
     Machine {
         name: "skx-2s-112",
@@ -474,6 +482,7 @@ pub const MACHINES: &[Machine] = &[
         llc_per_socket: 77 * MIB / 2,
         cost: SKX_COST,
         caches: SKX_CACHES,
+        host: None,
     },
     Machine {
         name: "skx-4s-768",
@@ -488,6 +497,7 @@ pub const MACHINES: &[Machine] = &[
         llc_per_socket: 77 * MIB / 2,
         cost: SKX_COST,
         caches: SKX_CACHES,
+        host: None,
     },
     Machine {
         name: "sn2-28n-56",
@@ -499,6 +509,7 @@ pub const MACHINES: &[Machine] = &[
         llc_per_socket: 12 * MIB,
         cost: SN2_COST,
         caches: SN2_CACHES,
+        host: None,
     },
     Machine {
         name: "desktop-8",
@@ -510,6 +521,7 @@ pub const MACHINES: &[Machine] = &[
         llc_per_socket: 12 * MIB,
         cost: DESKTOP_COST,
         caches: DESKTOP_CACHES,
+        host: None,
     },
 ];
 
@@ -536,12 +548,16 @@ pub enum MachineError {
     /// A cost override without `=`.
     #[error("cost override `{0}`: expected key=value")]
     CostSyntax(String),
+    /// `host` asked for, but this machine could not be read.
+    #[error("machine host: cannot describe this machine: {0}")]
+    Host(String),
 }
 
 fn machine_names() -> String {
     MACHINES
         .iter()
         .map(|m| m.name)
+        .chain(["host"])
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -550,8 +566,12 @@ impl Machine {
     /// The machine called `name`.
     ///
     /// # Errors
-    /// [`MachineError::Unknown`], listing the valid names.
+    /// [`MachineError::Unknown`], listing the valid names; [`MachineError::Host`] for
+    /// `host` on a machine whose sysfs or zoneinfo cannot be read.
     pub fn by_name(name: &str) -> Result<Machine, MachineError> {
+        if name.trim() == "host" {
+            return Machine::host();
+        }
         MACHINES
             .iter()
             .find(|m| m.name == name.trim())
@@ -559,9 +579,20 @@ impl Machine {
             .ok_or_else(|| MachineError::Unknown(name.to_owned()))
     }
 
-    /// CPUs per socket.
+    /// This machine, read from sysfs and `/proc` once per process ([`super::host`]).
+    ///
+    /// # Errors
+    /// [`MachineError::Host`], with the reason.
+    pub fn host() -> Result<Machine, MachineError> {
+        super::host::host()
+    }
+
+    /// CPUs per socket (on `host`: of the first LLC domain).
     pub fn cpus_per_socket(&self) -> u32 {
-        self.cpus / self.sockets
+        match self.host {
+            Some(h) => h.cpus.iter().filter(|c| c.0 == 0).count() as u32,
+            None => self.cpus / self.sockets,
+        }
     }
 
     /// CPUs per node.
@@ -569,9 +600,20 @@ impl Machine {
         self.cpus / self.nodes
     }
 
-    /// Socket of `cpu`.
+    /// Socket (LLC domain) of `cpu`.
     pub fn socket_of(&self, cpu: u32) -> u32 {
-        cpu / self.cpus_per_socket()
+        match self.host {
+            Some(h) => h.cpus.get(cpu as usize).map_or(0, |c| c.0),
+            None => cpu / self.cpus_per_socket(),
+        }
+    }
+
+    /// NUMA node of `cpu`.
+    pub fn node_of(&self, cpu: u32) -> u32 {
+        match self.host {
+            Some(h) => h.cpus.get(cpu as usize).map_or(0, |c| c.1),
+            None => cpu / self.cpus_per_node().max(1),
+        }
     }
 
     /// Each CPU's share of its socket's LLC, bytes.
@@ -584,6 +626,9 @@ impl Machine {
     /// # Errors
     /// [`MachineError::BadScale`] for 0 or a node below 64 MiB.
     pub fn pages_per_node(&self, mem_scale: u64) -> Result<u64, MachineError> {
+        if let Some(h) = self.host {
+            return h.pages_per_node(mem_scale);
+        }
         if mem_scale == 0 {
             return Err(MachineError::BadScale(mem_scale));
         }
@@ -599,6 +644,9 @@ impl Machine {
     /// # Errors
     /// As [`Machine::pages_per_node`].
     pub fn layout(&self, mem_scale: u64) -> Result<Layout, MachineError> {
+        if let Some(h) = self.host {
+            return h.layout(mem_scale);
+        }
         let pages = self.pages_per_node(mem_scale)?;
         Ok(
             Layout::numa(self.nodes as usize, pages, self.cpus_per_node() as usize)

@@ -33,6 +33,7 @@ mod ahead;
 pub mod calibrate;
 mod engine;
 pub mod hierarchy;
+pub mod host;
 pub mod machine;
 mod overlap;
 mod trace;
