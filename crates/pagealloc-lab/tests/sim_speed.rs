@@ -1,0 +1,125 @@
+//! The simulator's speed work changes no result: trace hashes of small runs pinned
+//! from before it (commit e8afe6a, the run before the headroom model's trace was dropped
+//! per block and the tables were advised huge pages), and `compare --sim` in parallel
+//! gives the rows of a serial run.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_pagealloc"))
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("run the pagealloc binary");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap()
+}
+
+/// The hashes of e8afe6a's binary, printed by `pagealloc sim … --json`.
+#[test]
+fn trace_hashes_are_pinned() {
+    let cases: [(&[&str], &str, f64); 3] = [
+        (
+            &[
+                "sim",
+                "kbuild",
+                "--machine",
+                "spr-2s-224",
+                "-p",
+                "tasks=16",
+                "--mem-scale",
+                "16",
+            ],
+            "d7fa0b396d6a935c",
+            193_362.0,
+        ),
+        (
+            &[
+                "sim",
+                "kbuild",
+                "--machine",
+                "spr-2s-224",
+                "-p",
+                "tasks=16",
+                "--mem-scale",
+                "16",
+                "--page-cache",
+                "on",
+            ],
+            "a5ff03d2b04a5b02",
+            193_362.0,
+        ),
+        (
+            &[
+                "sim",
+                "page_fault1",
+                "--machine",
+                "skx-2s-112",
+                "--cpus",
+                "8",
+                "-p",
+                "pages_per_loop=512",
+                "-p",
+                "loops=2",
+                "--mem-scale",
+                "16",
+            ],
+            "c64d9b4df7d055d7",
+            16_384.0,
+        ),
+    ];
+    for (args, hash, ops) in cases {
+        let r = run(args);
+        assert_eq!(r["trace_hash"], hash, "{args:?}");
+        assert_eq!(r["extra"]["page_ops"], ops, "{args:?}");
+    }
+}
+
+/// `compare --sim` on 2 jobs and on 1: the same rows, hashes and page ops, in order.
+#[test]
+fn parallel_compare_equals_serial() {
+    let rows = |jobs: &str| -> Vec<(String, String, String)> {
+        let out = Command::new(env!("CARGO_BIN_EXE_pagealloc"))
+            .args([
+                "compare",
+                "kbuild",
+                "--sim",
+                "--machine",
+                "spr-2s-224",
+                "--configs",
+                "base,patch7,linux-6.12",
+                "-p",
+                "tasks=8",
+                "--mem-scale",
+                "32",
+                "--json",
+                "--jobs",
+                jobs,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                let r: serde_json::Value = serde_json::from_str(l).unwrap();
+                (
+                    r["config"].to_string(),
+                    r["trace_hash"].to_string(),
+                    r["extra"]["page_ops"].to_string(),
+                )
+            })
+            .collect()
+    };
+    let serial = rows("1");
+    assert_eq!(serial.len(), 3);
+    assert_eq!(serial, rows("2"), "parallel rows are the serial rows");
+}
