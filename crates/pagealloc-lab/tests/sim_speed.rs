@@ -21,6 +21,7 @@ fn run(args: &[&str]) -> serde_json::Value {
 
 /// The hashes of e8afe6a's binary, printed by `pagealloc sim … --json`.
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: a minute in a debug build")]
 fn trace_hashes_are_pinned() {
     let cases: [(&[&str], &str, f64); 3] = [
         (
@@ -79,8 +80,10 @@ fn trace_hashes_are_pinned() {
     }
 }
 
-/// `compare --sim` on 2 jobs and on 1: the same rows, hashes and page ops, in order.
+/// `compare --sim` on 2 jobs and on 1: the same rows, hashes and page ops, in order;
+/// progress on stderr as plain lines (a pipe is not a terminal).
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: a minute in a debug build")]
 fn parallel_compare_equals_serial() {
     let rows = |jobs: &str| -> Vec<(String, String, String)> {
         let out = Command::new(env!("CARGO_BIN_EXE_pagealloc"))
@@ -102,10 +105,14 @@ fn parallel_compare_equals_serial() {
             ])
             .output()
             .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        // stderr is a pipe here, not a terminal: one plain progress line per run.
         assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            err.contains("[3/3] ")
+                && err.contains("page ops/s per core")
+                && err.contains("ETA 0 s"),
+            "{err}"
         );
         String::from_utf8_lossy(&out.stdout)
             .lines()
