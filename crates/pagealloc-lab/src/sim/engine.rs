@@ -298,10 +298,8 @@ enum Call {
 #[derive(Clone, Debug)]
 struct Streamer {
     /// Per tracked memmap page: its number + 1 (0 = free slot), and the offset of the
-    /// last line accessed in it. A page is in at most one slot. 32 bits: the search
-    /// over the slots is then four SSE2 compares (`prefetched`), and memmap pages fit
-    /// (a layout spans fewer than 2^32 frames, 2^26 memmap pages).
-    pages: [u32; STREAMS],
+    /// last line accessed in it. A page is in at most one slot.
+    pages: [u64; STREAMS],
     offs: [u64; STREAMS],
     /// The slot to replace next (round robin), and the slot that matched last (checked
     /// first: a refill walks one page for many accesses).
@@ -327,20 +325,11 @@ impl Streamer {
     /// Records an access to frame `pfn`'s metadata; true if the streamer had it coming.
     #[inline]
     fn prefetched(&mut self, pfn: u64) -> bool {
-        let page = u32::try_from(pfn / METAS_PER_PAGE + 1).expect("memmap pages fit 32 bits");
-        let off = pfn % METAS_PER_PAGE;
+        let (page, off) = (pfn / METAS_PER_PAGE + 1, pfn % METAS_PER_PAGE);
         let found = if self.pages[self.last] == page {
             Some(self.last)
         } else {
-            // Every slot compared without an early exit (it vectorises; `position` was
-            // a loop of 32 compare-and-branch steps, 3 % of a `base` kbuild run in
-            // `perf record`); a page is in at most one slot, so the lowest set bit is
-            // `position`'s answer.
-            let mut hits = 0u32;
-            for (i, &p) in self.pages.iter().enumerate() {
-                hits |= u32::from(p == page) << i;
-            }
-            (hits != 0).then(|| hits.trailing_zeros() as usize)
+            self.pages.iter().position(|&p| p == page)
         };
         match found {
             Some(k) => {
