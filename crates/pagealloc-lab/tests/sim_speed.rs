@@ -1,7 +1,6 @@
 //! The simulator's speed work changes no result: trace hashes of small runs pinned
-//! from before it (commit e8afe6a, the run before the headroom model's trace was dropped
-//! per block and the tables were advised huge pages), and `compare --sim` in parallel
-//! gives the rows of a serial run.
+//! from the binary of commit e8afe6a (before this branch), and `compare --sim` in
+//! parallel gives the rows of a serial run.
 
 use std::process::Command;
 

@@ -954,10 +954,9 @@ impl Engine<'_> {
             let got = self
                 .a
                 .alloc_on(cpu, 10, Gfp::USER | Gfp::NORETRY, Some(info.node));
-            // Not charged (below): dropped at once, so that the buffer does not grow
-            // by every access of hundreds of thousands of allocations (on a 512 GiB
-            // machine the headroom model's buffer faulted in some 100 MB, most of a
-            // run's set-up time).
+            // Not charged (below): dropped at once, so that the buffer does not hold
+            // every access of the hundreds of thousands of blocks the headroom model
+            // takes on a 512 GiB machine until the end of the loop.
             trace::discard();
             match got {
                 Ok(f) if self.a.zone_of_pfn(f.pfn) == Some(z) => {

@@ -475,8 +475,6 @@ impl Hierarchy {
             self.frames = vec![0; 2 * self.nframes];
             self.dense = vec![0; 2 * self.dense_count];
         }
-        super::ahead::huge(&self.frames);
-        super::ahead::huge(&self.dense);
         self
     }
 
