@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use pagealloc::os::zoneinfo::KernelZoneinfo;
-use pagealloc::Allocator;
+use pagealloc::{Allocator, Preset};
 use pagealloc_lab::twin::compare::{self, Verdict};
-use pagealloc_lab::twin::host::{check_auto_tuning, read_zoneinfo};
+use pagealloc_lab::twin::host::{check_auto_tuning, config_for_release, read_zoneinfo};
 use pagealloc_lab::twin::layout::{build, HostCpuDesc, VmSysctls};
 use pagealloc_lab::twin::model::{self, ModelInput};
 use pagealloc_lab::twin::{Pcp, Sample, Trajectory, TwinError, TwinWorkload};
@@ -102,6 +102,43 @@ fn layout_from_this_vm_reproduces_the_kernels_sizing() {
     let (z, nodes) = sizing_agrees("zoneinfo-2cpu-6.18.txt", &VM_2CPU, &[0, 0]);
     assert_eq!(nodes, 1);
     assert_eq!(z.populated().count(), 3);
+}
+
+#[test]
+fn the_running_kernels_preset_with_the_hosts_sysctls() {
+    // This VM's 6.18.y: linux-6.18, its sysctls kept, and its sizing still the kernel's
+    // (the switches after 6.12 do not touch sizing).
+    let (config, why) = config_for_release("6.18.44-fc-v657").unwrap();
+    assert_eq!(config.preset, Preset::Linux618, "{why}");
+    let z = read_zoneinfo(&fixture("zoneinfo-2cpu-6.18.txt")).unwrap();
+    let b = build(&z, &VM_2CPU, &cpus(&[0, 0])).unwrap();
+    let sysctls = |c: &pagealloc::Config| {
+        (
+            c.min_free_kbytes,
+            c.watermark_scale_factor,
+            c.high_fraction,
+            c.thp,
+        )
+    };
+    let before = sysctls(&b.config);
+    let b = b.with_config(config).unwrap();
+    assert_eq!(b.config.preset, Preset::Linux618);
+    assert!(b.config.decay_batched && b.config.fallback_claim_first);
+    assert_eq!(sysctls(&b.config), before);
+    assert_eq!(before, (Some(67584), 10, 0, true));
+    let a = Allocator::new(&b.layout, b.config.clone()).unwrap();
+    for l in compare::sizing(&z, &model::sizing(&a, &b)) {
+        assert_eq!(l.verdict, Verdict::Agree, "{l:?}");
+    }
+    // Other releases: the row that fits, or none before 6.7.
+    let name = |r: &str| config_for_release(r).map(|(c, _)| c.to_string());
+    assert_eq!(name("6.12.5").as_deref(), Some("linux-6.12"));
+    assert_eq!(
+        name("6.17.1").as_deref(),
+        Some("linux-6.18,decay_batched=off")
+    );
+    assert_eq!(name("7.0.0").as_deref(), Some("linux-6.18"));
+    assert_eq!(name("6.6.0"), None);
 }
 
 #[test]

@@ -57,7 +57,19 @@ const FALLBACKS: [[MigrateType; 2]; 3] = [
     [MigrateType::Unmovable, MigrateType::Movable],
 ];
 
-/// `can_steal_fallback`.
+/// Where a refill's next `__rmqueue` starts (`enum rmqueue_mode`, 6.15): its own type's
+/// lists, or stealing one block at once. The kernel's `RMQUEUE_CMA` is not modelled (no
+/// CMA) and its `RMQUEUE_CLAIM` is never stored (a claim refills the own type's lists,
+/// so the next call starts there).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum RmqueueMode {
+    /// `RMQUEUE_NORMAL`: `__rmqueue_smallest` first, then claim, then steal.
+    Normal,
+    /// `RMQUEUE_STEAL`: `__rmqueue_steal` at once.
+    Steal,
+}
+
+/// `can_steal_fallback` (6.15+: `should_try_claim_block`, on the candidate block's order).
 fn can_steal(order: u8, start: MigrateType) -> bool {
     order >= PAGEBLOCK_ORDER
         || order >= PAGEBLOCK_ORDER / 2
@@ -387,13 +399,128 @@ impl<const SINK: bool> Buddy<'_, SINK> {
 
     /// `__rmqueue`: own type, then fallback with stealing.
     pub(crate) fn take(&mut self, order: u8, mt: MigrateType, aflags: u32) -> Option<u64> {
-        if let Some(p) = self.smallest(order, mt) {
-            return Some(p);
+        self.take_mode(order, mt, aflags, &mut RmqueueMode::Normal)
+    }
+
+    /// `__rmqueue` starting in `mode`, which it updates (`enum rmqueue_mode`, 6.15,
+    /// `Config::rmqueue_mode`; docs/mechanisms.md §11.2): a block found by claiming puts
+    /// the next call back on the own type's lists, a block found by stealing makes the
+    /// next call steal at once. [`Buddy::take`] starts every call in `Normal`.
+    pub(crate) fn take_mode(
+        &mut self,
+        order: u8,
+        mt: MigrateType,
+        aflags: u32,
+        mode: &mut RmqueueMode,
+    ) -> Option<u64> {
+        if *mode == RmqueueMode::Normal {
+            if let Some(p) = self.smallest(order, mt) {
+                return Some(p);
+            }
         }
         if !mt.is_mergeable() {
             return None;
         }
-        self.fallback(order, mt, aflags)
+        if !self.cfg.fallback_claim_first {
+            return self.fallback(order, mt, aflags);
+        }
+        if *mode != RmqueueMode::Steal {
+            if let Some(p) = self.claim(order, mt, aflags) {
+                *mode = RmqueueMode::Normal;
+                return Some(p);
+            }
+        }
+        let p = self.steal(order, mt)?;
+        *mode = RmqueueMode::Steal;
+        Some(p)
+    }
+
+    /// `__rmqueue_claim` (6.15, docs/mechanisms.md §11.1): from the largest order down,
+    /// while a block of that order may claim its pageblock (`should_try_claim_block`, as
+    /// [`can_steal`]), try to claim the pageblock of the first fallback type's head block.
+    fn claim(&mut self, order: u8, start: MigrateType, aflags: u32) -> Option<u64> {
+        for cur in (order..=MAX_ORDER).rev() {
+            if !can_steal(cur, start) {
+                break;
+            }
+            let Some(ft) = self.find_fallback(cur, start) else {
+                continue;
+            };
+            let i = self.inner.free.lists[cur as usize][ft as usize].head()?;
+            if let Some(p) = self.try_claim(self.z.pfn_of(i), cur, order, start, aflags) {
+                self.st.fallback.add(1);
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// `try_to_claim_block` (6.15): a block of a pageblock's order or more is retagged
+    /// and split as `start`; a smaller one claims its pageblock when half of it is free
+    /// or alike, else nothing changes but the watermark boost.
+    fn try_claim(
+        &mut self,
+        pfn: u64,
+        cur: u8,
+        order: u8,
+        start: MigrateType,
+        aflags: u32,
+    ) -> Option<u64> {
+        // The pageblock scan reads order-0 Buddy states.
+        self.settle();
+        let bt = self.pb_mt(pfn);
+        if bt == MigrateType::HighAtomic {
+            return None;
+        }
+        if cur >= PAGEBLOCK_ORDER {
+            self.st.pageblock_claim.add(1);
+            let from = self.del_from_list(pfn, cur);
+            self.account(-(1i64 << cur), from);
+            self.set_pageblock_range(pfn, cur, start);
+            let added = self.expand(pfn, order, cur, start);
+            self.account(added as i64, start);
+            self.meta(pfn).set_state_flags(State::Tail, 0);
+            return Some(pfn);
+        }
+        if self.boost_watermark() && aflags & ALLOC_KSWAPD != 0 {
+            self.z.set_flag(ZONE_BOOSTED_WATERMARK);
+        }
+        let (free, movable) = self.scan_pageblock(pfn)?;
+        let alike = if start == MigrateType::Movable {
+            movable
+        } else if bt == MigrateType::Movable {
+            PB_PAGES - free - movable
+        } else {
+            0
+        };
+        if free + alike < PB_PAGES / 2 {
+            return None;
+        }
+        self.move_freepages_block(pfn, start);
+        self.st.pageblock_claim.add(1);
+        self.set_pb_mt(pfn, start);
+        self.smallest(order, start)
+    }
+
+    /// `__rmqueue_steal` (6.15): the smallest block of any fallback type, split in place
+    /// (the remainders stay on that type's lists); no pageblock changes type.
+    fn steal(&mut self, order: u8, start: MigrateType) -> Option<u64> {
+        for cur in order..=MAX_ORDER {
+            let Some(ft) = self.find_fallback(cur, start) else {
+                continue;
+            };
+            let i = self.inner.free.lists[cur as usize][ft as usize].head()?;
+            let pfn = self.z.pfn_of(i);
+            self.settle();
+            let from = self.del_from_list(pfn, cur);
+            self.account(-(1i64 << cur), from);
+            let added = self.expand(pfn, order, cur, from);
+            self.account(added as i64, from);
+            self.meta(pfn).set_state_flags(State::Tail, 0);
+            self.st.fallback.add(1);
+            return Some(pfn);
+        }
+        None
     }
 
     /// `__rmqueue_fallback` (docs/mechanisms.md §7.3): the largest fallback block first, so that a

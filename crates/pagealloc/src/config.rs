@@ -15,6 +15,7 @@
 //! | `patch9` | BELOW_HIGH: high cut only below the high watermark | V3 8/9 |
 //! | `patch10` | free_count replaces free_factor (= v6.7 / v6.8) | V3 9/9 |
 //! | `linux-6.12` | 2 THP lists, no pcp migratetype cache, chunked drains, claim-at-half stealing, free highatomic in watermarks | v6.10–6.12 |
+//! | `linux-6.18` | fallbacks claim before they steal, refills remember the fallback mode, free_high after `batch + high_min / 2` freed, decay drains in batches | v6.15–6.18.y |
 //! | `fast` | `linux-6.12` + merge skipping, clustered refills, refills cut as runs, spliced drains, THP refills below high, order-0 ownership bitmap and rings, untimed zone-lock holds (not bit-exact; merges on demand) | none |
 //!
 //! A config string is a preset name optionally followed by `,key=value` overrides, e.g.
@@ -44,7 +45,7 @@ macro_rules! presets {
         ///
         /// let names: Vec<&str> = Preset::SERIES.iter().map(|p| p.name()).collect();
         /// assert_eq!(names.first(), Some(&"base"));
-        /// assert_eq!(names.last(), Some(&"linux-6.12"));
+        /// assert_eq!(names.last(), Some(&"linux-6.18"));
         /// // `fast` is not a kernel: in ALL, not in the series.
         /// assert!(Preset::ALL.contains(&Preset::Fast) && !Preset::SERIES.contains(&Preset::Fast));
         /// assert!(Preset::Fast.config().merge_skip && !Preset::Linux612.config().merge_skip);
@@ -106,6 +107,9 @@ presets! {
     Patch10 = "patch10" ["linux-6.7", "linux-6.8", "6.7", "6.8"] level Patch10 overrides "";
     /// v6.12, the reference behaviour and the default.
     Linux612 = "linux-6.12" ["6.12", "default"] level Linux612 overrides "";
+    /// v6.18 as its stable series ships it (6.18.7 and later): the PCP and zone-lock
+    /// decisions changed after 6.12 (docs/mechanisms.md §11).
+    Linux618 = "linux-6.18" ["6.18"] level Linux618 overrides "";
     /// Not a kernel: `linux-6.12` with Aaron Lu's zone-lock mechanisms for users who want
     /// speed rather than 6.12's exact behaviour. Order-0 frees under the zone lock skip
     /// buddy merging and order-0 refills cut whole clusters, so a refill or drain touches
@@ -128,9 +132,9 @@ presets! {
 }
 
 impl Preset {
-    /// The presets that model a kernel (the series, `base` to `linux-6.12`), in order;
+    /// The presets that model a kernel (the series, `base` to `linux-6.18`), in order;
     /// [`Preset::ALL`] adds the ones that do not (`fast`).
-    pub const SERIES: [Preset; 8] = [
+    pub const SERIES: [Preset; 9] = [
         Preset::Base,
         Preset::Patch1,
         Preset::Patch3,
@@ -139,19 +143,22 @@ impl Preset {
         Preset::Patch9,
         Preset::Patch10,
         Preset::Linux612,
+        Preset::Linux618,
     ];
 }
 
 impl Preset {
     /// The configuration of this preset: [`Config::LINUX_6_12`] with every key that came
-    /// later in the series than the preset's step set to its earlier value, then the
-    /// preset's overrides.
+    /// later in the series than the preset's step set to its earlier value and every key
+    /// that came after 6.12 up to the step set to its later value, then the preset's
+    /// overrides.
     pub fn config(self) -> Config {
         let mut c = Config {
             preset: self,
             ..Config::LINUX_6_12
         };
         c.rewind_to(self.level());
+        c.advance_to(self.level());
         for kv in self.overrides().split(',').filter(|s| !s.is_empty()) {
             let (k, v) = kv.split_once('=').expect("preset overrides are key=value");
             c.set(k, v)
@@ -266,13 +273,15 @@ pub(crate) const MAX_FIXED_HIGH: u32 = 1 << 28;
 
 /// The configuration keys, declared once. Each row: documentation, field, type, value in
 /// `linux-6.12` (the default); optionally the value of the presets before the step that
-/// introduced the current one (`before STEP = value`); extra names accepted by
-/// [`Config::set`]; and the bound [`Config::validate`] checks.
+/// introduced the current one (`before STEP = value`), or, for a key that came after
+/// 6.12, its value from the step that introduced it on (`from STEP = value`); extra names
+/// accepted by [`Config::set`]; and the bound [`Config::validate`] checks.
 macro_rules! config_table {
     ($(
         $(#[doc = $doc:expr])*
         $field:ident : $ty:ty = $default:expr
             $(, before $step:ident = $older:expr)?
+            $(, from $fstep:ident = $newer:expr)?
             $(, alias $($alias:literal)|+)?
             , bound $rule:expr;
     )*) => {
@@ -325,6 +334,15 @@ macro_rules! config_table {
                 $( $(
                     if (step as u8) < (Preset::$step as u8) {
                         self.$field = $older;
+                    }
+                )? )*
+            }
+
+            /// Set every key introduced after 6.12, at `step` or before it, to its later value.
+            fn advance_to(&mut self, step: Preset) {
+                $( $(
+                    if (step as u8) >= (Preset::$fstep as u8) {
+                        self.$field = $newer;
                     }
                 )? )*
             }
@@ -428,6 +446,37 @@ config_table! {
     steal_claim_half: bool = true, before Linux612 = false, bound any;
     /// 6.12: watermark checks subtract free highatomic pages, not the whole reserve.
     highatomic_free_accounting: bool = true, before Linux612 = false, bound any;
+
+    // ---- v6.12 -> v6.18.y (docs/mechanisms.md §11) ----
+    /// 6.15, c2f6ea38fc1b "mm: page_alloc: don't steal single pages from biggest buddy":
+    /// a fallback first tries to claim a whole pageblock at every order from the largest
+    /// down (`__rmqueue_claim`, `try_to_claim_block`), and only when none can be claimed
+    /// takes one block of the smallest order from another type (`__rmqueue_steal`). Why:
+    /// 6.12 split the largest fallback block when its pageblock could not be claimed,
+    /// breaking up the contiguity that claiming is meant to keep. Off: 6.12's
+    /// `__rmqueue_fallback` (largest block, claim or split it in place).
+    fallback_claim_first: bool = false, from Linux618 = true, bound any;
+    /// 6.15, 2c847f27c3 "mm: page_alloc: speed up fallbacks in rmqueue_bulk()": with
+    /// `fallback_claim_first`, a refill (`rmqueue_bulk`) remembers in which mode its last
+    /// block was found (`enum rmqueue_mode`: own type, claim, steal) and starts the next
+    /// `__rmqueue` there: after a steal it neither looks at its own lists nor tries to
+    /// claim again until the refill ends. Why: the fallback searches ran once per block
+    /// under the zone lock. Off: every block of a refill starts at its own type's lists.
+    rmqueue_mode: bool = false, from Linux618 = true, bound any;
+    /// 6.16, c544a952ba61 "mm: pcp: increase pcp->free_count threshold to trigger
+    /// free_high": free_high needs `free_count >= batch + high_min / 2` (with
+    /// `free_count`), not `>= batch`. Why: a CPU that frees order 1–3 blocks a little at a
+    /// time (network receive) drained its pageset on every burst and refilled it on the
+    /// next; a few hundred pages more before the drain keep them (Nikhil Dhama's
+    /// measurements). Off: `free_count >= batch`.
+    free_high_min_count: bool = false, from Linux618 = true, bound any;
+    /// 6.18.7 (stable; mainline 6.19), fc4b909c368f "mm/page_alloc: batch page freeing in
+    /// decay_pcp_high": the decay tick returns its excess in chunks of `batch` pages,
+    /// each its own `free_pcppages_bulk` (one zone-lock trip), with the pcp lock dropped
+    /// between chunks. Why: `count - high` after a decay step can be thousands of pages,
+    /// one zone-lock hold long enough to starve the CPUs waiting for it. Off: one drain
+    /// of the whole excess.
+    decay_batched: bool = false, from Linux618 = true, bound any;
 
     // ---- beyond mainline ----
     /// Zonelist full-zone cache (2.6.20–4.3): skip zones found full in the last second.

@@ -3,8 +3,9 @@
 //! A Linux-style page-frame allocator: 2^order contiguous frames (order 0..=10) from zones
 //! on NUMA nodes, a buddy allocator with migratetypes, pageblock stealing and the
 //! high-atomic reserve, watermarks, and per-CPU page caches (pagesets) in front of every
-//! zone whose size tunes itself as in Linux 6.7–6.12. Every mechanism of the Linux PCP
-//! series — and a few that never made it to mainline — is a [`Config`] switch, so its
+//! zone whose size tunes itself as in Linux 6.7–6.12 (and, with the `linux-6.18` preset,
+//! the fallback, free_high and decay changes up to 6.18.y). Every mechanism of the Linux
+//! PCP series — and a few that never made it to mainline — is a [`Config`] switch, so its
 //! effect can be measured alone; the counters ([`Counters`]) say what happened.
 //!
 //! ```

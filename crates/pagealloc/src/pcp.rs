@@ -93,7 +93,7 @@
 
 use crate::access::{Rec, PCP_HEADER};
 use crate::allocator::Allocator;
-use crate::buddy::Buddy;
+use crate::buddy::{Buddy, RmqueueMode};
 use crate::frame::{Gfp, MigrateType, NR_PCPTYPES, PAGEBLOCK_ORDER, THP_ORDER};
 use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED, NIL};
 use crate::stats::Stats;
@@ -775,7 +775,15 @@ impl Allocator {
                 touched += cnt as u64;
             }
         }
+        // `Config::rmqueue_mode` (6.15): the fallback mode that found the last block is
+        // where the next `__rmqueue` of this refill starts; without it, every block starts
+        // at the own type's lists.
+        let mut mode = RmqueueMode::Normal;
+        let keep_mode = self.cfg.rmqueue_mode;
         while got < n {
+            if !keep_mode {
+                mode = RmqueueMode::Normal;
+            }
             // With `refill_runs`, the blocks still needed as one run of the smallest block;
             // with `refill_pairs`, both halves of a block of the next order at once.
             let run = if self.cfg.refill_runs {
@@ -792,7 +800,7 @@ impl Allocator {
                     .flatten()
                 {
                     Some(pfn) => (pfn, 2),
-                    None => match b.take(order, mt, aflags) {
+                    None => match b.take_mode(order, mt, aflags, &mut mode) {
                         Some(pfn) => (pfn, 1),
                         None => break,
                     },
@@ -1741,7 +1749,24 @@ impl Allocator {
         let mut pcp = slot.pcp.lock();
         let d = tune::decay(&mut pcp.st, &self.tune);
         let mut todo = d.todo;
-        if d.excess > 0 {
+        if d.excess > 0 && self.cfg.decay_batched {
+            // 6.18.7 (fc4b909c368f): the excess goes back `batch` pages per
+            // `free_pcppages_bulk` (one zone-lock trip each), the pcp lock dropped between
+            // chunks; the amount is fixed before the first, as the kernel's `to_drain`.
+            let batch = pcp.st.batch.max(1);
+            let mut left = d.excess;
+            loop {
+                let n = left.min(batch);
+                slot.stats.decay_drain.add(1);
+                self.free_pcppages_bulk(cpu, zone, slot, n, &mut pcp, 0);
+                left -= n;
+                if left <= 0 {
+                    break;
+                }
+                drop(pcp);
+                pcp = slot.pcp.lock();
+            }
+        } else if d.excess > 0 {
             slot.stats.decay_drain.add(1);
             self.free_pcppages_bulk(cpu, zone, slot, d.excess, &mut pcp, 0);
         }

@@ -74,6 +74,8 @@ pub struct Tune {
     pub free_count: bool,
     /// V2 09/10.
     pub count_min: bool,
+    /// 6.16: free_high needs `free_count >= batch + high_min / 2`.
+    pub free_high_min: bool,
 }
 
 impl Tune {
@@ -88,6 +90,7 @@ impl Tune {
             below_high: c.below_high,
             free_count: c.free_count,
             count_min: c.count_min,
+            free_high_min: c.free_high_min_count,
         }
     }
 }
@@ -275,9 +278,11 @@ fn on_free_full(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDe
     let mut free_high = false;
     let high_order = (1..=crate::frame::COSTLY_ORDER).contains(&order);
     if high_order {
-        // v6.6: free_factor > 0. V3 9/9: free_count >= batch.
+        // v6.6: free_factor > 0. V3 9/9: free_count >= batch. 6.16 (c544a952ba61): half
+        // of high_min more.
         let recent = if t.free_count {
-            st.free_count >= batch
+            let min = if t.free_high_min { st.high_min / 2 } else { 0 };
+            st.free_count >= batch.saturating_add(min)
         } else {
             st.free_factor > 0
         };
@@ -757,6 +762,28 @@ mod tests {
     }
 
     #[test]
+    fn free_high_threshold_6_16() {
+        // docs/mechanisms.md §11.3: 6.16 needs free_count >= batch + high_min / 2
+        // (63 + 387 / 2 = 256 here); 6.12 needs batch (63).
+        let z = healthy();
+        for (p, fc, want) in [
+            (Preset::Linux612, 63, true),
+            (Preset::Linux612, 62, false),
+            (Preset::Linux618, 63, false),
+            (Preset::Linux618, 255, false),
+            (Preset::Linux618, 256, true),
+        ] {
+            let t = tune(p);
+            let mut st = st63();
+            st.count = 100 + 2;
+            st.free_count = fc;
+            st.flags |= PCPF_PREV_FREE_HIGH_ORDER;
+            let d = on_free(&mut st, 1, z, &t);
+            assert_eq!(d.free_high, want, "{p} free_count {fc}");
+        }
+    }
+
+    #[test]
     fn free_high_conditions() {
         // docs/mechanisms.md §3.3: all of order 1..=3, previous free order 1..=3, free_count >= batch,
         // and with FREE_HIGH_BATCH count >= batch.
@@ -944,6 +971,7 @@ mod tests {
                 below_high: sw & 16 != 0,
                 free_count: sw & 32 != 0,
                 count_min: sw & 64 != 0,
+                free_high_min: sw & 128 != 0,
             };
             let zf = ZoneFlags { below_high, reclaim_active };
             let (mut a, mut b) = (st, st);

@@ -1400,7 +1400,8 @@ fn mechanisms_are_switches_off_in_linux_presets_and_nameable() {
     for p in Preset::SERIES {
         let c = p.config();
         assert!(!c.zonelist_cache && !c.merge_skip && !c.clustered_refill && !c.count_min);
-        assert_eq!(c.pcp_migratetype_cache, p != Preset::Linux612, "{p}");
+        let since_6_10 = matches!(p, Preset::Linux612 | Preset::Linux618);
+        assert_eq!(c.pcp_migratetype_cache, !since_6_10, "{p}");
     }
     let c: Config = "patch7,zlc=on,merge_skip=on,clustered_refill=on,count_min=on,mt_cache=off"
         .parse()

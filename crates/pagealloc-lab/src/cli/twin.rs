@@ -1,5 +1,6 @@
-//! `pagealloc twin`: a workload on this machine's kernel and on pagealloc `linux-6.12`
-//! with the kernel's own zones, side by side (see [`crate::twin`]).
+//! `pagealloc twin`: a workload on this machine's kernel and on pagealloc (the config
+//! that models the running kernel, or `--config`) with the kernel's own zones, side by
+//! side (see [`crate::twin`]).
 
 use std::path::PathBuf;
 
@@ -38,6 +39,13 @@ pub struct TwinArgs {
     /// and the pages it kept on its lists that the workload never took.
     #[arg(long)]
     pub no_parked: bool,
+    /// pagealloc's config (a preset with `,key=value` overrides; the host's vm sysctls
+    /// replace its own). Default: the one that models the running kernel — `linux-6.18`
+    /// on 6.18.7 and later, `linux-6.18,decay_batched=off` on 6.16 – 6.18.6,
+    /// `linux-6.18,free_high_min_count=off,decay_batched=off` on 6.15, `linux-6.12` on
+    /// 6.10 – 6.14, `patch10` on 6.7 – 6.9.
+    #[arg(long)]
+    pub config: Option<String>,
     /// Print the whole result as one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -114,6 +122,12 @@ pub fn cmd_twin(a: &TwinArgs) -> Result<(), CliError> {
         parked: !a.no_parked,
         same_free: !a.all_free,
         out: a.out.clone(),
+        config: a
+            .config
+            .as_deref()
+            .map(str::parse::<pagealloc::Config>)
+            .transpose()
+            .map_err(|e| CliError::usage(format!("--config: {e}")))?,
     };
     let t0 = std::time::Instant::now();
     let r = twin::run(&opts, &mut |line| {

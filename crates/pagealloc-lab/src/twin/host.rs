@@ -4,6 +4,8 @@
 use std::io;
 use std::path::Path;
 
+use pagealloc::Config;
+
 use pagealloc::os::sysfs::HostTopology;
 use pagealloc::os::zoneinfo::{KernelZoneinfo, ZoneinfoError, PROC_ZONEINFO};
 
@@ -71,6 +73,72 @@ pub fn check_auto_tuning(z: &KernelZoneinfo, release: &str) -> Result<(), TwinEr
              (PCP high auto-tuning came with Linux 6.7): nothing to compare against"
         )))
     }
+}
+
+/// The config that models a kernel release (`uname -r`), and why; `None` when no preset
+/// fits (older than 6.7: no PCP high auto-tuning) or the release does not parse. The
+/// switches after 6.12 are docs/mechanisms.md §11's:
+///
+/// | release | config |
+/// |---|---|
+/// | 6.7 – 6.9 | `patch10` |
+/// | 6.10 – 6.14 | `linux-6.12` |
+/// | 6.15 | `linux-6.18` without the 6.16 free_high threshold and the batched decay |
+/// | 6.16, 6.17, 6.18.0 – 6.18.6 | `linux-6.18` without the batched decay |
+/// | 6.18.7 and later 6.18.y | `linux-6.18` |
+/// | 6.19 and later | `linux-6.18` (the closest; later changes are not modelled) |
+///
+/// ```
+/// use pagealloc_lab::twin::host::config_for_release;
+///
+/// let (c, _) = config_for_release("6.18.44-fc-v657").unwrap();
+/// assert_eq!(c.to_string(), "linux-6.18");
+/// let (c, _) = config_for_release("6.18.3").unwrap();
+/// assert_eq!(c.to_string(), "linux-6.18,decay_batched=off");
+/// assert_eq!(config_for_release("6.11.0-19-generic").unwrap().0.to_string(), "linux-6.12");
+/// assert_eq!(config_for_release("6.8.0").unwrap().0.to_string(), "patch10");
+/// assert!(config_for_release("6.6.30").is_none() && config_for_release("5.15.0").is_none());
+/// assert!(config_for_release("unknown").is_none());
+/// ```
+pub fn config_for_release(release: &str) -> Option<(Config, &'static str)> {
+    let mut it = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    let major = it.next()??;
+    let minor = it.next()??;
+    let sub = it.next().flatten().unwrap_or(0);
+    let v = (major, minor);
+    let (name, why) = if v < (6, 7) {
+        return None;
+    } else if v < (6, 10) {
+        ("patch10", "6.7-6.9: PCP high auto-tuning (the V3 series)")
+    } else if v < (6, 15) {
+        (
+            "linux-6.12",
+            "6.10-6.14: no PCP decision changed after 6.12 before 6.15",
+        )
+    } else if v == (6, 15) {
+        (
+            "linux-6.18,free_high_min_count=off,decay_batched=off",
+            "6.15: claim-first fallbacks and refill modes, not yet the 6.16 free_high threshold",
+        )
+    } else if v < (6, 18) || (v == (6, 18) && sub < 7) {
+        (
+            "linux-6.18,decay_batched=off",
+            "6.16-6.18.6: the batched decay came with 6.18.7",
+        )
+    } else if v == (6, 18) {
+        (
+            "linux-6.18",
+            "6.18.7 and later: every switch of docs/mechanisms.md section 11",
+        )
+    } else {
+        (
+            "linux-6.18",
+            "later than 6.18: the closest preset (changes after 6.18 are not modelled)",
+        )
+    };
+    Some((name.parse().expect("the table's configs parse"), why))
 }
 
 /// `uname -r`, or "unknown".

@@ -101,13 +101,35 @@ impl HostCpuDesc {
 pub struct BuiltLayout {
     /// The layout; node `i` is the `i`-th node id of zoneinfo, CPU `c` is kernel CPU `c`.
     pub layout: Layout,
-    /// `linux-6.12` with the host's sysctls.
+    /// `linux-6.12` with the host's sysctls ([`BuiltLayout::with_config`] swaps the
+    /// preset).
     pub config: Config,
     /// Per allocator zone index: (kernel node id, zone name).
     pub zones: Vec<(usize, String)>,
 }
 
 impl BuiltLayout {
+    /// `base` (a preset and its switches) with the host's sysctls of this layout's
+    /// config in place of `base`'s.
+    ///
+    /// # Errors
+    /// [`TwinError::Unsupported`] when the result does not validate.
+    pub fn with_config(mut self, base: Config) -> Result<BuiltLayout, TwinError> {
+        let c = &self.config;
+        let config = Config {
+            min_free_kbytes: c.min_free_kbytes,
+            watermark_scale_factor: c.watermark_scale_factor,
+            high_fraction: c.high_fraction,
+            thp: c.thp,
+            ..base
+        };
+        config
+            .validate()
+            .map_err(|e| TwinError::Unsupported(format!("the host's vm sysctls: {e}")))?;
+        self.config = config;
+        Ok(self)
+    }
+
     /// The allocator's index of the kernel's zone `name` on node `node`.
     pub fn zone_index(&self, node: usize, name: &str) -> Option<usize> {
         self.zones.iter().position(|(n, z)| *n == node && z == name)

@@ -1,6 +1,7 @@
-//! The live-kernel twin: run a workload on this machine's kernel and on pagealloc
-//! `linux-6.12` built with the same zones, and put the two pageset trajectories side by
-//! side.
+//! The live-kernel twin: run a workload on this machine's kernel and on pagealloc built
+//! with the same zones, and put the two pageset trajectories side by side. pagealloc runs
+//! the config that models the running kernel ([`host::config_for_release`]: `linux-6.18`
+//! on 6.18.7 and later, `linux-6.12` on 6.10–6.14, …) unless one is chosen.
 //!
 //! # Design
 //! 1. [`host`]: read `/proc/zoneinfo` (parsed by [`pagealloc::os::zoneinfo`]), the
@@ -38,6 +39,7 @@ pub mod render;
 use std::fmt;
 use std::path::PathBuf;
 
+use pagealloc::Config;
 use serde::Serialize;
 
 pub use compare::{Line, Verdict};
@@ -124,6 +126,9 @@ pub struct TwinOptions {
     pub same_free: bool,
     /// Where to write the plot and JSON (`None`: nothing written).
     pub out: Option<PathBuf>,
+    /// The config pagealloc runs (its sysctls are replaced by the host's); `None`: the
+    /// one that models the running kernel ([`host::config_for_release`]).
+    pub config: Option<Config>,
 }
 
 impl TwinOptions {
@@ -138,6 +143,7 @@ impl TwinOptions {
             parked: true,
             same_free: true,
             out: None,
+            config: None,
         }
     }
 
@@ -191,6 +197,10 @@ pub struct TwinReport {
     pub workload: TwinWorkload,
     /// Kernel release (`uname -r`).
     pub kernel_release: String,
+    /// The config pagealloc ran (with the host's sysctls), and why it was chosen.
+    pub config: String,
+    /// Why: chosen by `--config`, or the release's row of [`host::config_for_release`].
+    pub config_why: String,
     /// CPUs the workload ran on.
     pub cpus: Vec<usize>,
     /// Pages per worker loop.
@@ -266,6 +276,18 @@ pub fn run(opts: &TwinOptions, progress: &mut dyn FnMut(&str)) -> Result<TwinRep
         return Err(TwinError::Usage("--pages must be at least 1".into()));
     }
     let h = host::Host::read()?;
+    let (base, why) = match &opts.config {
+        Some(c) => (c.clone(), "chosen with --config".to_owned()),
+        None => host::config_for_release(&h.release)
+            .map(|(c, w)| (c, format!("the running kernel's: {w}")))
+            .ok_or_else(|| {
+                TwinError::Unsupported(format!(
+                    "kernel {}: no preset models it (PCP high auto-tuning came with 6.7); \
+                     choose one with --config",
+                    h.release
+                ))
+            })?,
+    };
     let cpus = host::choose_cpus(&opts.cpus, opts.workload)?;
     // Built now to fail before the run if the zones cannot be modelled; built again
     // below from the zoneinfo at the start (managed pages can change: balloons).
@@ -285,8 +307,11 @@ pub fn run(opts: &TwinOptions, progress: &mut dyn FnMut(&str)) -> Result<TwinRep
         opts.pages()
     ));
     let krun = kernel::run(opts, &cpus, first_node, &mut *progress)?;
-    let built = layout::build(&krun.start_zoneinfo, &h.vm, &h.cpus)?;
-    progress("driving pagealloc linux-6.12 on the same zones at the measured rates");
+    let built = layout::build(&krun.start_zoneinfo, &h.vm, &h.cpus)?.with_config(base)?;
+    progress(&format!(
+        "driving pagealloc {} ({why}) on the same zones at the measured rates",
+        built.config
+    ));
     let zone = built
         .zone_index(krun.zone_node, &krun.zone_name)
         .ok_or_else(|| {
@@ -360,6 +385,8 @@ pub fn run(opts: &TwinOptions, progress: &mut dyn FnMut(&str)) -> Result<TwinRep
     let report = TwinReport {
         workload: opts.workload,
         kernel_release: h.release.clone(),
+        config: built.config.to_string(),
+        config_why: why,
         cpus,
         pages: opts.pages(),
         zone: format!("node {} {}", krun.zone_node, krun.zone_name),

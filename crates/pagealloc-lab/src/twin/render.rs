@@ -29,6 +29,7 @@ pub fn header(r: &TwinReport) -> Vec<String> {
             .fold(r.kernel.run_seconds, f64::max)
             - r.kernel.run_seconds
     )];
+    h.push(format!("pagealloc config {}: {}", r.config, r.config_why));
     for (i, c) in r.cpus.iter().enumerate() {
         h.push(format!(
             "CPU {c} (#{i}): {:.0} pages/s; before the run {} pages parked (high {}), {:.0} % idle; lowest count in the run {}",
@@ -228,7 +229,8 @@ pub fn report_section(
                 t,
                 "Every CPU maps 128 MiB, touches every page and unmaps it, in forked \
                  processes, while `/proc/zoneinfo` is sampled every 10 ms; pagealloc \
-                 `linux-6.12` is built from the kernel's zones and sysctls and driven with \
+                 (the config that models the running kernel) is built from the kernel's \
+                 zones and sysctls and driven with \
                  the same operations at the measured rates (`pagealloc twin --help`).\n"
             );
             for h in header(&r) {

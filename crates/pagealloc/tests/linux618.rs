@@ -1,0 +1,254 @@
+//! The `linux-6.18` preset's switches (docs/mechanisms.md §11), each shown through the
+//! allocator's own counters and state beside `linux-6.12`, with the switch alone on top
+//! of `linux-6.12` where it stands alone.
+
+mod common;
+use common::*;
+use pagealloc::*;
+
+const GIB: u64 = 1 << 18; // pages
+
+#[test]
+fn preset_is_6_12_plus_the_four_switches() {
+    let c612 = Preset::Linux612.config();
+    let c618 = Preset::Linux618.config();
+    assert_eq!(Preset::SERIES.last(), Some(&Preset::Linux618));
+    assert_eq!("6.18".parse::<Preset>().unwrap(), Preset::Linux618);
+    let on = Config {
+        preset: Preset::Linux618,
+        fallback_claim_first: true,
+        rmqueue_mode: true,
+        free_high_min_count: true,
+        decay_batched: true,
+        ..c612.clone()
+    };
+    assert_eq!(c618, on);
+    assert_eq!(c618.to_string(), "linux-6.18");
+    // The later switches stay off in every earlier preset and in `fast` (6.12-based).
+    for p in Preset::ALL {
+        let c = p.config();
+        let later = c.fallback_claim_first || c.rmqueue_mode || c.free_high_min_count;
+        assert_eq!(later || c.decay_batched, p == Preset::Linux618, "{p}");
+    }
+    assert_eq!(Config::default(), c612);
+}
+
+/// Free order-1 blocks on CPU 0's pageset (1 GiB, 8 CPUs: batch 63, high_min 880) until a free
+/// sets off free_high; the pageset just before that free.
+fn first_free_high(c: Config) -> (usize, PcpInfo) {
+    let a = manual(&Layout::single(GIB, 8), c).0;
+    let frames: Vec<Frame> = (0..400)
+        .map(|_| a.alloc_on(0, 1, Gfp::USER, None).unwrap())
+        .collect();
+    for (i, f) in frames.iter().enumerate() {
+        let before = a.pcp_info(0, 0).unwrap();
+        a.free_on(0, *f).unwrap();
+        if a.counters().free_high > 0 {
+            a.validate().unwrap();
+            return (i, before);
+        }
+    }
+    panic!("no free_high in 400 order-1 frees");
+}
+
+#[test]
+fn free_high_waits_for_half_of_high_min_more() {
+    // 6.12: free_count >= batch; 6.16 (c544a952ba61): >= batch + high_min / 2.
+    let (n612, st612) = first_free_high(cfg("linux-6.12"));
+    let (n618, st618) = first_free_high(cfg("linux-6.18"));
+    let (alone, st_alone) = first_free_high(cfg("linux-6.12,free_high_min_count=on"));
+    assert_eq!(
+        (alone, st_alone),
+        (n618, st618),
+        "the switch alone is the preset's"
+    );
+    assert!(st612.free_count >= st612.batch);
+    assert!(st612.free_count < st612.batch + st612.high_min / 2);
+    let need = st618.batch + st618.high_min / 2;
+    assert!(st618.free_count >= need, "{st618:?}");
+    // Each order-1 free raises free_count by 2: the free before fell short.
+    assert!(st618.free_count - 2 < need);
+    assert!(
+        n618 > n612 + 10,
+        "6.12 drained after {n612} frees, 6.18 after {n618}"
+    );
+}
+
+/// Fill one CPU's pageset well above `high_min`, then tick it idle: for each tick, the
+/// pages the decay returned and the drains (zone-lock trips) it took.
+fn decay_ticks(c: Config) -> Vec<(i32, u64, u64, i32)> {
+    let a = manual(&Layout::single(GIB, 8), c).0;
+    let mut frames = Vec::new();
+    a.alloc_bulk_on(0, 0, Gfp::USER, None, 6000, &mut frames)
+        .unwrap();
+    a.free_bulk_on(0, &frames).unwrap();
+    let mut out = Vec::new();
+    for _ in 0..40 {
+        let (p, k) = (a.pcp_info(0, 0).unwrap(), a.counters());
+        a.tick(0);
+        let (q, l) = (a.pcp_info(0, 0).unwrap(), a.counters());
+        assert_eq!(l.pcp_drain - k.pcp_drain, l.decay_drain - k.decay_drain);
+        assert_eq!(l.zone_lock - k.zone_lock, l.decay_drain - k.decay_drain);
+        out.push((
+            p.count - q.count,
+            l.decay_drain - k.decay_drain,
+            l.pcp_drain_pages - k.pcp_drain_pages,
+            q.batch,
+        ));
+    }
+    a.validate().unwrap();
+    out
+}
+
+#[test]
+fn decay_drains_in_batches() {
+    let t612 = decay_ticks(cfg("linux-6.12"));
+    let t618 = decay_ticks(cfg("linux-6.18"));
+    let alone = decay_ticks(cfg("linux-6.12,decay_batched=on"));
+    assert_eq!(alone, t618, "the switch alone is the preset's");
+    let mut big = 0;
+    for (i, (a, b)) in t612.iter().zip(&t618).enumerate() {
+        // The same pages leave on every tick (the amount is fixed before the first
+        // chunk) ...
+        assert_eq!((a.0, a.2), (b.0, b.2), "tick {i}");
+        assert_eq!(a.0 as u64, a.2);
+        // ... 6.12 in one zone-lock trip, 6.18 in one per batch.
+        assert_eq!(a.1, u64::from(a.0 > 0), "tick {i}");
+        let batch = b.3;
+        assert_eq!(b.1, (b.0 as u64).div_ceil(batch as u64), "tick {i}");
+        if b.0 > batch {
+            big += 1;
+        }
+    }
+    assert!(big >= 3, "several ticks return more than a batch: {t618:?}");
+    let trips = |t: &[(i32, u64, u64, i32)]| t.iter().map(|x| x.1).sum::<u64>();
+    assert!(
+        trips(&t618) > 3 * trips(&t612),
+        "{} vs {}",
+        trips(&t618),
+        trips(&t612)
+    );
+}
+
+/// A 64 MiB zone (32 pageblocks, all movable, batch 3) filled with movable order-0
+/// pages, then two pageblocks given back in part:
+/// - `P1`: one aligned order-6 block free (64 pages), the rest allocated movable: an
+///   unmovable request cannot claim it (64 < 256 free, no unmovable pages);
+/// - `P2`: every other order-3 block free (256 pages, none larger): claimable.
+///
+/// Then one unmovable order-0 allocation (a refill of `batch` pages).
+fn fallback_scenario(c: Config) -> (Counters, ZoneInfo, ZoneInfo) {
+    let c = Config {
+        min_free_kbytes: Some(0),
+        watermark_scale_factor: 1,
+        thp: false,
+        ..c
+    };
+    let a = manual(&Layout::single(16384, 1), c).0;
+    let mut frames = Vec::new();
+    while let Ok(f) = a.alloc_on(0, 0, Gfp::USER, None) {
+        frames.push(f);
+    }
+    let pb = 512u64;
+    let (p1, p2) = (5 * pb, 10 * pb);
+    let (back, keep): (Vec<Frame>, Vec<Frame>) = frames.iter().partition(|f| {
+        let p = f.pfn.0;
+        (p1..p1 + 64).contains(&p) || ((p2..p2 + pb).contains(&p) && (p - p2) / 8 % 2 == 0)
+    });
+    assert_eq!(back.len(), 64 + 256);
+    for f in &back {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    let before = a.zone_info(0).unwrap();
+    assert_eq!(before.nr_free[6], 1, "{before:?}");
+    assert!(before.nr_free[3] >= 32);
+    let k = a.counters();
+    let u = a.alloc_on(0, 0, Gfp::KERNEL, None).unwrap();
+    let after = a.zone_info(0).unwrap();
+    let l = a.counters();
+    a.free_on(0, u).unwrap();
+    for f in keep {
+        a.free_on(0, f).unwrap();
+    }
+    a.validate().unwrap();
+    (l.since(&k), before, after)
+}
+
+#[test]
+fn fallback_claims_before_it_steals() {
+    // 6.12: the largest fallback block (P1's order 6) is split in place, its pageblock
+    // unclaimable; P2 is never looked at.
+    let (d, before, after) = fallback_scenario(cfg("linux-6.12"));
+    assert_eq!(d.pageblock_claim, 0);
+    assert!(d.fallback >= 1);
+    assert_eq!(after.nr_free[6], 0, "P1's block was broken up");
+    assert!(before.nr_free[6] == 1);
+    // 6.15 (c2f6ea38fc1b): claiming is tried at every order from the top; P1 fails,
+    // P2 (order 3, half free) is claimed and the refill is served from it.
+    for c in ["linux-6.18", "linux-6.12,fallback_claim_first=on"] {
+        let (d, before, after) = fallback_scenario(cfg(c));
+        assert_eq!(d.pageblock_claim, 1, "{c}");
+        assert_eq!(d.fallback, 1, "{c}: one fallback, then the own lists");
+        assert_eq!(after.nr_free[6], 1, "{c}: P1's block is left whole");
+        assert!(after.nr_free[3] < before.nr_free[3], "{c}");
+    }
+}
+
+/// A zone with nothing to claim: only order-0 movable blocks, in a pageblock that is
+/// mostly allocated. An unmovable refill of 15 blocks steals every one; without
+/// `rmqueue_mode` each `__rmqueue` first tries to claim again, scanning the pageblock
+/// under the zone lock; with it only the first does.
+fn steal_scenario(c: Config) -> (Counters, ZoneInfo) {
+    let c = Config {
+        min_free_kbytes: Some(0),
+        watermark_scale_factor: 1,
+        thp: false,
+        fixed_batch: Some(15),
+        ..c
+    };
+    let a = manual(&Layout::single(16384, 1), c).0;
+    let mut frames = Vec::new();
+    while let Ok(f) = a.alloc_on(0, 0, Gfp::USER, None) {
+        frames.push(f);
+    }
+    let p1 = 5 * 512u64;
+    // 32 free order-0 pages spread over P1 (every 16th page): nothing above order 0.
+    let (back, keep): (Vec<Frame>, Vec<Frame>) = frames
+        .iter()
+        .partition(|f| (p1..p1 + 512).contains(&f.pfn.0) && (f.pfn.0 - p1) % 16 == 0);
+    for f in &back {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    let k = a.counters();
+    let u = a.alloc_on(0, 0, Gfp::KERNEL, None).unwrap();
+    let after = a.zone_info(0).unwrap();
+    let l = a.counters();
+    a.free_on(0, u).unwrap();
+    for f in keep {
+        a.free_on(0, f).unwrap();
+    }
+    a.validate().unwrap();
+    (l.since(&k), after)
+}
+
+#[test]
+fn refill_remembers_the_steal_mode() {
+    let (without, z0) = steal_scenario(cfg("linux-6.12,fallback_claim_first=on"));
+    let (with, z1) = steal_scenario(cfg("linux-6.18"));
+    // The same blocks leave (stealing order 0 from P1 in both) ...
+    assert_eq!(z0.nr_free, z1.nr_free);
+    assert_eq!(without.pcp_refill_pages, with.pcp_refill_pages);
+    assert_eq!(without.fallback, with.fallback);
+    assert!(with.fallback >= 2, "{with:?}");
+    assert_eq!(with.pageblock_claim + without.pageblock_claim, 0);
+    // ... but only the refill's first block tried to claim first (one pageblock scan
+    // of 512 frames' metadata under the zone lock), not all 15.
+    assert!(
+        with.zone_lock_meta * 4 < without.zone_lock_meta,
+        "metadata lines under the zone lock: {} with the mode, {} without",
+        with.zone_lock_meta,
+        without.zone_lock_meta
+    );
+}
