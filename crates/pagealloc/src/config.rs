@@ -124,10 +124,10 @@ presets! {
     /// (`refill_pairs`) and the blocks they need from one block's front as one run
     /// (`refill_runs`), drains free two buddies leaving one after the other as one block
     /// (`drain_pairs`, below order 9) and prefetch the next block's buddy
-    /// (`drain_prefetch`), a long run of frees drains the order-0 frames freed last, whose
-    /// metadata is still cached (`drain_newest`), and zone-lock holds are not timed
-    /// (`lock_stat=off`: two clock reads less per trip). docs/performance.md has the
-    /// figures.
+    /// (`drain_prefetch`), order-0 ownership is a bit per frame and the order-0 pageset
+    /// lists are rings, so order-0 frees and pops write no frame metadata (`own_bitmap`),
+    /// and zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
+    /// docs/performance.md has the figures.
     Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_pairs=on,refill_runs=on,drain_pairs=on,drain_prefetch=on,own_bitmap=on,lock_stat=off";
 }
 

@@ -31,9 +31,9 @@
 //! allocation runs `__zone_watermark_ok` in full, whose free-area scan is one load of the
 //! zone's occupancy word ([`Zone::watermark_fast`]; 303 when it read a byte per order).
 //!
-//! Time, side by side in one run (5 interleaved runs of 9 × 2M pairs, medians, at load
-//! 10 on 2 cores): 76.2 → 57.1 ns per checked pair (0.75×) from the 301-instruction
-//! build to this one; unchecked 63.8 → 58.1 ns. Absolute figures move 2–3× with the
+//! Time: 18.2–19.0 ns per checked pair on a quiet host (the 256-instruction build); the
+//! last row's build times the same as the one before it, side by side (27.0 against
+//! 27.3 ns, 7 interleaved runs on a busy host). Absolute figures move 2–3× with the
 //! load; the ratio much less. `alloc_on`, `free_on` and everything they call on a hit
 //! are inlined into the caller.
 //!

@@ -33,7 +33,7 @@ use crate::Row;
 pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 4000;
 
 /// kbuild's free memory at the start of the build, MiB above the high watermark of each
-/// zone (the headroom model, docs/sim-cost-model.md §4.3): fitted to the published
+/// zone (the headroom model, docs/sim-cost-model.md §3; fitted, §4.2, to the published
 /// table's patch7 → patch9 step, the one step that depends on it.
 pub const KBUILD_HEADROOM_MIB: u64 = 6000;
 

@@ -6,14 +6,20 @@
 //!   [`CostModel`]s and the core [`pagealloc::Layout`] each one becomes.
 //! - `engine`: the discrete-event loop. One virtual CPU per CPU runs its
 //!   [`crate::workload::CpuScript`] under the executor contract of [`crate::workload`];
-//!   every allocation and free runs the *real* allocator as that CPU, and its cost is
-//!   learned from the allocator's own counters (fast path, or zone-lock trips moving so
-//!   many blocks). Zone locks are resources in virtual time: the wait for them is the
-//!   zone-lock %.
-//! - `cache`: the per-CPU cache model (hot or cold page touches).
+//!   every allocation and free runs the *real* allocator as that CPU, and its cost is the
+//!   fast path's instructions plus every line of allocator state the call reported
+//!   through the access sink, charged through the cache hierarchy. Zone locks are
+//!   resources in virtual time: a hold is its lines' time plus fitted per-trip and
+//!   per-line residuals; the wait for them is the zone-lock %.
+//! - `trace`: the access sink the engine installs, and the mapping of each reported line
+//!   to a cache line of the kernel's layout (`struct page`, pageblock bits, zone,
+//!   pageset).
+//! - `overlap`: memory-level parallelism: how long a run of accesses takes on one core
+//!   when independent misses overlap (fill buffers, the L2 miss queue) and chases do not.
 //! - [`hierarchy`]: the machine's cache hierarchy (private L1/L2 per core, an LLC per
 //!   socket, local and remote DRAM) with latencies from published hardware figures;
-//!   it replaces `cache` once the engine charges through it.
+//!   every allocator line and page touch is charged through it.
+//! - `ahead`: host prefetch hints for the simulator's own tables (no effect on results).
 //! - [`calibrate`]: the published calibration data, the fit of the free parameters,
 //!   and the side-by-side tables.
 //!
