@@ -37,6 +37,9 @@ use crate::twin::layout;
 /// Relative tolerance of a verdict.
 pub const TOLERANCE: f64 = 0.05;
 
+/// At most this many rounds of refills raise a CPU's high to the kernel's before the replay.
+const MAX_WARM_ROUNDS: usize = 60;
+
 /// Trace seconds between samples of `high`.
 const SAMPLE_NS: u64 = 10_000_000;
 
@@ -160,9 +163,10 @@ pub struct ReplayReport {
     pub order9_allocs: u64,
     /// pagealloc allocations that failed.
     pub failed_allocs: u64,
-    /// Pages the kernel had on each CPU's lists at the start (zoneinfo) and pages
-    /// pagealloc started with: (cpu, kernel, pagealloc).
-    pub start_pcp: Vec<(u32, i64, i64)>,
+    /// Each CPU's pageset in the zone the stream mostly uses (the highest populated
+    /// one), at the start: (cpu, kernel count, pagealloc count, kernel high,
+    /// pagealloc high).
+    pub start_pcp: Vec<(u32, i64, i64, i64, i64)>,
     /// Things the reader should know.
     pub notes: Vec<String>,
 }
@@ -520,19 +524,25 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             .and_then(|z| z.pageset(c))
             .map_or((0, 0), |p| (p.count, p.high))
     };
-    let warm_err = |e: crate::twin::TwinError| TraceError::Failed(e.to_string());
     for c in 0..ncpus {
         let (kc, kh) = kps(c);
-        let target = kh - kc;
-        for _ in 0..3 {
+        // Refills raise high (`nr_pcp_alloc`): pages allocated and freed on the CPU,
+        // then a drain, as the twin warms its pagesets, until high is the kernel's
+        // less what parking the kernel's pages below will add.
+        let target = kh - kc / 2;
+        for _ in 0..MAX_WARM_ROUNDS {
             let high = i64::from(a.pcp_info(c, normal).unwrap_or_default().high);
             if high >= target {
                 break;
             }
-            crate::twin::model::cycle_pages(&a, c, Gfp::USER, target - high, || {
-                format!("warming CPU {c}'s pageset")
-            })
-            .map_err(warm_err)?;
+            crate::twin::model::cycle_pages(
+                &a,
+                c,
+                Gfp::USER,
+                ((target - high) / 3).max(64),
+                || format!("warming CPU {c}'s pageset"),
+            )
+            .map_err(|e| TraceError::Failed(e.to_string()))?;
             a.drain_cpu(c);
         }
     }
@@ -569,7 +579,7 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             crate::twin::model::cycle_pages(&a, c, Gfp::KERNEL, kc - have, || {
                 format!("parking pages on CPU {c}")
             })
-            .map_err(warm_err)?;
+            .map_err(|e| TraceError::Failed(e.to_string()))?;
         }
     }
     let kstart = pcp_of(&zi);
@@ -582,9 +592,13 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             (acc.0 + i64::from(p.count), acc.1 + i64::from(p.high))
         })
     };
-    let start_pcp: Vec<(u32, i64, i64)> = (0..ncpus as u32)
+    let start_pcp: Vec<(u32, i64, i64, i64, i64)> = (0..ncpus as u32)
         .filter(|c| kstart.contains_key(c))
-        .map(|c| (c, kstart[&c].0, pcp_now(&a, c as usize).0))
+        .map(|c| {
+            let (kc, kh) = kps(c as usize);
+            let p = a.pcp_info(c as usize, normal).unwrap_or_default();
+            (c, kc, i64::from(p.count), kh, i64::from(p.high))
+        })
         .collect();
     a.reset_counters();
 
@@ -931,8 +945,11 @@ pub fn text(r: &ReplayReport) -> String {
             }
         );
     }
-    for (c, k, p) in &r.start_pcp {
-        let _ = writeln!(s, "cpu {c}: {k} pages on the kernel's pagesets at the start, pagealloc started with {p} (the lists the stream takes from)");
+    for (c, kc, pc, kh, ph) in &r.start_pcp {
+        let _ = writeln!(
+            s,
+            "cpu {c}: start pageset (main zone) kernel count {kc} high {kh}, pagealloc count {pc} high {ph}"
+        );
     }
     for (c, a, b) in &r.high_kernel {
         let ph = r
