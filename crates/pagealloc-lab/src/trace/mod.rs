@@ -8,7 +8,7 @@
 //!    the buddy lists), `mm_page_pcpu_drain` (each block a pageset gave back),
 //!    `lock:contention_begin/end` and `sched:sched_switch`, plus `/proc/zoneinfo` and
 //!    the `vm` sysctls at the start and the end; a trace that lost an event is refused.
-//! 2. [`format`]: the compact file (magic, zlib of a JSON header and varint records).
+//! 2. [`format`](mod@format): the compact file (magic, zlib of a JSON header and varint records).
 //! 3. [`replay`]: builds pagealloc from the trace's own zones and sysctls (the twin's
 //!    [`crate::twin::layout::build`]), brings each CPU's pageset to the recorded count,
 //!    replays every allocation and free on its CPU in time order on a clock that follows
