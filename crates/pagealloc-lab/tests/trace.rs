@@ -270,3 +270,58 @@ fn record_and_replay_live() {
     let r = replay::replay_file(&out, &ReplayOptions::default()).expect("replays");
     assert!(r.replayed > 0);
 }
+
+/// Which preset fits the recording kernel: said for any release, none for one before 6.0.
+#[test]
+fn preset_for_other_kernels() {
+    assert_eq!(replay::preset_for("6.6.30-1").0, Some("base"));
+    assert_eq!(replay::preset_for("6.8.0-45-generic").0, Some("patch10"));
+    assert_eq!(replay::preset_for("6.12.9").0, Some("linux-6.12"));
+    let (p, why) = replay::preset_for("6.18.44-fc-v657");
+    assert!(matches!(p, Some("linux-6.12" | "linux-6.18")), "{why}");
+    let (p, why) = replay::preset_for("5.15.0");
+    assert_eq!(p, None);
+    assert!(why.contains("no preset"), "{why}");
+}
+
+/// A buffer too small for the stream: the recorder refuses the trace and names
+/// `--buffer-kb` (needs root and tracefs; skips itself without them). Whether 64 KiB
+/// per CPU overflows depends on the machine's load: a run that lost nothing must have
+/// written a trace that says so.
+#[test]
+fn lost_events_refuse_the_trace() {
+    let root = pagealloc_lab::trace::record::tracefs_root();
+    if let Err(e) = pagealloc_lab::trace::record::check_host(&root) {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let dir = scratch("lost");
+    let out = dir.join("small.trace");
+    let o = pagealloc(
+        &[
+            "trace",
+            "record",
+            "--buffer-kb",
+            "64",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "head -c 200000000 /dev/zero | cat > /dev/null",
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.success() {
+        let (h, _) = format::read(&out).expect("reads");
+        assert!(h.losses.iter().all(|l| l.none()));
+    } else {
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("lost events") && err.contains("--buffer-kb"),
+            "{err}"
+        );
+        assert!(!out.exists(), "a refused trace is not written");
+    }
+}
