@@ -28,6 +28,7 @@ pub mod report;
 pub mod row;
 pub mod sim;
 pub mod stress;
+pub mod trace;
 pub mod twin;
 pub mod units;
 pub mod workload;

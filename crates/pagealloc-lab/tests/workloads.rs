@@ -286,23 +286,33 @@ fn netperf_pairs_messages() {
     ));
 }
 
+/// A 64 KiB chunk is what the live kernel (6.18) allocated per 64 KiB AF_UNIX write
+/// (tests/data/traces/bw_unix.trace): one block each of orders 3, 2, 1 and 0 on the
+/// writer's CPU, all freed by the reader; the skb's head (a page) is slab memory.
 #[test]
-fn lmbench_chunks_are_two_order3_blocks() {
+fn lmbench_chunks_are_orders_3_2_1_0() {
     let w = workload("lmbench", &small("lmbench"));
     let stats = dry_run(&*w, 2, 1);
     let (tx, rx) = (&stats.per_cpu[0], &stats.per_cpu[1]);
-    // Heads come from slab: no order-0 allocation.
-    assert_eq!((tx.allocs[0], tx.allocs[3], tx.sends), (0, 60, 60));
-    assert_eq!((rx.recvs, rx.frees[0], rx.frees[3]), (60, 0, 60));
-    assert_eq!(tx.copied_bytes, 30 * 65_536);
-    assert_eq!(rx.copied_bytes, 30 * 65_536);
+    for o in 0..4 {
+        assert_eq!((tx.allocs[o], rx.frees[o]), (30, 30), "order {o}");
+        assert_eq!((rx.allocs[o], tx.frees[o]), (0, 0), "order {o}");
+    }
+    assert_eq!((tx.allocs[4], tx.sends, rx.recvs), (0, 120, 120));
+    // The fragments carry the chunk less its head: 15 pages.
+    assert_eq!(tx.copied_bytes, 30 * 61_440);
+    assert_eq!(rx.copied_bytes, 30 * 61_440);
     assert_eq!(w.work_units(&stats.total), (30 * 65_536) as f64);
-    assert!(stats.peak_inbox <= 4 * 2);
+    assert!(stats.peak_inbox <= 4 * 4);
     // 4 chunks of 64 KiB + skb overhead fit under the 208 KiB send buffer; a sleeping
     // writer is woken at a quarter of it, which no chunk fits under: an empty queue.
-    assert_eq!((w.inbox_capacity(), w.inbox_resume()), (8, 0));
+    assert_eq!((w.inbox_capacity(), w.inbox_resume()), (16, 0));
     let big = by_name("lmbench", &kv(&[("sndbuf_bytes", "1048576")])).unwrap();
-    assert_eq!((big.inbox_capacity(), big.inbox_resume()), (2 * 16, 2 * 3));
+    assert_eq!((big.inbox_capacity(), big.inbox_resume()), (4 * 16, 4 * 3));
+    // The old shape (two order-3 blocks, all in fragments) is still a parameter away.
+    let old = by_name("lmbench", &kv(&[("head_bytes", "0"), ("chunks", "30")])).unwrap();
+    let st = dry_run(&*old, 2, 1);
+    assert_eq!((st.per_cpu[0].allocs[3], st.per_cpu[0].allocs[0]), (60, 0));
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The `pagealloc` command line: `run`, `compare`, `bench`, `report`, `list`, `sim`,
-//! `calibrate`, `stress`, `twin`.
+//! `calibrate`, `stress`, `twin`, `trace`.
 //!
 //! # Design
 //! The command line sits on top of the lab: the executors, the simulator and the
@@ -19,6 +19,7 @@ use clap::{Args, Parser, Subcommand};
 use pagealloc::Preset;
 
 pub mod sim;
+pub mod trace;
 pub mod twin;
 
 use crate::bench::{self, BenchKind, BenchParams};
@@ -100,6 +101,10 @@ pub enum Command {
     /// pagesets in /proc/zoneinfo) and on pagealloc linux-6.12 built from the kernel's
     /// own zones, and print both side by side with a verdict per line.
     Twin(twin::TwinArgs),
+    /// Kernel ground truth: record the live kernel's page allocations while a command
+    /// runs (`trace record -- CMD`), and replay a recording through pagealloc beside the
+    /// kernel's own refills and drains (`trace replay FILE`).
+    Trace(trace::TraceArgs),
 }
 
 /// Options of every workload run, on threads (`run`, `compare`) or in the simulator
@@ -314,6 +319,7 @@ pub fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Sim(a) => sim::cmd_sim(&a),
         Command::Calibrate(a) => sim::cmd_calibrate(&a),
         Command::Twin(a) => twin::cmd_twin(&a),
+        Command::Trace(a) => trace::cmd_trace(&a),
         Command::List(a) => {
             if a.json {
                 println!("{}", list_json());

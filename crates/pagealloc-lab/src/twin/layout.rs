@@ -20,12 +20,12 @@ use std::path::Path;
 use pagealloc::os::sysfs::HostTopology;
 use pagealloc::os::zoneinfo::KernelZoneinfo;
 use pagealloc::{Config, CpuLayout, Layout, NodeLayout, ZoneKind, ZoneLayout};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::TwinError;
 
 /// The `vm` sysctls that size zones and pagesets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VmSysctls {
     /// `vm.min_free_kbytes`.
     pub min_free_kbytes: u64,
@@ -69,7 +69,7 @@ impl VmSysctls {
 }
 
 /// One CPU as the layout needs it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostCpuDesc {
     /// Kernel CPU id.
     pub cpu: usize,

@@ -122,7 +122,7 @@ pub fn sizing(a: &Allocator, b: &BuiltLayout) -> Vec<ZoneSizing> {
 /// Brings every zone to its target free pages (within 16 pages) by allocating the rest
 /// as movable blocks that bypass the pagesets. Returns the blocks held and the zones
 /// whose target was below what allocation can reach (the low watermark).
-fn occupy(a: &Allocator, targets: &[(usize, u64)]) -> (Vec<Frame>, Vec<usize>) {
+pub(crate) fn occupy(a: &Allocator, targets: &[(usize, u64)]) -> (Vec<Frame>, Vec<usize>) {
     let gfp = Gfp::MOVABLE; // no KSWAPD: filling memory must not start the kswapd model
     let mut held: Vec<(usize, Frame)> = Vec::new();
     for order in [10u8, 4] {
@@ -173,7 +173,7 @@ struct Worker {
 /// Allocate up to `n` order-0 pages of type `gfp` on CPU `c` (fewer if the zone runs
 /// out) and free them all there: the pages end on the CPU's pageset and, through the
 /// refills, raise its `high` as the kernel's did. `what` names the step in an error.
-fn cycle_pages(
+pub(crate) fn cycle_pages(
     a: &Allocator,
     c: usize,
     gfp: Gfp,

@@ -2,11 +2,17 @@
 //!
 //! # Design
 //! What the real program does per 64 KiB `write` (see `stream.rs` for the script):
-//! `unix_stream_sendmsg` builds skbs whose small linear head comes from a slab cache
-//! (no page allocation) and whose payload sits in page fragments of at most order 3
-//! (`PAGE_ALLOC_COSTLY_ORDER`): two order-3 blocks per chunk. The writer copies the
-//! payload from user space into them; the reader copies it out in `read` and frees both
-//! blocks, one after the other. Both sides pay a system call and the socket's
+//! `unix_stream_sendmsg` builds one skb whose linear head (`head_bytes`) comes from a
+//! slab cache (no page allocation per chunk) and whose rest sits in page fragments
+//! that `alloc_skb_with_frags` takes largest first, at most order 3
+//! (`PAGE_ALLOC_COSTLY_ORDER`), each as large as the pages still needed allow: for a
+//! 64 KiB chunk 15 pages, one block each of orders 3, 2, 1 and 0, all unmovable, all on
+//! the writer's CPU. This is what the live kernel (6.18) did: `pagealloc trace record`
+//! of a 64 KiB-write AF_UNIX stream (tests/data/traces/bw_unix.trace, its program in
+//! tests/data/traces/programs/bw_unix.py) shows exactly one block of each of these
+//! orders per write, every one freed by the reader on its own CPU. The writer copies
+//! the payload from user space into them; the reader copies it out in `read` and frees
+//! the blocks, one after the other. Both sides pay a system call and the socket's
 //! bookkeeping; docs/sim-cost-model.md gives the source of each cost. Score: bytes
 //! received per second.
 //!
@@ -17,7 +23,7 @@
 //! every 10 MiB (160 chunks); that round trip is not modelled.
 
 use super::params::define_params;
-use super::stream::StreamShape;
+use super::stream::{parts_of, Part, StreamShape};
 use super::{
     check_nonzero, check_order, invalid, CpuScript, OpCounts, Params, ScoreKind, Workload,
     WorkloadError, PAGE_SIZE,
@@ -32,8 +38,13 @@ define_params! {
         chunks: u32 = 100_000, full 5_000;
         /// Bytes per chunk (one write).
         chunk_bytes: u32 = 65_536, full 65_536;
-        /// Order of the fragments a chunk is carried in.
+        /// Largest order of the fragments a chunk is carried in (`UNIX_SKB_FRAGS_SZ`,
+        /// 32 KiB: order 3); the rest of the chunk takes smaller ones, largest first.
         fragment_order: u8 = 3, full 3;
+        /// Bytes of a chunk in the skb's linear head (slab memory, no page allocation):
+        /// a page, as the live kernel's trace of 64 KiB writes shows (15 pages in
+        /// fragments).
+        head_bytes: u32 = 4_096, full 4_096;
         /// The writer's socket buffer, bytes: `net.core.wmem_default` (212 992;
         /// bw_unix's `socketpair` sets no `SO_SNDBUF`). The writer may queue a chunk
         /// while the chunks in flight take less than this (`sock_alloc_send_pskb`).
@@ -77,25 +88,52 @@ impl Lmbench {
         check_nonzero(NAME, "chunk_bytes", u64::from(p.chunk_bytes))?;
         check_nonzero(NAME, "sndbuf_bytes", u64::from(p.sndbuf_bytes))?;
         check_order(NAME, "fragment_order", p.fragment_order)?;
-        let fragment_bytes = PAGE_SIZE << p.fragment_order;
-        let blocks = u64::from(p.chunk_bytes).div_ceil(fragment_bytes);
-        if blocks > 1024 {
-            return Err(invalid(
-                NAME,
-                "chunk_bytes",
-                p.chunk_bytes,
-                "more than 1024 fragments per chunk",
-            ));
+        // The pages of the chunk beyond its head, in blocks of descending order: each
+        // the largest (up to fragment_order) that the pages still needed fill
+        // (`alloc_skb_with_frags`).
+        let mut pages =
+            (u64::from(p.chunk_bytes).saturating_sub(u64::from(p.head_bytes))).div_ceil(PAGE_SIZE);
+        let mut left = u64::from(p.chunk_bytes);
+        let mut list: Vec<Part> = Vec::new();
+        while pages > 0 {
+            let o = (63 - pages.leading_zeros()).min(u32::from(p.fragment_order)) as u8;
+            let bytes = (PAGE_SIZE << o).min(left);
+            left -= bytes;
+            match list.last_mut() {
+                Some(l) if l.order == o => l.blocks += 1,
+                _ => list.push(Part {
+                    order: o,
+                    blocks: 1,
+                    bytes: bytes as u32,
+                }),
+            }
+            pages -= 1 << o;
+            if list.iter().map(|x| x.blocks).sum::<u32>() > 1024 {
+                return Err(invalid(
+                    NAME,
+                    "chunk_bytes",
+                    p.chunk_bytes,
+                    "more than 1024 fragments per chunk",
+                ));
+            }
         }
+        if list.is_empty() {
+            // A chunk that fits the head: no page allocation, modelled as one order-0
+            // block so that the stream still moves its bytes.
+            list.push(Part {
+                order: 0,
+                blocks: 1,
+                bytes: p.chunk_bytes.min(PAGE_SIZE as u32),
+            });
+        }
+        let (parts, nr_parts, blocks) = parts_of(&list);
         let (window, resume) = unix_window(p);
         let shape = StreamShape {
             pairs: p.pairs,
             messages: p.chunks,
-            order: p.fragment_order,
-            blocks: blocks as u32,
-            // The chunk is spread evenly over its fragments (the last one may be part
-            // full in the kernel; the copies move the same bytes).
-            bytes_per_block: (u64::from(p.chunk_bytes).div_ceil(blocks)) as u32,
+            parts,
+            nr_parts,
+            blocks,
             window,
             resume,
             backoff_ns: p.retry_backoff_ns,

@@ -17,7 +17,7 @@
 //! in the sender's own buffer beyond the peer's window are not modelled.
 
 use super::params::define_params;
-use super::stream::{order_for, StreamShape};
+use super::stream::{order_for, parts_of, Part, StreamShape};
 use super::{
     check_nonzero, invalid, CpuScript, OpCounts, Params, ScoreKind, Workload, WorkloadError,
     MAX_ORDER,
@@ -89,12 +89,17 @@ impl Netperf {
                 "above an order-10 block",
             ));
         }
+        let (parts, nr_parts, blocks) = parts_of(&[Part {
+            order: data_order as u8,
+            blocks: 1,
+            bytes: p.message_bytes,
+        }]);
         let shape = StreamShape {
             pairs: p.pairs,
             messages: p.messages,
-            order: data_order as u8,
-            blocks: 1,
-            bytes_per_block: p.message_bytes,
+            parts,
+            nr_parts,
+            blocks,
             window,
             resume,
             backoff_ns: p.retry_backoff_ns,

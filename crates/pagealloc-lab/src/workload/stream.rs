@@ -3,9 +3,9 @@
 //! # Design
 //! Pair `k` is sender CPU `2k` and receiver CPU `2k + 1`: neighbours, hence on the same
 //! socket when CPUs are numbered socket by socket (as the simulator's machines are).
-//! CPUs past the pairs are idle. A message is `blocks` blocks of `order`, all unmovable
-//! (socket buffers); its header lives in slab memory, which makes no page allocation
-//! per message. Per message, as the real programs do:
+//! CPUs past the pairs are idle. A message is one or more [`Part`]s, each `blocks`
+//! blocks of one order, all unmovable (socket buffers); its header lives in slab memory,
+//! which makes no page allocation per message. Per message, as the real programs do:
 //! - the sender enters the system call (`syscall_ns`), allocates the blocks (retrying
 //!   after `backoff_ns` of compute when an allocation fails: the receiver frees, so
 //!   memory comes back), copies `bytes_per_block` from its user buffer into each block
@@ -41,12 +41,12 @@ pub(crate) struct StreamShape {
     pub(crate) pairs: u32,
     /// Messages per pair.
     pub(crate) messages: u32,
-    /// Order of the blocks a message is carried in.
-    pub(crate) order: u8,
-    /// Blocks per message.
+    /// The blocks a message is carried in, by order, allocated in this order.
+    pub(crate) parts: [Part; MAX_PARTS],
+    /// Parts used.
+    pub(crate) nr_parts: u8,
+    /// Blocks per message (the parts' sum).
     pub(crate) blocks: u32,
-    /// Payload bytes copied into (and out of) each block.
-    pub(crate) bytes_per_block: u32,
     /// Messages the receiver's inbox holds.
     pub(crate) window: u32,
     /// Messages the inbox must drain to before a blocked sender is woken (`< window`).
@@ -59,7 +59,42 @@ pub(crate) struct StreamShape {
     pub(crate) recv_protocol_ns: u64,
 }
 
+/// At most this many parts per message (one per order).
+pub(crate) const MAX_PARTS: usize = 11;
+
+/// Blocks of one order in a message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Part {
+    /// Order of the blocks.
+    pub(crate) order: u8,
+    /// How many.
+    pub(crate) blocks: u32,
+    /// Payload bytes copied into (and out of) each.
+    pub(crate) bytes: u32,
+}
+
+/// A message's parts from a list (at most [`MAX_PARTS`]); returns the array, the count
+/// and the blocks in all.
+pub(crate) fn parts_of(list: &[Part]) -> ([Part; MAX_PARTS], u8, u32) {
+    let mut a = [Part::default(); MAX_PARTS];
+    let n = list.len().min(MAX_PARTS);
+    a[..n].copy_from_slice(&list[..n]);
+    (a, n as u8, a[..n].iter().map(|p| p.blocks).sum())
+}
+
 impl StreamShape {
+    /// The parts with their slot ranges.
+    fn slot_parts(&self) -> impl Iterator<Item = (std::ops::Range<Slot>, Part)> + '_ {
+        let mut next = 0;
+        self.parts[..usize::from(self.nr_parts)]
+            .iter()
+            .map(move |p| {
+                let r = next..next + p.blocks;
+                next += p.blocks;
+                (r, *p)
+            })
+    }
+
     /// Blocks an inbox holds before sends block.
     pub(crate) fn inbox_capacity(&self) -> usize {
         self.window as usize * self.blocks as usize
@@ -139,15 +174,19 @@ impl Program for Sender {
         let s = &self.shape;
         let blocks = 0..s.blocks;
         compute(out, s.syscall_ns);
-        out.push_back(Phase::Fill(
-            Fill::new(blocks.clone(), s.order, MigrateKind::Unmovable)
-                .retry(RETRY_FOREVER, s.backoff_ns),
-        ));
-        out.push_back(Phase::Copy {
-            slots: blocks.clone(),
-            bytes: s.bytes_per_block,
-            into_block: true,
-        });
+        for (slots, p) in s.slot_parts() {
+            out.push_back(Phase::Fill(
+                Fill::new(slots, p.order, MigrateKind::Unmovable)
+                    .retry(RETRY_FOREVER, s.backoff_ns),
+            ));
+        }
+        for (slots, p) in s.slot_parts() {
+            out.push_back(Phase::Copy {
+                slots,
+                bytes: p.bytes,
+                into_block: true,
+            });
+        }
         compute(out, s.send_protocol_ns);
         out.push_back(Phase::Send {
             slots: blocks,
@@ -177,11 +216,13 @@ impl Program for Receiver {
         let blocks = 0..s.blocks;
         out.push_back(Phase::Recv(blocks.clone()));
         compute(out, s.syscall_ns);
-        out.push_back(Phase::Copy {
-            slots: blocks.clone(),
-            bytes: s.bytes_per_block,
-            into_block: false,
-        });
+        for (slots, p) in s.slot_parts() {
+            out.push_back(Phase::Copy {
+                slots,
+                bytes: p.bytes,
+                into_block: false,
+            });
+        }
         out.push_back(Phase::Free(blocks));
         compute(out, s.recv_protocol_ns);
         true

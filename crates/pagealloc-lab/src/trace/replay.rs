@@ -1,0 +1,1065 @@
+//! `pagealloc trace replay`: a recorded kernel stream through pagealloc, beside the
+//! kernel's own refill and drain decisions.
+//!
+//! # Design
+//! 1. The kernel's side is read off its events ([`kernel_trips`]): a refill trip is a
+//!    run of `mm_page_alloc_zone_locked` with `percpu_refill=1` on one CPU, a drain trip
+//!    a run of `mm_page_pcpu_drain`; a drain that directly follows a free on its CPU is a
+//!    drain on free (`free_frozen_page_commit`: count above `high` or free_high), any
+//!    other one is the decay tick's or a drain of the whole CPU.
+//! 2. pagealloc is built from the trace's start zoneinfo and sysctls (the twin's
+//!    [`crate::twin::layout::build`]; CPU `c` is kernel CPU `c`, pfns are the kernel's),
+//!    its zones brought to the kernel's free pages, the blocks that the trace frees
+//!    without having seen them allocated (allocated before it began) allocated up
+//!    front, and each CPU's lists filled with the blocks the trace shows they held at
+//!    the start (the deepest the stream takes each list below zero: allocations served
+//!    without a refill).
+//! 3. Every allocation and free is replayed on its CPU in time order on a
+//!    [`ManualPlatform`] clock set to the event's time; every CPU ticks once per second
+//!    of trace time (the decay, `vmstat_update`). A kernel pfn maps to the frame
+//!    pagealloc handed out for it; pagealloc chooses its own frames, so a block is never
+//!    the kernel's pfn unless both allocators pick the same one. Each operation's trips
+//!    are the difference of its CPU's counters around it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use pagealloc::os::zoneinfo::KernelZoneinfo;
+use pagealloc::{Allocator, Config, Counters, Frame, Gfp, ManualPlatform, Preset};
+use serde::Serialize;
+
+use super::format::{self, Event, EventKind, Header};
+use super::{TraceError, DEFAULT_CONFIG};
+use crate::report::plot::{self, Chart, Series};
+use crate::twin::layout;
+
+/// Relative tolerance of a verdict.
+pub const TOLERANCE: f64 = 0.05;
+
+/// At most this many rounds of refills raise a CPU's high to the kernel's before the replay.
+const MAX_WARM_ROUNDS: usize = 60;
+
+/// Trace seconds between samples of `high`.
+const SAMPLE_NS: u64 = 10_000_000;
+
+/// One trip: when, how many pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Trip {
+    /// Seconds into the trace.
+    pub t: f64,
+    /// Pages moved.
+    pub pages: u64,
+    /// A drain on a free (not the tick's or a whole-CPU drain).
+    pub on_free: bool,
+}
+
+/// Trips of one side on one CPU.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Side {
+    /// Refill trips.
+    pub refills: Vec<Trip>,
+    /// Drain trips.
+    pub drains: Vec<Trip>,
+}
+
+impl Side {
+    fn sum(v: &[Trip]) -> u64 {
+        v.iter().map(|t| t.pages).sum()
+    }
+    fn median(v: &[Trip]) -> f64 {
+        let mut p: Vec<u64> = v.iter().map(|t| t.pages).collect();
+        if p.is_empty() {
+            return 0.0;
+        }
+        p.sort_unstable();
+        let n = p.len();
+        if n % 2 == 1 {
+            p[n / 2] as f64
+        } else {
+            (p[n / 2 - 1] + p[n / 2]) as f64 / 2.0
+        }
+    }
+}
+
+/// One line of the comparison.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Line {
+    /// `total` or `cpu N`.
+    pub scope: String,
+    /// What is compared.
+    pub what: String,
+    /// The kernel's value.
+    pub kernel: f64,
+    /// pagealloc's.
+    pub pagealloc: f64,
+    /// Within the tolerance (medians: equal).
+    pub agree: bool,
+}
+
+fn line(scope: &str, what: &str, k: f64, p: f64, exact: bool) -> Line {
+    let agree = if exact {
+        k == p
+    } else {
+        (p - k).abs() <= TOLERANCE * k.abs() || (k == 0.0 && p == 0.0)
+    };
+    Line {
+        scope: scope.into(),
+        what: what.into(),
+        kernel: k,
+        pagealloc: p,
+        agree,
+    }
+}
+
+/// What the replay found.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayReport {
+    /// The trace file.
+    pub file: String,
+    /// Kernel release of the recording.
+    pub kernel_release: String,
+    /// The command recorded.
+    pub command: Vec<String>,
+    /// The config replayed.
+    pub config: String,
+    /// Which preset fits the recording kernel.
+    pub preset_note: String,
+    /// Seconds of trace.
+    pub seconds: f64,
+    /// Events replayed (allocations + frees).
+    pub replayed: u64,
+    /// Sum of the totals' kernel refill trips.
+    pub refill_trips_kernel: u64,
+    /// pagealloc's.
+    pub refill_trips_pagealloc: u64,
+    /// Kernel drain trips.
+    pub drain_trips_kernel: u64,
+    /// pagealloc's.
+    pub drain_trips_pagealloc: u64,
+    /// Kernel pages refilled.
+    pub pages_refilled_kernel: u64,
+    /// pagealloc's.
+    pub pages_refilled_pagealloc: u64,
+    /// Kernel pages drained.
+    pub pages_drained_kernel: u64,
+    /// pagealloc's.
+    pub pages_drained_pagealloc: u64,
+    /// pagealloc's drains that were free_high drains.
+    pub free_high_pagealloc: u64,
+    /// The lines with verdicts, total first.
+    pub lines: Vec<Line>,
+    /// Per CPU that did anything: (cpu, kernel, pagealloc).
+    pub cpus: Vec<(u32, Side, Side)>,
+    /// Per CPU: pagealloc's `high` (summed over zones) every 10 ms of trace time.
+    pub high_pagealloc: Vec<(u32, Vec<(f64, i64)>)>,
+    /// Per CPU: the kernel's `high` (summed over zones) at the start and at the end.
+    pub high_kernel: Vec<(u32, i64, i64)>,
+    /// Allocations and frees in interrupt context.
+    pub interrupt_ops: u64,
+    /// Frees of blocks allocated before the trace began.
+    pub freed_before_trace: u64,
+    /// Allocations by THP-sized (order-9) blocks.
+    pub order9_allocs: u64,
+    /// pagealloc allocations that failed.
+    pub failed_allocs: u64,
+    /// Each CPU's pageset in the zone the stream mostly uses (the highest populated
+    /// one), at the start: (cpu, kernel count, pagealloc count, kernel high,
+    /// pagealloc high).
+    pub start_pcp: Vec<(u32, i64, i64, i64, i64)>,
+    /// Things the reader should know.
+    pub notes: Vec<String>,
+}
+
+/// Which preset fits a kernel release, and a sentence saying so.
+pub fn preset_for(release: &str) -> (Option<&'static str>, String) {
+    let mut it = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u32>().unwrap_or(0));
+    let (maj, min) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    let v = maj * 1000 + min;
+    let (p, why) = match v {
+        0..=5999 => (
+            None,
+            "older than 6.0: no preset models its pagesets".to_string(),
+        ),
+        6000..=6006 => (
+            Some("base"),
+            "before the PCP auto-tuning series: `base` (6.6) fits".to_string(),
+        ),
+        6007..=6008 => (Some("patch10"), "6.7/6.8: `patch10` fits".to_string()),
+        6009..=6012 => (
+            Some("linux-6.12"),
+            "6.9-6.12: `linux-6.12` fits".to_string(),
+        ),
+        _ => {
+            let newest = Preset::ALL
+                .iter()
+                .map(|p| p.name())
+                .find(|n| *n == "linux-6.18");
+            match newest {
+                Some(n) => (Some(n), format!("{maj}.{min}: `{n}` fits")),
+                None => (
+                    Some("linux-6.12"),
+                    format!("{maj}.{min}: newer than every preset; `linux-6.12` is the nearest (the PCP changes after 6.12 are not modelled)"),
+                ),
+            }
+        }
+    };
+    (p, format!("kernel {release}: {why}"))
+}
+
+/// Blocks the kernel handed out and has not freed, by first pfn. A block the kernel
+/// split (`split_page`: one allocation, its pages freed one by one) is freed in
+/// pagealloc when its last page is.
+struct Live<T> {
+    blocks: HashMap<u64, (u8, u64, T)>,
+}
+
+/// What a free found.
+enum Freed<T> {
+    /// The whole block (or its last page): free this.
+    Whole(T),
+    /// A page of a split block whose other pages are still out.
+    Part,
+    /// Nothing the trace allocated.
+    Unknown,
+}
+
+impl<T> Live<T> {
+    fn new() -> Self {
+        Live {
+            blocks: HashMap::new(),
+        }
+    }
+    fn insert(&mut self, pfn: u64, order: u8, v: T) -> Option<T> {
+        self.blocks
+            .insert(pfn, (order, 1u64 << order.min(20), v))
+            .map(|x| x.2)
+    }
+    fn free(&mut self, pfn: u64, order: u8) -> Freed<T> {
+        for o in order..=pagealloc::MAX_ORDER {
+            let head = pfn & !((1u64 << o) - 1);
+            let Some(b) = self.blocks.get_mut(&head) else {
+                continue;
+            };
+            if b.0 < o || (b.0 == order && head != pfn) {
+                continue;
+            }
+            b.1 = b.1.saturating_sub(1u64 << order.min(20));
+            if b.1 == 0 {
+                let (_, _, v) = self.blocks.remove(&head).expect("present");
+                return Freed::Whole(v);
+            }
+            return Freed::Part;
+        }
+        Freed::Unknown
+    }
+}
+
+/// The kernel's trips per CPU.
+pub fn kernel_trips(events: &[Event]) -> HashMap<u32, Side> {
+    let mut sides: HashMap<u32, Side> = HashMap::new();
+    // Per CPU: the kind of the previous page event and whether a run is open.
+    let mut prev: HashMap<u32, EventKind> = HashMap::new();
+    let mut before_drain: HashMap<u32, EventKind> = HashMap::new();
+    for e in events.iter().filter(|e| e.kind.is_page()) {
+        let s = sides.entry(e.cpu).or_default();
+        let p = prev.get(&e.cpu).copied();
+        let pages = 1u64 << e.order.min(20);
+        match e.kind {
+            EventKind::ZoneLocked if e.aux != 0 => {
+                let t = e.ts as f64 / 1e9;
+                if p == Some(EventKind::ZoneLocked) {
+                    if let Some(last) = s.refills.last_mut() {
+                        last.pages += pages;
+                    }
+                } else {
+                    s.refills.push(Trip {
+                        t,
+                        pages,
+                        on_free: false,
+                    });
+                }
+            }
+            EventKind::PcpuDrain => {
+                let t = e.ts as f64 / 1e9;
+                if p == Some(EventKind::PcpuDrain) {
+                    if let Some(last) = s.drains.last_mut() {
+                        last.pages += pages;
+                    }
+                } else {
+                    let b = p.unwrap_or(EventKind::Alloc);
+                    before_drain.insert(e.cpu, b);
+                    let on_free = matches!(b, EventKind::Free | EventKind::FreeBatched);
+                    s.drains.push(Trip { t, pages, on_free });
+                }
+            }
+            _ => {}
+        }
+        // A zone_locked event without percpu_refill ends a refill run too.
+        let k = if e.kind == EventKind::ZoneLocked && e.aux == 0 {
+            EventKind::Alloc
+        } else {
+            e.kind
+        };
+        prev.insert(e.cpu, k);
+    }
+    sides
+}
+
+/// The pagealloc flags of a kernel request: its migratetype, `__GFP_HIGH` (bit 5),
+/// no `__GFP_DIRECT_RECLAIM` (bit 10) = atomic, `__GFP_KSWAPD_RECLAIM` (bit 11),
+/// `__GFP_NORETRY` (bit 16), `__GFP_THISNODE` (bit 21): the bit numbers of
+/// include/linux/gfp_types.h, the same from 6.0 to 6.18.
+pub fn gfp_of(kernel_gfp: u64, mt: i8) -> Gfp {
+    let bit = |b: u32| kernel_gfp & (1 << b) != 0;
+    let mut g = match mt {
+        1 => Gfp::MOVABLE,
+        2 => Gfp::RECLAIMABLE,
+        0 => Gfp(0),
+        _ if bit(3) => Gfp::MOVABLE,
+        _ if bit(4) => Gfp::RECLAIMABLE,
+        _ => Gfp(0),
+    };
+    if bit(5) {
+        g = g | Gfp::HIGH;
+    }
+    if !bit(10) {
+        g = g | Gfp::ATOMIC;
+    }
+    if bit(11) {
+        g = g | Gfp::KSWAPD;
+    }
+    if bit(16) {
+        g = g | Gfp::NORETRY;
+    }
+    if bit(21) {
+        g = g | Gfp::THISNODE;
+    }
+    g
+}
+
+/// Options of a replay.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayOptions {
+    /// `--config` (None: [`DEFAULT_CONFIG`], or the preset that fits an older kernel).
+    pub config: Option<String>,
+    /// Where to write the JSON and the plots.
+    pub out: Option<PathBuf>,
+}
+
+/// Reads and replays a trace file.
+///
+/// # Errors
+/// [`TraceError::Unsupported`] for a file that is not a usable trace (exit 2),
+/// [`TraceError::Usage`] for a bad config.
+pub fn replay_file(path: &Path, opts: &ReplayOptions) -> Result<ReplayReport, TraceError> {
+    let (h, ev) = format::read(path).map_err(|e| TraceError::Unsupported(e.to_string()))?;
+    let mut r = replay(&h, &ev, opts)?;
+    r.file = path.display().to_string();
+    if let Some(dir) = &opts.out {
+        write_files(&r, dir).map_err(TraceError::Failed)?;
+    }
+    Ok(r)
+}
+
+fn pcp_of(zi: &KernelZoneinfo) -> HashMap<u32, (i64, i64)> {
+    let mut m: HashMap<u32, (i64, i64)> = HashMap::new();
+    for z in zi.populated() {
+        for p in &z.pagesets {
+            let e = m.entry(p.cpu as u32).or_default();
+            e.0 += p.count;
+            e.1 += p.high;
+        }
+    }
+    m
+}
+
+fn pcp_cached(order: u8, thp: bool) -> bool {
+    order <= 3 || (thp && order == 9)
+}
+
+/// Replays a decoded trace.
+///
+/// # Errors
+/// See [`replay_file`].
+pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayReport, TraceError> {
+    let zi = KernelZoneinfo::parse(&h.start.zoneinfo)
+        .map_err(|e| TraceError::Unsupported(format!("the trace's start zoneinfo: {e}")))?;
+    let (fits, mut preset_note) = preset_for(&h.kernel_release);
+    let name = match (&opts.config, fits) {
+        (Some(c), _) => c.clone(),
+        (None, Some(p)) if p != "linux-6.12" && p != "linux-6.18" => p.to_string(),
+        _ => DEFAULT_CONFIG.to_string(),
+    };
+    if fits.is_none() {
+        preset_note.push_str(&format!("; replayed through `{name}` all the same"));
+    }
+    let base: Config = name
+        .parse()
+        .map_err(|e| TraceError::Usage(format!("--config {name}: {e}")))?;
+    let mut built = layout::build(&zi, &h.start.vm, &h.cpus)
+        .map_err(|e| TraceError::Unsupported(e.to_string()))?;
+    built.config = Config {
+        min_free_kbytes: Some(h.start.vm.min_free_kbytes),
+        watermark_scale_factor: h.start.vm.watermark_scale_factor,
+        high_fraction: h.start.vm.percpu_pagelist_high_fraction,
+        thp: h.start.vm.thp,
+        ..base
+    };
+    built
+        .config
+        .validate()
+        .map_err(|e| TraceError::Usage(format!("--config {name} with the trace's sysctls: {e}")))?;
+    let ncpus = built.layout.cpus.len();
+    if let Some(e) = ev.iter().find(|e| e.cpu as usize >= ncpus) {
+        return Err(TraceError::Unsupported(format!(
+            "an event on CPU {} but the trace describes {ncpus} CPUs",
+            e.cpu
+        )));
+    }
+    let clock = Arc::new(ManualPlatform::new());
+    let a = Allocator::with_platform(&built.layout, built.config.clone(), clock.clone())
+        .map_err(|e| TraceError::Unsupported(format!("building pagealloc from the trace: {e}")))?;
+    let thp = built.config.thp;
+    let mut notes = Vec::new();
+
+    // Pageblock → migratetype as the trace shows it (for frees of unknown blocks).
+    let mut block_mt: HashMap<u64, i8> = HashMap::new();
+    for e in ev {
+        if matches!(
+            e.kind,
+            EventKind::Alloc | EventKind::ZoneLocked | EventKind::PcpuDrain
+        ) && e.mt >= 0
+        {
+            block_mt.entry(e.pfn >> 9).or_insert(e.mt);
+        }
+    }
+    // Blocks freed before being allocated in the trace, and each list's depth.
+    let mut live: Live<i8> = Live::new();
+    let mut pre: Vec<(u64, u8, i8)> = Vec::new();
+    let mut depth: HashMap<(u32, u8, i8), (i64, i64)> = HashMap::new(); // (running, min)
+    let mut bump = |k: (u32, u8, i8), d: i64| {
+        let e = depth.entry(k).or_insert((0, 0));
+        e.0 += d;
+        e.1 = e.1.min(e.0);
+    };
+    for e in ev {
+        match e.kind {
+            EventKind::Alloc => {
+                live.insert(e.pfn, e.order, e.mt);
+                if pcp_cached(e.order, thp) {
+                    bump((e.cpu, e.order, e.mt.max(0)), -1);
+                }
+            }
+            EventKind::Free => {
+                let mt = match live.free(e.pfn, e.order) {
+                    Freed::Whole(mt) => mt,
+                    Freed::Part => continue,
+                    Freed::Unknown => {
+                        let mt = block_mt.get(&(e.pfn >> 9)).copied().unwrap_or(1);
+                        pre.push((e.pfn, e.order, mt));
+                        mt
+                    }
+                };
+                if pcp_cached(e.order, thp) {
+                    bump((e.cpu, e.order, mt.max(0)), 1);
+                }
+            }
+            EventKind::ZoneLocked if e.aux != 0 => bump((e.cpu, e.order, e.mt.max(0)), 1),
+            EventKind::PcpuDrain => bump((e.cpu, e.order, e.mt.max(0)), -1),
+            _ => {}
+        }
+    }
+    // Zones to the kernel's free pages, plus what the setup below takes from them.
+    let pre_pages: u64 = pre.iter().map(|p| 1u64 << p.1).sum();
+    let fill_pages: u64 = depth
+        .iter()
+        .map(|(k, v)| (-v.1) as u64 * (1u64 << k.1))
+        .sum();
+    let targets: Vec<(usize, u64)> = zi
+        .populated()
+        .filter_map(|z| built.zone_index(z.node, &z.name).map(|i| (i, z.free)))
+        .collect();
+    let normal = targets.iter().map(|t| t.0).max().unwrap_or(0);
+    let targets: Vec<(usize, u64)> = targets
+        .into_iter()
+        .map(|(z, f)| {
+            (
+                z,
+                if z == normal {
+                    f + pre_pages + fill_pages
+                } else {
+                    f
+                },
+            )
+        })
+        .collect();
+    let (_occupied, short) = crate::twin::model::occupy(&a, &targets);
+    for z in short {
+        notes.push(format!(
+            "pagealloc: zone {} {} starts with more free pages than the kernel's (its low watermark stops the fill)",
+            built.zones[z].0, built.zones[z].1
+        ));
+    }
+    // Blocks allocated before the trace and freed in it.
+    let mut map: Live<Frame> = Live::new();
+    // Frees the trace shows without an allocation: taken from this pool by pfn.
+    let mut pool: HashMap<(u64, u8), Vec<Frame>> = HashMap::new();
+    let mut pre_failed = 0u64;
+    for &(pfn, order, mt) in &pre {
+        match a.alloc_on(0, order, gfp_of(1 << 10 | 1 << 11, mt), None) {
+            Ok(f) => pool.entry((pfn, order)).or_default().push(f),
+            Err(_) => pre_failed += 1,
+        }
+    }
+    a.drain_all_pages();
+    // Each CPU's high in the zone the stream mostly uses, raised to the kernel's as the
+    // kernel raised it (refills, then frees, then a drain), as the twin does.
+    let kzone = &built.zones[normal];
+    let kps = |c: usize| {
+        zi.zone(kzone.0, &kzone.1)
+            .and_then(|z| z.pageset(c))
+            .map_or((0, 0), |p| (p.count, p.high))
+    };
+    for c in 0..ncpus {
+        let (kc, kh) = kps(c);
+        // Refills raise high (`nr_pcp_alloc`): pages allocated and freed on the CPU,
+        // then a drain, as the twin warms its pagesets, until high is the kernel's
+        // less what parking the kernel's pages below will add.
+        let target = kh - kc / 2;
+        for _ in 0..MAX_WARM_ROUNDS {
+            let high = i64::from(a.pcp_info(c, normal).unwrap_or_default().high);
+            if high >= target {
+                break;
+            }
+            crate::twin::model::cycle_pages(
+                &a,
+                c,
+                Gfp::USER,
+                ((target - high) / 3).max(64),
+                || format!("warming CPU {c}'s pageset"),
+            )
+            .map_err(|e| TraceError::Failed(e.to_string()))?;
+            a.drain_cpu(c);
+        }
+    }
+    // Each list's blocks at the start.
+    let mut lists: Vec<_> = depth
+        .iter()
+        .filter(|(_, v)| v.1 < 0)
+        .map(|(k, v)| (*k, -v.1))
+        .collect();
+    lists.sort_unstable();
+    for ((cpu, order, mt), n) in lists {
+        let mut got = Vec::new();
+        for _ in 0..n {
+            match a.alloc_on(cpu as usize, order, gfp_of(1 << 10 | 1 << 11, mt), None) {
+                Ok(f) => got.push(f),
+                Err(_) => break,
+            }
+        }
+        for f in got {
+            a.free_on(cpu as usize, f)
+                .map_err(|e| TraceError::Failed(format!("filling CPU {cpu}'s pageset: {e}")))?;
+        }
+    }
+    // The rest of each CPU's pages in that zone: on a list the stream never takes
+    // from (unmovable order 0 where the stream takes none), so that the count that
+    // decides drains starts where the kernel's did.
+    for c in 0..ncpus {
+        let (kc, _) = kps(c);
+        for _ in 0..3 {
+            let have = i64::from(a.pcp_info(c, normal).unwrap_or_default().count);
+            if have >= kc {
+                break;
+            }
+            crate::twin::model::cycle_pages(&a, c, Gfp::KERNEL, kc - have, || {
+                format!("parking pages on CPU {c}")
+            })
+            .map_err(|e| TraceError::Failed(e.to_string()))?;
+        }
+    }
+    let kstart = pcp_of(&zi);
+    let kend = KernelZoneinfo::parse(&h.end.zoneinfo)
+        .map(|z| pcp_of(&z))
+        .unwrap_or_default();
+    let pcp_now = |a: &Allocator, c: usize| -> (i64, i64) {
+        (0..a.nr_zones()).fold((0, 0), |acc, z| {
+            let p = a.pcp_info(c, z).unwrap_or_default();
+            (acc.0 + i64::from(p.count), acc.1 + i64::from(p.high))
+        })
+    };
+    let start_pcp: Vec<(u32, i64, i64, i64, i64)> = (0..ncpus as u32)
+        .filter(|c| kstart.contains_key(c))
+        .map(|c| {
+            let (kc, kh) = kps(c as usize);
+            let p = a.pcp_info(c as usize, normal).unwrap_or_default();
+            (c, kc, i64::from(p.count), kh, i64::from(p.high))
+        })
+        .collect();
+    a.reset_counters();
+
+    // The replay.
+    let mut ours: HashMap<u32, Side> = HashMap::new();
+    let mut high: Vec<Vec<(f64, i64)>> = vec![Vec::new(); ncpus];
+    let mut next_tick = 1_000_000_000u64;
+    let mut next_sample = 0u64;
+    let (mut replayed, mut interrupt_ops, mut freed_before, mut order9, mut failed) =
+        (0u64, 0, 0, 0, 0);
+    let mut free_high = 0u64;
+    let (mut split_pages, mut realloc) = (0u64, 0u64);
+    let tick_to = |a: &Allocator,
+                   t: u64,
+                   ours: &mut HashMap<u32, Side>,
+                   high: &mut Vec<Vec<(f64, i64)>>,
+                   next_tick: &mut u64,
+                   next_sample: &mut u64| {
+        loop {
+            let nt = (*next_tick).min(*next_sample);
+            if nt > t {
+                break;
+            }
+            clock.set_now(nt);
+            if *next_sample <= *next_tick {
+                for (c, hs) in high.iter_mut().enumerate() {
+                    hs.push((nt as f64 / 1e9, pcp_now(a, c).1));
+                }
+                *next_sample += SAMPLE_NS;
+            } else {
+                for c in 0..a.nr_cpus() {
+                    let before = a.cpu_counters(c).unwrap_or_default();
+                    a.tick(c);
+                    let after = a.cpu_counters(c).unwrap_or_default();
+                    push_trips(
+                        ours.entry(c as u32).or_default(),
+                        &before,
+                        &after,
+                        nt,
+                        false,
+                    );
+                }
+                *next_tick += 1_000_000_000;
+            }
+        }
+        clock.set_now(t);
+    };
+    for e in ev {
+        if !matches!(e.kind, EventKind::Alloc | EventKind::Free) {
+            continue;
+        }
+        tick_to(
+            &a,
+            e.ts,
+            &mut ours,
+            &mut high,
+            &mut next_tick,
+            &mut next_sample,
+        );
+        let c = e.cpu as usize;
+        replayed += 1;
+        if e.in_interrupt() {
+            interrupt_ops += 1;
+        }
+        let before = a.cpu_counters(c).unwrap_or_default();
+        let is_free = e.kind == EventKind::Free;
+        if is_free {
+            let f = match map.free(e.pfn, e.order) {
+                Freed::Whole(f) => Some(f),
+                Freed::Part => {
+                    split_pages += 1;
+                    None
+                }
+                Freed::Unknown => match pool.get_mut(&(e.pfn, e.order)).and_then(Vec::pop) {
+                    Some(f) => Some(f),
+                    None => {
+                        freed_before += 1;
+                        None
+                    }
+                },
+            };
+            let Some(f) = f else { continue };
+            a.free_on(c, f).map_err(|err| {
+                TraceError::Failed(format!(
+                    "replaying a free of pfn {:#x} on CPU {c}: {err}",
+                    e.pfn
+                ))
+            })?;
+        } else {
+            if e.order == 9 {
+                order9 += 1;
+            }
+            match a.alloc_on(c, e.order, gfp_of(e.aux, e.mt), None) {
+                Ok(f) => {
+                    if let Some(old) = map.insert(e.pfn, e.order, f) {
+                        // Allocated again without a traced free (a free path without
+                        // the event): keep pagealloc's books straight.
+                        let _ = a.free_on(c, old);
+                        realloc += 1;
+                    }
+                }
+                Err(_) => failed += 1,
+            }
+        }
+        let after = a.cpu_counters(c).unwrap_or_default();
+        free_high += after.free_high - before.free_high;
+        push_trips(
+            ours.entry(e.cpu).or_default(),
+            &before,
+            &after,
+            e.ts,
+            is_free,
+        );
+    }
+    let end_ts = ev.last().map_or(0, |e| e.ts);
+    tick_to(
+        &a,
+        end_ts,
+        &mut ours,
+        &mut high,
+        &mut next_tick,
+        &mut next_sample,
+    );
+    for (_, (_, _, f)) in map.blocks.drain() {
+        let _ = a.free_on(0, f);
+    }
+    for (_, v) in pool.drain() {
+        for f in v {
+            let _ = a.free_on(0, f);
+        }
+    }
+    a.validate()
+        .map_err(|e| TraceError::Failed(format!("pagealloc invariants after the replay: {e}")))?;
+
+    let ktrips = kernel_trips(ev);
+    let mut cpus: Vec<u32> = ktrips.keys().chain(ours.keys()).copied().collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let mut lines = Vec::new();
+    let mut per = Vec::new();
+    let empty = Side::default();
+    let mut kt = Side::default();
+    let mut pt = Side::default();
+    for &c in &cpus {
+        let k = ktrips.get(&c).unwrap_or(&empty).clone();
+        let p = ours.get(&c).unwrap_or(&empty).clone();
+        kt.refills.extend(k.refills.iter().copied());
+        kt.drains.extend(k.drains.iter().copied());
+        pt.refills.extend(p.refills.iter().copied());
+        pt.drains.extend(p.drains.iter().copied());
+        per.push((c, k, p));
+    }
+    let add = |lines: &mut Vec<Line>, scope: &str, k: &Side, p: &Side| {
+        let f = |v: &[Trip]| v.len() as f64;
+        let on_free = |v: &[Trip]| v.iter().filter(|t| t.on_free).count() as f64;
+        lines.push(line(
+            scope,
+            "refill trips",
+            f(&k.refills),
+            f(&p.refills),
+            false,
+        ));
+        lines.push(line(
+            scope,
+            "pages refilled",
+            Side::sum(&k.refills) as f64,
+            Side::sum(&p.refills) as f64,
+            false,
+        ));
+        lines.push(line(
+            scope,
+            "refill median (pages)",
+            Side::median(&k.refills),
+            Side::median(&p.refills),
+            true,
+        ));
+        lines.push(line(
+            scope,
+            "drain trips",
+            f(&k.drains),
+            f(&p.drains),
+            false,
+        ));
+        lines.push(line(
+            scope,
+            "pages drained",
+            Side::sum(&k.drains) as f64,
+            Side::sum(&p.drains) as f64,
+            false,
+        ));
+        lines.push(line(
+            scope,
+            "drain median (pages)",
+            Side::median(&k.drains),
+            Side::median(&p.drains),
+            true,
+        ));
+        lines.push(line(
+            scope,
+            "drains on a free",
+            on_free(&k.drains),
+            on_free(&p.drains),
+            false,
+        ));
+    };
+    add(&mut lines, "total", &kt, &pt);
+    for (c, k, p) in &per {
+        add(&mut lines, &format!("cpu {c}"), k, p);
+    }
+    if freed_before > 0 {
+        notes.push(format!("{freed_before} frees of blocks allocated before the trace that pagealloc could not pre-allocate (skipped)"));
+    }
+    if pre_failed > 0 {
+        notes.push(format!("{pre_failed} blocks allocated before the trace could not be pre-allocated in pagealloc"));
+    }
+    if !pre.is_empty() {
+        notes.push(format!(
+            "{} blocks ({} pages) freed in the trace were allocated before it began: pagealloc allocated them before the replay",
+            pre.len(),
+            pre_pages
+        ));
+    }
+    if split_pages > 0 {
+        notes.push(format!("{split_pages} frees of single pages of blocks allocated whole (split_page): pagealloc frees the block with its last page"));
+    }
+    if realloc > 0 {
+        notes.push(format!(
+            "{realloc} pfns allocated again without a traced free in between"
+        ));
+    }
+    if failed > 0 {
+        notes.push(format!(
+            "{failed} allocations failed in pagealloc (it has no reclaim)"
+        ));
+    }
+    let tsum = |v: &[Trip]| Side::sum(v);
+    Ok(ReplayReport {
+        file: String::new(),
+        kernel_release: h.kernel_release.clone(),
+        command: h.command.clone(),
+        config: built.config.to_string(),
+        preset_note,
+        seconds: end_ts as f64 / 1e9,
+        replayed,
+        refill_trips_kernel: kt.refills.len() as u64,
+        refill_trips_pagealloc: pt.refills.len() as u64,
+        drain_trips_kernel: kt.drains.len() as u64,
+        drain_trips_pagealloc: pt.drains.len() as u64,
+        pages_refilled_kernel: tsum(&kt.refills),
+        pages_refilled_pagealloc: tsum(&pt.refills),
+        pages_drained_kernel: tsum(&kt.drains),
+        pages_drained_pagealloc: tsum(&pt.drains),
+        free_high_pagealloc: free_high,
+        lines,
+        high_pagealloc: cpus
+            .iter()
+            .map(|&c| (c, high[c as usize].clone()))
+            .collect(),
+        high_kernel: cpus
+            .iter()
+            .map(|&c| {
+                (
+                    c,
+                    kstart.get(&c).map_or(0, |x| x.1),
+                    kend.get(&c).map_or(0, |x| x.1),
+                )
+            })
+            .collect(),
+        cpus: per,
+        interrupt_ops,
+        freed_before_trace: pre.len() as u64 + freed_before,
+        order9_allocs: order9,
+        failed_allocs: failed,
+        start_pcp,
+        notes,
+    })
+}
+
+/// Adds the trips one operation (or tick) made, from its CPU's counters around it.
+fn push_trips(s: &mut Side, before: &Counters, after: &Counters, ts: u64, on_free: bool) {
+    let t = ts as f64 / 1e9;
+    let split = |n: u64, pages: u64| -> Vec<u64> {
+        (0..n)
+            .map(|i| pages / n + u64::from(i < pages % n))
+            .collect()
+    };
+    let nr = after.pcp_refill - before.pcp_refill;
+    if nr > 0 {
+        for p in split(nr, after.pcp_refill_pages - before.pcp_refill_pages) {
+            s.refills.push(Trip {
+                t,
+                pages: p,
+                on_free: false,
+            });
+        }
+    }
+    let nd = after.pcp_drain - before.pcp_drain;
+    if nd > 0 {
+        for p in split(nd, after.pcp_drain_pages - before.pcp_drain_pages) {
+            s.drains.push(Trip {
+                t,
+                pages: p,
+                on_free,
+            });
+        }
+    }
+}
+
+/// The side-by-side table.
+pub fn text(r: &ReplayReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "trace {} ({:?}), {:.2} s, {} allocations and frees replayed",
+        r.file, r.command, r.seconds, r.replayed
+    );
+    let _ = writeln!(s, "{}; replayed through {}", r.preset_note, r.config);
+    let _ = writeln!(
+        s,
+        "{:<8} {:<24} {:>12} {:>12} {:>8}  verdict",
+        "scope", "what", "kernel", "pagealloc", "ratio"
+    );
+    for l in &r.lines {
+        let ratio = if l.kernel > 0.0 {
+            format!("{:.3}", l.pagealloc / l.kernel)
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            s,
+            "{:<8} {:<24} {:>12} {:>12} {:>8}  {}",
+            l.scope,
+            l.what,
+            l.kernel,
+            l.pagealloc,
+            ratio,
+            if l.agree {
+                "agree"
+            } else if l.what.contains("median") {
+                "differ (medians must be equal)"
+            } else {
+                "differ (beyond ±5 %)"
+            }
+        );
+    }
+    for (c, kc, pc, kh, ph) in &r.start_pcp {
+        let _ = writeln!(
+            s,
+            "cpu {c}: start pageset (main zone) kernel count {kc} high {kh}, pagealloc count {pc} high {ph}"
+        );
+    }
+    for (c, a, b) in &r.high_kernel {
+        let ph = r
+            .high_pagealloc
+            .iter()
+            .find(|x| x.0 == *c)
+            .and_then(|x| x.1.last())
+            .map_or(0, |x| x.1);
+        let _ = writeln!(s, "cpu {c}: high (all zones) kernel {a} at the start, {b} at the end; pagealloc {ph} at the end");
+    }
+    let _ = writeln!(
+        s,
+        "{} operations in interrupt context, {} order-9 allocations, {} frees of blocks allocated before the trace",
+        r.interrupt_ops, r.order9_allocs, r.freed_before_trace
+    );
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+fn cumulative(v: &[Trip]) -> Vec<(f64, f64)> {
+    let mut acc = 0.0;
+    let mut pts = vec![(0.0, 0.0)];
+    for t in v {
+        acc += t.pages as f64;
+        pts.push((t.t, acc));
+    }
+    let step = pts.len().div_ceil(2000).max(1);
+    let last = *pts.last().unwrap_or(&(0.0, 0.0));
+    let mut out: Vec<_> = pts.into_iter().step_by(step).collect();
+    out.push(last);
+    out
+}
+
+/// Writes `replay.json` and a plot per CPU into `dir`, each whole or not at all.
+///
+/// # Errors
+/// A file that cannot be written, as text.
+pub fn write_files(r: &ReplayReport, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut files = Vec::new();
+    let json = dir.join("replay.json");
+    let tmp = dir.join(".replay.json.tmp");
+    let text = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
+    std::fs::write(&tmp, text + "\n").map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &json).map_err(|e| format!("{}: {e}", json.display()))?;
+    files.push(json);
+    for (c, k, p) in &r.cpus {
+        let chart = Chart {
+            title: format!(
+                "replay: CPU {c}, pages moved by refills and drains, kernel vs pagealloc {}",
+                r.config
+            ),
+            x_label: "seconds of trace".into(),
+            y_label: "pages (cumulative)".into(),
+            x_ranked: false,
+            log_y: false,
+            series: vec![
+                Series {
+                    name: "kernel refilled".into(),
+                    points: cumulative(&k.refills),
+                },
+                Series {
+                    name: "pagealloc refilled".into(),
+                    points: cumulative(&p.refills),
+                },
+                Series {
+                    name: "kernel drained".into(),
+                    points: cumulative(&k.drains),
+                },
+                Series {
+                    name: "pagealloc drained".into(),
+                    points: cumulative(&p.drains),
+                },
+            ],
+        };
+        files.extend(
+            plot::write(&chart, &dir.join(format!("replay_cpu{c}"))).map_err(|e| e.to_string())?,
+        );
+        if let Some((_, hs)) = r.high_pagealloc.iter().find(|x| x.0 == *c) {
+            let (ks, ke) = r
+                .high_kernel
+                .iter()
+                .find(|x| x.0 == *c)
+                .map_or((0, 0), |x| (x.1, x.2));
+            let chart = Chart {
+                title: format!(
+                    "replay: CPU {c}, high (all zones), kernel at start and end vs pagealloc"
+                ),
+                x_label: "seconds of trace".into(),
+                y_label: "pages".into(),
+                x_ranked: false,
+                log_y: false,
+                series: vec![
+                    Series {
+                        name: "pagealloc high".into(),
+                        points: hs.iter().map(|x| (x.0, x.1 as f64)).collect(),
+                    },
+                    Series {
+                        name: "kernel high".into(),
+                        points: vec![(0.0, ks as f64), (r.seconds, ke as f64)],
+                    },
+                ],
+            };
+            files.extend(
+                plot::write(&chart, &dir.join(format!("replay_high_cpu{c}")))
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+    }
+    Ok(files)
+}
