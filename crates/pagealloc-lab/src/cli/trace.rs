@@ -111,9 +111,11 @@ pub fn cmd_trace(a: &TraceArgs) -> Result<(), CliError> {
                 out: r.out.clone(),
             };
             eprintln!(
-                "replaying {} (default config {})",
+                "replaying {} (config: {})",
                 r.file.display(),
-                trace::DEFAULT_CONFIG
+                r.config
+                    .as_deref()
+                    .unwrap_or("the one that fits the trace's kernel")
             );
             let rep = replay::replay_file(&r.file, &opts)?;
             if r.json {

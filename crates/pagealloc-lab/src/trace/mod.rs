@@ -30,8 +30,9 @@ pub mod replay;
 
 use std::fmt;
 
-/// The preset replay uses unless `--config` says otherwise: the newest the core has.
-pub const DEFAULT_CONFIG: &str = "linux-6.12";
+/// The preset replay uses when neither `--config` nor the trace's kernel release names
+/// one (a release [`replay::preset_for`] cannot read): the newest the core has.
+pub const DEFAULT_CONFIG: &str = "linux-6.18";
 
 /// Why recording or replaying failed. Each is one line for the user.
 #[derive(Debug)]

@@ -171,41 +171,25 @@ pub struct ReplayReport {
     pub notes: Vec<String>,
 }
 
-/// Which preset fits a kernel release, and a sentence saying so.
-pub fn preset_for(release: &str) -> (Option<&'static str>, String) {
+/// Which config fits a kernel release, and a sentence saying so: the twin's table
+/// ([`config_for_release`](crate::twin::host::config_for_release)) from 6.7 on, `base`
+/// for 6.0-6.6 (before the PCP auto-tuning series), none before 6.0.
+pub fn preset_for(release: &str) -> (Option<String>, String) {
+    if let Some((c, why)) = crate::twin::host::config_for_release(release) {
+        return (Some(c.to_string()), format!("kernel {release}: {why}"));
+    }
     let mut it = release
         .split(|c: char| !c.is_ascii_digit())
         .filter(|s| !s.is_empty())
         .map(|s| s.parse::<u32>().unwrap_or(0));
     let (maj, min) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
-    let v = maj * 1000 + min;
-    let (p, why) = match v {
-        0..=5999 => (
-            None,
-            "older than 6.0: no preset models its pagesets".to_string(),
-        ),
-        6000..=6006 => (
-            Some("base"),
-            "before the PCP auto-tuning series: `base` (6.6) fits".to_string(),
-        ),
-        6007..=6008 => (Some("patch10"), "6.7/6.8: `patch10` fits".to_string()),
-        6009..=6012 => (
-            Some("linux-6.12"),
-            "6.9-6.12: `linux-6.12` fits".to_string(),
-        ),
-        _ => {
-            let newest = Preset::ALL
-                .iter()
-                .map(|p| p.name())
-                .find(|n| *n == "linux-6.18");
-            match newest {
-                Some(n) => (Some(n), format!("{maj}.{min}: `{n}` fits")),
-                None => (
-                    Some("linux-6.12"),
-                    format!("{maj}.{min}: newer than every preset; `linux-6.12` is the nearest (the PCP changes after 6.12 are not modelled)"),
-                ),
-            }
-        }
+    let (p, why) = if maj == 6 && min < 7 {
+        (
+            Some("base".to_string()),
+            "before the PCP auto-tuning series: `base` (6.6) fits",
+        )
+    } else {
+        (None, "older than 6.0: no preset models its pagesets")
     };
     (p, format!("kernel {release}: {why}"))
 }
@@ -344,7 +328,7 @@ pub fn gfp_of(kernel_gfp: u64, mt: i8) -> Gfp {
 /// Options of a replay.
 #[derive(Clone, Debug, Default)]
 pub struct ReplayOptions {
-    /// `--config` (None: [`DEFAULT_CONFIG`], or the preset that fits an older kernel).
+    /// `--config` (None: the config that fits the trace's kernel, [`preset_for`]; [`DEFAULT_CONFIG`] when none does).
     pub config: Option<String>,
     /// Where to write the JSON and the plots.
     pub out: Option<PathBuf>,
@@ -389,10 +373,10 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     let zi = KernelZoneinfo::parse(&h.start.zoneinfo)
         .map_err(|e| TraceError::Unsupported(format!("the trace's start zoneinfo: {e}")))?;
     let (fits, mut preset_note) = preset_for(&h.kernel_release);
-    let name = match (&opts.config, fits) {
+    let name = match (&opts.config, &fits) {
         (Some(c), _) => c.clone(),
-        (None, Some(p)) if p != "linux-6.12" && p != "linux-6.18" => p.to_string(),
-        _ => DEFAULT_CONFIG.to_string(),
+        (None, Some(p)) => p.clone(),
+        (None, None) => DEFAULT_CONFIG.to_string(),
     };
     if fits.is_none() {
         preset_note.push_str(&format!("; replayed through `{name}` all the same"));
