@@ -61,22 +61,49 @@ impl CliError {
 /// threads against pagealloc configs and peer allocators, LLFree's microbenchmarks and
 /// the report.
 #[derive(Debug, Parser)]
-#[command(name = "pagealloc", version, propagate_version = true)]
+#[command(
+    name = "pagealloc",
+    version,
+    propagate_version = true,
+    after_help = TERMS
+)]
 pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The words the help texts use.
+const TERMS: &str = "Terms: \"the spec\" is the project's reference for the Linux \
+6.7-6.12 page allocator and for the workloads, machines and sizes of the published runs \
+(the simulator's \"full scale\"); \"the seed papers\" are the published measurements the \
+lab reproduces (Huang Ying's PCP auto-tuning series and its batch-scale commit, LLFree's \
+benchmarks), listed with their sources and figures in \
+crates/pagealloc-lab/docs/published.md. The lab's README: crates/pagealloc-lab/README.md.";
+
+/// `--cpus` of `run`: pinned threads.
+const CPUS_THREADS: &str = "CPUs the workload runs on, 1..=1024: one thread each, pinned \
+to the CPUs this process may use (default: all of them; more than that runs unpinned, \
+with a warning)";
+
+/// `--cpus` of `sim`: virtual CPUs.
+const CPUS_SIM: &str = "Virtual CPUs the workload runs on: CPUs 1..=N of the simulated \
+machine (default: kbuild one socket, the other workloads the whole machine)";
+
+/// `--cpus` of `compare`: either.
+const CPUS_COMPARE: &str = "CPUs the workload runs on: on threads, 1..=1024 pinned threads \
+(default: the CPUs this process may use); with --sim, CPUs 1..=N of the simulated machine \
+(default: kbuild one socket, the other workloads the whole machine)";
+
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one workload on real threads (one pinned thread per CPU) and print its row.
-    #[command(after_long_help = workloads_help())]
+    #[command(after_long_help = workloads_help(), mut_arg("cpus", |a| a.help(CPUS_THREADS)))]
     Run(RunArgs),
     /// Run one workload under several configs and/or allocators, normalised to the first
     /// row = 100.
-    #[command(after_long_help = workloads_help())]
+    #[command(after_long_help = workloads_help(), mut_arg("cpus", |a| a.help(CPUS_COMPARE)))]
     Compare(CompareArgs),
     /// LLFree's microbenchmarks: bulk, repeat, rand (ns per operation).
     Bench(BenchArgs),
@@ -87,7 +114,7 @@ pub enum Command {
     List(ListArgs),
     /// Simulate one workload at the spec's scale on a described machine (virtual CPUs,
     /// the real allocator, a calibrated cost model) and print its row.
-    #[command(after_long_help = sim::machines_help())]
+    #[command(after_long_help = sim::machines_help(), mut_arg("cpus", |a| a.help(CPUS_SIM)))]
     Sim(sim::SimArgs),
     /// Refit the simulator's free parameters to the published calibration data and print
     /// the fit with its residuals.
@@ -106,9 +133,8 @@ pub enum Command {
 /// (`sim`, `compare --sim`).
 #[derive(Clone, Debug, Args)]
 pub struct CommonOpts {
-    /// CPUs the workload runs on, 1..=1024: one pinned thread each (default: the CPUs
-    /// this process may use; more runs unpinned, with a warning), or CPUs 1..=N of the
-    /// simulated machine (default: kbuild one socket, the rest the whole machine).
+    /// CPUs the workload runs on (each command's help says which kind: pinned threads,
+    /// or virtual CPUs of the simulated machine).
     #[arg(long, value_parser = crate::limits::cpus)]
     pub cpus: Option<u32>,
     /// Root seed (CPU i gets a stream derived from it).
@@ -168,8 +194,8 @@ pub struct CompareArgs {
     /// batch_scale_max=3` is base and patch7 with batch_scale_max=3; give an override
     /// after each config it is for: `base,merge_skip=on,linux-6.12,merge_skip=on`). One
     /// row each when pagealloc is among the allocators. Default: the kernel series'
-    /// presets (base … linux-6.12).
-    #[arg(long)]
+    /// presets (base … linux-6.12). Also spelled `--config` (as `run` and `bench` do).
+    #[arg(long, visible_alias = "config")]
     pub configs: Option<String>,
     /// Allocators, comma-separated; pagealloc gives one row per config, a peer one row.
     #[arg(long, default_value = "pagealloc")]
@@ -215,8 +241,9 @@ pub struct BenchArgs {
     /// Allocators, comma-separated.
     #[arg(long, default_value = "pagealloc,buddy_system_allocator")]
     pub alloc: String,
-    /// pagealloc config.
-    #[arg(long, default_value = "linux-6.12")]
+    /// pagealloc config: a preset with optional `,key=value` overrides (one config;
+    /// also spelled `--configs`, as `compare` does).
+    #[arg(long, visible_alias = "configs", default_value = "linux-6.12")]
     pub config: String,
     /// CPU counts, comma-separated: one pinned thread allocating as each CPU.
     #[arg(long, default_value = "1,2")]
@@ -381,11 +408,12 @@ fn list_json() -> String {
 
 fn list_text() -> String {
     format!(
-        "{}\nConfigs: {} with ,key=value overrides; keys: {}\n\nAllocators: {}\n\nBenchmarks: bulk, repeat, rand\n",
+        "{}\nConfigs: {} with ,key=value overrides; keys: {}\n\nAllocators: {}\n\nBenchmarks: bulk, repeat, rand\n\n{}",
         workloads_help(),
         Preset::NAMES,
         pagealloc::Config::KEYS,
-        &peers::Peer::names_help()
+        &peers::Peer::names_help(),
+        sim::machines_help()
     )
 }
 
@@ -699,8 +727,9 @@ fn cmd_report(a: &ReportArgs) -> Result<(), CliError> {
     for w in &s.warnings {
         eprintln!("warning: {w}");
     }
+    println!("{}", s.text.trim_end());
     println!(
-        "report written to {} in {:.0} s ({} files): {}",
+        "\nreport written to {} in {:.0} s ({} files): {}",
         a.out.display(),
         s.seconds,
         s.files.len(),

@@ -21,6 +21,8 @@ pub struct Series {
     pub name: String,
     /// (x, y) points, drawn in order.
     pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (a second config or a bound beside the solid lines).
+    pub dashed: bool,
 }
 
 /// A line chart.
@@ -190,13 +192,19 @@ where
             .filter(keep)
             .map(|&(x, y)| (tx(x), ty(y)))
             .collect();
-        cc.draw_series(LineSeries::new(data.clone(), color.stroke_width(2)))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+        let style = color.stroke_width(2);
+        let legend = if s.dashed {
+            cc.draw_series(DashedLineSeries::new(data.clone(), 8, 5, style))?
+        } else {
+            cc.draw_series(LineSeries::new(data.clone(), style))?
+        };
+        legend.label(s.name.clone()).legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+        });
+        // Every point of a short line is marked, so that a line between two points reads
+        // as two measurements, not a curve.
         if data.len() <= 40 {
-            cc.draw_series(data.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+            cc.draw_series(data.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
         }
     }
     cc.configure_series_labels()
@@ -209,12 +217,16 @@ where
     Ok(())
 }
 
-/// An axis label: whole numbers without decimals.
+/// An axis label: whole numbers without decimals, thousands grouped from 1 000 on (so
+/// one axis never mixes `4000` and `12 000`).
 fn axis_num(v: f64) -> String {
     if v.is_finite() && (v - v.round()).abs() < 1e-6 * v.abs().max(1.0) {
-        crate::report::fmt_num(v.round())
-            .trim_end_matches(".0")
-            .to_owned()
+        let r = v.round();
+        if r.abs() >= 1000.0 {
+            crate::report::group_thousands(&format!("{r:.0}"))
+        } else {
+            format!("{r:.0}")
+        }
     } else {
         crate::report::fmt_num(v)
     }
@@ -238,10 +250,12 @@ mod tests {
                 Series {
                     name: "pagealloc".into(),
                     points: vec![(1.0, 10.0), (2.0, 19.0)],
+                    dashed: false,
                 },
                 Series {
                     name: "kernel".into(),
                     points: vec![(1.0, 5.0), (2.0, 8.0)],
+                    dashed: true,
                 },
             ],
         };
@@ -257,6 +271,7 @@ mod tests {
             series: vec![Series {
                 name: "p99".into(),
                 points: vec![(63.0, 0.0), (127.0, 3.5), (255.0, 12000.0)],
+                dashed: false,
             }],
             ..chart
         };
