@@ -124,7 +124,7 @@ pub fn latency_markdown(rows: &[Row]) -> String {
                     if avg > p99 {
                         inverted.push(format!(
                             "{} {dir} (tail {tail:.0} %, max {} {})",
-                            r.config.as_deref().unwrap_or(&r.alloc),
+                            row_label(r),
                             fmt_num(max),
                             if unit == "us" { "µs" } else { "ns" }
                         ));
@@ -135,13 +135,32 @@ pub fn latency_markdown(rows: &[Row]) -> String {
         if !inverted.is_empty() {
             let _ = writeln!(
                 s,
-                "Average above p99 in: {}. There the values above the p99 carry most of                  the time (tail %): a few trips or calls orders of magnitude longer than                  the rest, the thread descheduled inside them (see the summary); the p50                  and p99 describe the allocator.
-",
+                "Average above p99 in: {}. There the values above the p99 carry most of \
+                 the time (tail %): a few trips or calls orders of magnitude longer than \
+                 the rest (max: milliseconds, a scheduler time slice), the thread \
+                 descheduled inside them (see the summary); the p50 and p99 describe the \
+                 allocator.\n",
                 inverted.join("; ")
             );
         }
     }
     s
+}
+
+/// A short name of a row for a sentence: `batch 255`, `lmbench linux-6.12`,
+/// `page_fault1 kernel`.
+fn row_label(r: &Row) -> String {
+    let who = r
+        .config
+        .as_deref()
+        .map_or(r.alloc.as_str(), |c| c.split(',').next().unwrap_or(c));
+    match r.extra.get("batch") {
+        Some(b) => format!("batch {b}"),
+        None => match r.workload.as_deref() {
+            Some(w) => format!("{w} {who}"),
+            None => who.to_owned(),
+        },
+    }
 }
 
 /// A latency column's header: `alloc_lat_p999_us` → `alloc trip p99.9 µs`,

@@ -165,6 +165,14 @@ where
         10
     };
     let y_labels = if log_y { (ly1 - ly0) as usize + 1 } else { 10 };
+    // One number of decimals per axis, from the spacing of its ticks (about a tenth of
+    // its range), so that an axis never mixes `0.500`, `1` and `1.50`.
+    let x_dec = if whole {
+        0
+    } else {
+        decimals((lx1 - lx0) / 10.0)
+    };
+    let y_dec = decimals((ly1 - ly0) / 10.0);
     cc.configure_mesh()
         .x_labels(x_labels)
         .y_labels(y_labels)
@@ -173,7 +181,7 @@ where
         .label_style(("sans-serif", 14))
         .x_label_formatter(&|v| {
             if !x_ranked {
-                axis_num(*v)
+                tick(*v, x_dec)
             } else if (v - v.round()).abs() < 1e-6 && v.round() >= 0.0 {
                 ranks
                     .get(v.round() as usize)
@@ -182,7 +190,13 @@ where
                 String::new()
             }
         })
-        .y_label_formatter(&|v| axis_num(if log_y { 10f64.powf(*v) } else { *v }))
+        .y_label_formatter(&|v| {
+            if log_y {
+                axis_num(10f64.powf(*v))
+            } else {
+                tick(*v, y_dec)
+            }
+        })
         .draw()?;
     for (i, s) in chart.series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
@@ -215,6 +229,24 @@ where
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+/// Decimals that tell apart ticks `step` apart: 0 from 1 on, 1 from 0.1, ….
+fn decimals(step: f64) -> usize {
+    if !(step.is_finite() && step > 0.0) || step >= 1.0 {
+        0
+    } else {
+        (-step.log10()).ceil().clamp(0.0, 6.0) as usize
+    }
+}
+
+/// A linear axis' tick with `dec` decimals (thousands grouped when whole).
+fn tick(v: f64, dec: usize) -> String {
+    if dec == 0 {
+        axis_num(v.round())
+    } else {
+        format!("{v:.dec$}")
+    }
 }
 
 /// An axis label: whole numbers without decimals, thousands grouped from 1 000 on (so
@@ -292,6 +324,37 @@ mod tests {
         assert!(
             !texts.iter().any(|t| t.contains('.')),
             "whole labels only: {texts:?}"
+        );
+        // Fractional x (seconds): every tick with the same number of decimals.
+        let secs = Chart {
+            x_ranked: false,
+            log_y: false,
+            series: vec![Series {
+                name: "high".into(),
+                points: vec![(0.0, 3500.0), (1.05, 12000.0), (2.1, 3500.0)],
+                dashed: false,
+            }],
+            ..log
+        };
+        let files = write(&secs, &dir.join("s")).unwrap();
+        let svg = std::fs::read_to_string(&files[1]).unwrap();
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>').and_then(|(_, r)| r.split('<').next()))
+            .map(str::trim)
+            .collect();
+        for label in ["0.5", "1.0", "1.5", "2.0", "4 000", "12 000"] {
+            assert!(
+                texts.contains(&label),
+                "label {label} missing from {texts:?}"
+            );
+        }
+        assert!(
+            !texts
+                .iter()
+                .any(|t| *t == "0.500" || *t == "1.50" || *t == "4000"),
+            "mixed formats: {texts:?}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

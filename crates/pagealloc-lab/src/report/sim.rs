@@ -29,7 +29,11 @@ fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 /// # Errors
 /// A failed simulation (the message has the seed and the replay command).
 pub fn sections(mode: Mode, pb: &ProgressBar) -> Result<Vec<Section>, ReportError> {
-    Ok(vec![kbuild(mode, pb)?, sweep(mode, pb)?])
+    let k = kbuild(mode, pb)?;
+    pb.inc(1);
+    let s = sweep(mode, pb)?;
+    pb.inc(1);
+    Ok(vec![k, s])
 }
 
 fn kbuild(mode: Mode, pb: &ProgressBar) -> Result<Section, ReportError> {
