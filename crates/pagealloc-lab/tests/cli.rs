@@ -709,3 +709,63 @@ fn running_out_of_memory_is_reported() {
     let err = stderr(&o);
     assert!(err.contains("allocations failed (out of memory)"), "{err}");
 }
+
+#[test]
+fn help_and_list_say_what_each_command_takes() {
+    let out = |args: &[&str]| {
+        let o = pagealloc(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // `list` names the simulated machines its help promises.
+    let list = out(&["list"]);
+    for m in ["Machines", "spr-2s-224", "icx-2s-128", "desktop-8"] {
+        assert!(list.contains(m), "list lacks {m}");
+    }
+    // `--cpus` says which kind of CPU on each command.
+    let run = out(&["run", "--help"]);
+    assert!(run.contains("pinned") && !run.contains("simulated machine"), "{run}");
+    let sim = out(&["sim", "--help"]);
+    assert!(sim.contains("Virtual CPUs") && !sim.contains("pinned to"), "{sim}");
+    // Terms are defined where they are used.
+    let top = out(&["--help"]);
+    assert!(top.contains("\"the spec\"") && top.contains("docs/published.md"));
+    // The twin's count-or-id rule is spelled out.
+    let twin = out(&["twin", "--help"]);
+    assert!(twin.contains("`--cpus 1,` is CPU id 1"), "{twin}");
+    // `--config` and `--configs` are accepted by bench and compare alike.
+    let rows = json_rows(&pagealloc(&[
+        "bench",
+        "repeat",
+        "--configs",
+        "base",
+        "--alloc",
+        "pagealloc",
+        "--cpus",
+        "1",
+        "--order",
+        "0",
+        "--memory",
+        "16MiB",
+        "--iterations",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(rows[0]["config"], "base");
+    let rows = json_rows(&pagealloc(&[
+        "compare",
+        "page_fault1",
+        "--config",
+        "base",
+        "--cpus",
+        "1",
+        "--memory",
+        "64MiB",
+        "-p",
+        "pages_per_loop=256",
+        "-p",
+        "loops=1",
+        "--json",
+    ]));
+    assert_eq!(rows[0]["config"], "base");
+}
