@@ -724,9 +724,15 @@ fn help_and_list_say_what_each_command_takes() {
     }
     // `--cpus` says which kind of CPU on each command.
     let run = out(&["run", "--help"]);
-    assert!(run.contains("pinned") && !run.contains("simulated machine"), "{run}");
+    assert!(
+        run.contains("pinned") && !run.contains("simulated machine"),
+        "{run}"
+    );
     let sim = out(&["sim", "--help"]);
-    assert!(sim.contains("Virtual CPUs") && !sim.contains("pinned to"), "{sim}");
+    assert!(
+        sim.contains("Virtual CPUs") && !sim.contains("pinned to"),
+        "{sim}"
+    );
     // Terms are defined where they are used.
     let top = out(&["--help"]);
     assert!(top.contains("\"the spec\"") && top.contains("docs/published.md"));

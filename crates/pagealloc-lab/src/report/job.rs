@@ -1012,7 +1012,8 @@ fn summary_text(sections: &[Section], mode: Mode, seconds: f64, runs: u32) -> St
         t,
         "- **Reading the tables**: score, free_high, alloc_zone and PCP pages are % of the \
          table's first row where the section says so; zone lock % = time waiting for zone \
-         locks ÷ CPU time. A *trip* is one pass under a zone lock (a refill when \
+         locks ÷ CPU time, where the wait is wall time (a waiter that yields its CPU, or \
+         is preempted, is still waiting), so on a loaded machine it can pass 100 %. A *trip* is one pass under a zone lock (a refill when \
          allocating, a drain when freeing; µs, as published); a *call* is one allocation \
          or free, PCP hits included (ns). Each latency table gives count, avg, p50, p99, \
          p99.9 and max from one histogram, and `tail %`, the share of all the time that \
