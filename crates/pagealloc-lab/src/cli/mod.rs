@@ -107,7 +107,10 @@ pub enum Command {
     Compare(CompareArgs),
     /// LLFree's microbenchmarks: bulk, repeat, rand (ns per operation).
     Bench(BenchArgs),
-    /// The main job: run the default suite and write report.md, JSON and plots.
+    /// The main job: run the default suite and write report.md, JSON and plots, then
+    /// print the report's summary. Duration on a 2-CPU machine shared with other builds
+    /// (load 20-29): the default suite about 28 min, --quick about 2 min (less on an idle
+    /// machine; the README has the measurements). Progress on stderr throughout.
     Report(ReportArgs),
     /// List workloads with their parameters, configs, allocators, benchmarks and
     /// simulated machines.
@@ -288,7 +291,8 @@ pub struct ListArgs {
 /// `pagealloc report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The quick suite: under a minute.
+    /// The quick suite: fewer configs and smaller workloads (2 min 7 s measured on 2
+    /// CPUs at load 22-25).
     #[arg(long)]
     pub quick: bool,
     /// The smallest suite (seconds), for tests.

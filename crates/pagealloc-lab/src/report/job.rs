@@ -5,9 +5,10 @@
 //! # Design
 //! A report is a list of [`Section`]s (title, text, rows, columns, plots); the job fills
 //! them and [`write_report`] writes them, so other tools (the simulator) can add theirs.
-//! The suite's size is chosen by [`Mode`]: `Full` (a few minutes here), `Quick` (under a
-//! minute), `Tiny` (seconds: for tests). Every run is a full executor run with all its
-//! checks: a failed check fails the report.
+//! The suite's size is chosen by [`Mode`]: `Full`, `Quick` (fewer configs, smaller
+//! workloads) and `Tiny` (seconds: for tests); the README has their measured
+//! durations. Every run is a full executor run with all its checks: a failed check
+//! fails the report.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -26,9 +27,9 @@ use crate::Row;
 /// Size of the suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// The default suite: a few minutes on a 2-core laptop.
+    /// The default suite (the README has its measured duration).
     Full,
-    /// `--quick`: under a minute.
+    /// `--quick`: fewer configs, smaller workloads (about 2 min on 2 loaded CPUs).
     Quick,
     /// Seconds: the smallest parameters that still exercise every part (tests).
     Tiny,
