@@ -114,7 +114,10 @@ pub fn normalise(rows: &mut [Row]) {
                 continue;
             };
             r.extra.insert(format!("{col}_raw"), v);
-            let pct = if b != 0.0 {
+            // Equal values are exactly 100 (100 · v / v can round to 100.00000000000001).
+            let pct = if v == b {
+                Some(100.0)
+            } else if b != 0.0 {
                 Some(100.0 * v / b)
             } else if v == 0.0 {
                 Some(100.0)
