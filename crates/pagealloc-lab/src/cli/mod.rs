@@ -109,7 +109,7 @@ pub enum Command {
     Bench(BenchArgs),
     /// The main job: run the default suite and write report.md, JSON and plots, then
     /// print the report's summary. Duration on a 2-CPU machine shared with other builds
-    /// (load 20-29): the default suite about 28 min, --quick about 2 min (less on an idle
+    /// (load 17-29): the default suite 11-28 min, --quick about 2 min (less on an idle
     /// machine; the README has the measurements). Progress on stderr throughout.
     Report(ReportArgs),
     /// List workloads with their parameters, configs, allocators, benchmarks and
