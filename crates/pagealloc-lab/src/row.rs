@@ -114,7 +114,10 @@ pub fn normalise(rows: &mut [Row]) {
                 continue;
             };
             r.extra.insert(format!("{col}_raw"), v);
-            let pct = if b != 0.0 {
+            // Equal values are exactly 100 (100 · v / v can round to 100.00000000000001).
+            let pct = if v == b {
+                Some(100.0)
+            } else if b != 0.0 {
                 Some(100.0 * v / b)
             } else if v == 0.0 {
                 Some(100.0)
@@ -167,10 +170,89 @@ pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
     let _ = h.record(ns.max(1));
 }
 
-/// (average, p99) of a histogram of ns, in µs; `None` if it is empty. The one
-/// percentile of the lab: HdrHistogram's `value_at_quantile`.
-pub fn avg_p99_us(h: &Histogram<u64>) -> Option<(f64, f64)> {
-    (!h.is_empty()).then(|| (h.mean() / 1e3, h.value_at_quantile(0.99) as f64 / 1e3))
+/// The summary of one latency histogram: every figure from the same histogram (ns), so
+/// count, average and percentiles always describe the same population.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LatencyStats {
+    /// Values recorded.
+    pub count: u64,
+    /// Mean, ns.
+    pub avg_ns: f64,
+    /// Median, ns.
+    pub p50_ns: f64,
+    /// 99th percentile, ns.
+    pub p99_ns: f64,
+    /// 99.9th percentile, ns.
+    pub p999_ns: f64,
+    /// Largest value, ns.
+    pub max_ns: f64,
+    /// Share of the summed time that values above the p99 carry, %: above 1 % the tail
+    /// weighs more than its count, and when it passes about half the mean can exceed the
+    /// p99 (a few values orders of magnitude above the rest, such as trips during which
+    /// the thread was descheduled).
+    pub tail_pct: f64,
+}
+
+/// The unit a [`LatencyStats`] is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LatUnit {
+    /// Microseconds (zone-lock trips, as the published tables give them).
+    Us,
+    /// Nanoseconds (single allocator calls, mostly PCP hits of tens of ns).
+    Ns,
+}
+
+impl LatencyStats {
+    /// The summary of `h` (ns); `None` if it is empty. Percentiles are HdrHistogram's
+    /// `value_at_quantile` (3 significant figures), the one percentile of the lab.
+    pub fn of(h: &Histogram<u64>) -> Option<LatencyStats> {
+        if h.is_empty() {
+            return None;
+        }
+        let p99 = h.value_at_quantile(0.99);
+        let (mut all, mut tail) = (0.0f64, 0.0f64);
+        for v in h.iter_recorded() {
+            let t = h.median_equivalent(v.value_iterated_to()) as f64 * v.count_at_value() as f64;
+            all += t;
+            if v.value_iterated_to() > p99 {
+                tail += t;
+            }
+        }
+        Some(LatencyStats {
+            count: h.len(),
+            avg_ns: h.mean(),
+            p50_ns: h.value_at_quantile(0.5) as f64,
+            p99_ns: p99 as f64,
+            p999_ns: h.value_at_quantile(0.999) as f64,
+            max_ns: h.max() as f64,
+            tail_pct: if all > 0.0 { 100.0 * tail / all } else { 0.0 },
+        })
+    }
+
+    /// Writes the summary into `extra` as `<prefix>_count`, `<prefix>_{avg,p50,p99,p999,
+    /// max}_<unit>` and `<prefix>_tail_pct`.
+    pub fn insert(
+        &self,
+        extra: &mut std::collections::BTreeMap<String, f64>,
+        prefix: &str,
+        unit: LatUnit,
+    ) {
+        let (div, u) = match unit {
+            LatUnit::Us => (1e3, "us"),
+            LatUnit::Ns => (1.0, "ns"),
+        };
+        extra.insert(format!("{prefix}_count"), self.count as f64);
+        for (k, v) in [
+            ("avg", self.avg_ns),
+            ("p50", self.p50_ns),
+            ("p99", self.p99_ns),
+            ("p999", self.p999_ns),
+            ("max", self.max_ns),
+        ] {
+            extra.insert(format!("{prefix}_{k}_{u}"), v / div);
+        }
+        extra.insert(format!("{prefix}_tail_pct"), self.tail_pct);
+    }
 }
 
 /// One CPU's measured window, as an executor saw it.
@@ -234,7 +316,8 @@ pub struct Measurement<'a> {
 }
 
 impl Row {
-    /// The row of a run, one definition per column (see the README's column table):
+    /// The row of a run, one definition per column (the lab README's column table,
+    /// crates/pagealloc-lab/README.md):
     /// - score: [`Workload::score`] over all CPUs' measured windows (earliest start to
     ///   last `Done`); with several [`Workload::groups`], each group's in `score_<g>`;
     /// - zone lock %: zone-lock wait ÷ CPU time, over the measured window;
@@ -243,7 +326,8 @@ impl Row {
     /// - idle %: the part of the CPUs' measured windows (each from its start to its
     ///   `Done`) that was not CPU time: sleeps in `Send`/`Recv` (and, on threads,
     ///   anything else the thread was off the CPU for);
-    /// - alloc/free latency: average and p99 of one zone-lock trip ([`avg_p99_us`]).
+    /// - alloc/free trip latency: count, average, p50, p99, p99.9 and max of one
+    ///   zone-lock trip, µs, all from one histogram ([`LatencyStats`]).
     pub fn from_measurement(m: &Measurement<'_>) -> Row {
         let w = m.workload;
         let measured = OpCounts::sum(m.windows.iter().map(|c| &c.counts));
@@ -306,13 +390,15 @@ impl Row {
             }
         }
         if let Some((alloc, free)) = m.trips {
-            if let Some((avg, p99)) = avg_p99_us(alloc) {
-                r.alloc_lat_avg_us = Some(avg);
-                r.alloc_lat_p99_us = Some(p99);
+            if let Some(l) = LatencyStats::of(alloc) {
+                r.alloc_lat_avg_us = Some(l.avg_ns / 1e3);
+                r.alloc_lat_p99_us = Some(l.p99_ns / 1e3);
+                l.insert(&mut r.extra, "alloc_lat", LatUnit::Us);
             }
-            if let Some((avg, p99)) = avg_p99_us(free) {
-                r.free_lat_avg_us = Some(avg);
-                r.free_lat_p99_us = Some(p99);
+            if let Some(l) = LatencyStats::of(free) {
+                r.free_lat_avg_us = Some(l.avg_ns / 1e3);
+                r.free_lat_p99_us = Some(l.p99_ns / 1e3);
+                l.insert(&mut r.extra, "free_lat", LatUnit::Us);
             }
         }
         if let Some((pages, cold)) = m.touches.filter(|&(p, _)| p > 0) {

@@ -602,6 +602,46 @@ fn report_tiny_writes_its_files() {
     for section in ["page_fault1", "kbuild", "Batch sweep", "PCP high", "LLFree"] {
         assert!(md.contains(section), "report.md lacks {section}");
     }
+    // The summary opens the report; reproduced tables carry the published column, the
+    // difference and the source; latencies carry the whole histogram summary with units;
+    // real-thread sections carry the load.
+    let summary = md.find("## Summary").expect("a summary");
+    assert!(summary < md.find("## page_fault1").unwrap());
+    for needle in [
+        "**How close to the published figures**",
+        "kbuild on this host",
+        "steps move in the published direction",
+        "| build time ours | published | diff |",
+        "| free avg µs | published | diff |",
+        "docs/published.md",
+        "| alloc trips | alloc trip avg µs | alloc trip p50 µs | alloc trip p99 µs | alloc trip p99.9 µs | alloc trip max µs |",
+        "alloc call avg ns",
+        "load average (1 min)",
+    ] {
+        assert!(md.contains(needle), "report.md lacks {needle}");
+    }
+    assert!(!md.contains(" us |"), "a unit written `us`");
+    // The plotted series of the PCP timeline are in the data, with the last sample in the table.
+    let samples: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("pcp_over_time_samples.json")).unwrap(),
+    )
+    .unwrap();
+    for cfg in ["base", "linux-6.12"] {
+        let s = samples[cfg].as_array().expect("samples per config");
+        assert!(!s.is_empty(), "{cfg}: no samples");
+        let last = s.last().unwrap();
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("pcp_over_time.json")).unwrap())
+                .unwrap();
+        let row = rows
+            .iter()
+            .find(|r| r["config"].as_str().unwrap().starts_with(cfg))
+            .unwrap();
+        assert_eq!(
+            row["extra"]["cpu0_count_last"].as_f64(),
+            last["cpu0_count"].as_f64()
+        );
+    }
     for f in [
         "throughput_vs_cpus.png",
         "throughput_vs_cpus.svg",
@@ -668,4 +708,70 @@ fn running_out_of_memory_is_reported() {
     assert!(rows[0]["extra"]["alloc_failures"].as_f64().unwrap() > 0.0);
     let err = stderr(&o);
     assert!(err.contains("allocations failed (out of memory)"), "{err}");
+}
+
+#[test]
+fn help_and_list_say_what_each_command_takes() {
+    let out = |args: &[&str]| {
+        let o = pagealloc(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // `list` names the simulated machines its help promises.
+    let list = out(&["list"]);
+    for m in ["Machines", "spr-2s-224", "icx-2s-128", "desktop-8"] {
+        assert!(list.contains(m), "list lacks {m}");
+    }
+    // `--cpus` says which kind of CPU on each command.
+    let run = out(&["run", "--help"]);
+    assert!(
+        run.contains("pinned") && !run.contains("simulated machine"),
+        "{run}"
+    );
+    let sim = out(&["sim", "--help"]);
+    assert!(
+        sim.contains("Virtual CPUs") && !sim.contains("pinned to"),
+        "{sim}"
+    );
+    // Terms are defined where they are used.
+    let top = out(&["--help"]);
+    assert!(top.contains("\"the spec\"") && top.contains("docs/published.md"));
+    // The twin's count-or-id rule is spelled out.
+    let twin = out(&["twin", "--help"]);
+    assert!(twin.contains("`--cpus 1,` is CPU id 1"), "{twin}");
+    // `--config` and `--configs` are accepted by bench and compare alike.
+    let rows = json_rows(&pagealloc(&[
+        "bench",
+        "repeat",
+        "--configs",
+        "base",
+        "--alloc",
+        "pagealloc",
+        "--cpus",
+        "1",
+        "--order",
+        "0",
+        "--memory",
+        "16MiB",
+        "--iterations",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(rows[0]["config"], "base");
+    let rows = json_rows(&pagealloc(&[
+        "compare",
+        "page_fault1",
+        "--config",
+        "base",
+        "--cpus",
+        "1",
+        "--memory",
+        "64MiB",
+        "-p",
+        "pages_per_loop=256",
+        "-p",
+        "loops=1",
+        "--json",
+    ]));
+    assert_eq!(rows[0]["config"], "base");
 }

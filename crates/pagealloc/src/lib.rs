@@ -124,3 +124,10 @@ pub use zone::{min_free_kbytes, zone_wmarks};
 
 #[cfg(feature = "std")]
 pub use platform::OsPlatform;
+
+/// The crate's README: its Rust blocks (the first allocation, real zones with holes, the
+/// no_std setup with static metadata) run as doctests, so the README cannot drift from
+/// the API.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

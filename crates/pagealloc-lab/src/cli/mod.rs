@@ -62,33 +62,63 @@ impl CliError {
 /// threads against pagealloc configs and peer allocators, LLFree's microbenchmarks and
 /// the report.
 #[derive(Debug, Parser)]
-#[command(name = "pagealloc", version, propagate_version = true)]
+#[command(
+    name = "pagealloc",
+    version,
+    propagate_version = true,
+    after_help = TERMS
+)]
 pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The words the help texts use.
+const TERMS: &str = "Terms: \"the spec\" is the project's reference for the Linux \
+6.7-6.12 page allocator and for the workloads, machines and sizes of the published runs \
+(the simulator's \"full scale\"); \"the seed papers\" are the published measurements the \
+lab reproduces (Huang Ying's PCP auto-tuning series and its batch-scale commit, LLFree's \
+benchmarks), listed with their sources and figures in \
+crates/pagealloc-lab/docs/published.md. The lab's README: crates/pagealloc-lab/README.md.";
+
+/// `--cpus` of `run`: pinned threads.
+const CPUS_THREADS: &str = "CPUs the workload runs on, 1..=1024: one thread each, pinned \
+to the CPUs this process may use (default: all of them; more than that runs unpinned, \
+with a warning)";
+
+/// `--cpus` of `sim`: virtual CPUs.
+const CPUS_SIM: &str = "Virtual CPUs the workload runs on: CPUs 1..=N of the simulated \
+machine (default: kbuild one socket, the other workloads the whole machine)";
+
+/// `--cpus` of `compare`: either.
+const CPUS_COMPARE: &str = "CPUs the workload runs on: on threads, 1..=1024 pinned threads \
+(default: the CPUs this process may use); with --sim, CPUs 1..=N of the simulated machine \
+(default: kbuild one socket, the other workloads the whole machine)";
+
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one workload on real threads (one pinned thread per CPU) and print its row.
-    #[command(after_long_help = workloads_help())]
+    #[command(after_long_help = workloads_help(), mut_arg("cpus", |a| a.help(CPUS_THREADS)))]
     Run(RunArgs),
     /// Run one workload under several configs and/or allocators, normalised to the first
     /// row = 100.
-    #[command(after_long_help = workloads_help())]
+    #[command(after_long_help = workloads_help(), mut_arg("cpus", |a| a.help(CPUS_COMPARE)))]
     Compare(CompareArgs),
     /// LLFree's microbenchmarks: bulk, repeat, rand (ns per operation).
     Bench(BenchArgs),
-    /// The main job: run the default suite and write report.md, JSON and plots.
+    /// The main job: run the default suite and write report.md, JSON and plots, then
+    /// print the report's summary. Duration on a 2-CPU machine shared with other builds
+    /// (load 17-29): the default suite 11-28 min, --quick about 2 min (less on an idle
+    /// machine; the README has the measurements). Progress on stderr throughout.
     Report(ReportArgs),
     /// List workloads with their parameters, configs, allocators, benchmarks and
     /// simulated machines.
     List(ListArgs),
     /// Simulate one workload at the spec's scale on a described machine (virtual CPUs,
     /// the real allocator, a calibrated cost model) and print its row.
-    #[command(after_long_help = sim::machines_help())]
+    #[command(after_long_help = sim::machines_help(), mut_arg("cpus", |a| a.help(CPUS_SIM)))]
     Sim(sim::SimArgs),
     /// Refit the simulator's free parameters to the published calibration data and print
     /// the fit with its residuals.
@@ -111,9 +141,8 @@ pub enum Command {
 /// (`sim`, `compare --sim`).
 #[derive(Clone, Debug, Args)]
 pub struct CommonOpts {
-    /// CPUs the workload runs on, 1..=1024: one pinned thread each (default: the CPUs
-    /// this process may use; more runs unpinned, with a warning), or CPUs 1..=N of the
-    /// simulated machine (default: kbuild one socket, the rest the whole machine).
+    /// CPUs the workload runs on (each command's help says which kind: pinned threads,
+    /// or virtual CPUs of the simulated machine).
     #[arg(long, value_parser = crate::limits::cpus)]
     pub cpus: Option<u32>,
     /// Root seed (CPU i gets a stream derived from it).
@@ -173,8 +202,8 @@ pub struct CompareArgs {
     /// batch_scale_max=3` is base and patch7 with batch_scale_max=3; give an override
     /// after each config it is for: `base,merge_skip=on,linux-6.12,merge_skip=on`). One
     /// row each when pagealloc is among the allocators. Default: the kernel series'
-    /// presets (base … linux-6.12).
-    #[arg(long)]
+    /// presets (base … linux-6.12). Also spelled `--config` (as `run` and `bench` do).
+    #[arg(long, visible_alias = "config")]
     pub configs: Option<String>,
     /// Allocators, comma-separated; pagealloc gives one row per config, a peer one row.
     #[arg(long, default_value = "pagealloc")]
@@ -221,8 +250,9 @@ pub struct BenchArgs {
     /// Allocators, comma-separated.
     #[arg(long, default_value = "pagealloc,buddy_system_allocator")]
     pub alloc: String,
-    /// pagealloc config.
-    #[arg(long, default_value = "linux-6.12")]
+    /// pagealloc config: a preset with optional `,key=value` overrides (one config;
+    /// also spelled `--configs`, as `compare` does).
+    #[arg(long, visible_alias = "configs", default_value = "linux-6.12")]
     pub config: String,
     /// CPU counts, comma-separated: one pinned thread allocating as each CPU.
     #[arg(long, default_value = "1,2")]
@@ -267,7 +297,8 @@ pub struct ListArgs {
 /// `pagealloc report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The quick suite: under a minute.
+    /// The quick suite: fewer configs and smaller workloads (2 min 7 s measured on 2
+    /// CPUs at load 22-25).
     #[arg(long)]
     pub quick: bool,
     /// The smallest suite (seconds), for tests.
@@ -707,8 +738,9 @@ fn cmd_report(a: &ReportArgs) -> Result<(), CliError> {
     for w in &s.warnings {
         eprintln!("warning: {w}");
     }
+    println!("{}", s.text.trim_end());
     println!(
-        "report written to {} in {:.0} s ({} files): {}",
+        "\nreport written to {} in {:.0} s ({} files): {}",
         a.out.display(),
         s.seconds,
         s.files.len(),

@@ -57,8 +57,9 @@ pub struct SimFlags {
 #[derive(Debug, Args, Clone, Default)]
 pub struct CostOpts {
     /// Cost model overrides, KEY=VALUE[,KEY=VALUE…], applied to the machine's model
-    /// (keys: see `pagealloc sim --help`, docs/sim-cost-model.md); every row runs
-    /// under them; the table's footer and the JSON rows (`extra["cost.KEY"]`) name them.
+    /// (the keys are listed at the end of `pagealloc sim --help` and `pagealloc list`,
+    /// and explained in docs/sim-cost-model.md); every row runs under them; the table's
+    /// footer and the JSON rows (`extra["cost.KEY"]`) name them.
     #[arg(long, value_name = "KEY=VALUE[,…]")]
     pub cost: Option<String>,
 }

@@ -15,10 +15,11 @@ pub struct TwinArgs {
     /// page_fault1 (map 128 MiB, touch every page, unmap, per CPU), bulk (allocate N
     /// pages then free them, per CPU) or xcpu (CPU pairs: one allocates, the other frees).
     pub workload: String,
-    /// CPUs: a count N (the first N this process may use, as `--cpus` of the other
-    /// commands) or a list of kernel CPU ids with a comma or a range (`0,2`, `2-3`,
-    /// `5,`). Default: every CPU this process may use. xcpu pairs them in order: the
-    /// first allocates, the second frees, …
+    /// CPUs: a bare number is a *count* N (the first N CPUs this process may use, as
+    /// `--cpus` of the other commands); a comma or a range makes a list of kernel CPU
+    /// *ids* (`0,2`, `2-3`, `5,`). So `--cpus 1` is one CPU (the first allowed) and
+    /// `--cpus 1,` is CPU id 1. Default: every CPU this process may use. xcpu pairs them
+    /// in order: the first allocates, the second frees, …
     #[arg(long)]
     pub cpus: Option<String>,
     /// Seconds the workload runs.

@@ -57,7 +57,7 @@ use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 
 use crate::peers::{Block, Counters, PageSource, SourceError};
-use crate::row::{avg_p99_us, histogram, record_ns, CpuWindow, Measurement};
+use crate::row::{histogram, record_ns, CpuWindow, LatUnit, LatencyStats, Measurement};
 use crate::workload::driver::{ContractError, TraceBlock};
 use crate::workload::{
     Backend, CpuDriver, CpuScript, Flow, MigrateKind, Op, OpCounts, Step, TraceHash, Workload,
@@ -185,6 +185,8 @@ pub struct PcpSample {
     pub cpu0_high: i32,
     /// CPU 0's `count` (zone 0).
     pub cpu0_count: i32,
+    /// CPU 0's `high_min` (zone 0): where the decay stops lowering `high`.
+    pub cpu0_high_min: i32,
 }
 
 /// Latency histograms of a run, in ns.
@@ -306,13 +308,12 @@ impl ExecResult {
             trace_hash: None,
         });
         if let Some(l) = &self.latency {
-            if let Some((avg, p99)) = avg_p99_us(&l.alloc) {
-                r.extra.insert("alloc_op_avg_us".into(), avg);
-                r.extra.insert("alloc_op_p99_us".into(), p99);
+            // Every call, in ns (mostly PCP hits): not the trips' µs columns.
+            if let Some(s) = LatencyStats::of(&l.alloc) {
+                s.insert(&mut r.extra, "alloc_call", LatUnit::Ns);
             }
-            if let Some((avg, p99)) = avg_p99_us(&l.free) {
-                r.extra.insert("free_op_avg_us".into(), avg);
-                r.extra.insert("free_op_p99_us".into(), p99);
+            if let Some(s) = LatencyStats::of(&l.free) {
+                s.insert(&mut r.extra, "free_call", LatUnit::Ns);
             }
             r.extra.insert("alloc_free_s".into(), self.alloc_free_s);
             r.extra.insert("touch_s".into(), self.touch_s);
@@ -490,6 +491,7 @@ pub fn run(
                         total_pages: total,
                         cpu0_high: p.high,
                         cpu0_count: p.count,
+                        cpu0_high_min: p.high_min,
                     });
                     std::thread::sleep(period);
                 }

@@ -11,6 +11,7 @@
 
 pub mod job;
 pub mod plot;
+pub mod published;
 pub mod sim;
 
 use std::fmt::Write as _;
@@ -48,6 +49,147 @@ pub fn compare_columns() -> Vec<&'static str> {
         + 1;
     c.splice(after..after, ["score_raw", "score_unit"]);
     c
+}
+
+/// The report's main table of a workload section: [`compare_columns`] without the
+/// latency columns, which get tables of their own ([`latency_markdown`]).
+pub fn report_columns() -> Vec<&'static str> {
+    compare_columns()
+        .into_iter()
+        .filter(|c| !c.contains("_lat_"))
+        .collect()
+}
+
+/// The latency statistics of one histogram, in the order the tables print them.
+const LAT_STATS: [&str; 7] = ["count", "avg", "p50", "p99", "p999", "max", "tail_pct"];
+
+/// The columns of one latency table: the row's identity, then every statistic of the
+/// `alloc` and `free` histograms of `kind` (`lat`: zone-lock trips in µs; `call`: every
+/// call in ns).
+fn latency_columns(kind: &str, unit: &str) -> Vec<String> {
+    let mut c: Vec<String> = ["workload", "alloc", "config", "cpus", "batch"]
+        .map(str::to_owned)
+        .to_vec();
+    for dir in ["alloc", "free"] {
+        for st in LAT_STATS {
+            c.push(match st {
+                "count" | "tail_pct" => format!("{dir}_{kind}_{st}"),
+                _ => format!("{dir}_{kind}_{st}_{unit}"),
+            });
+        }
+    }
+    c
+}
+
+/// The latency tables of `rows`: zone-lock trips (µs) and single calls (ns), each with
+/// count, avg, p50, p99, p99.9, max and tail % from one histogram, and a line naming the
+/// rows whose average exceeds their p99 with how much of the time their tail carries.
+pub fn latency_markdown(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for (kind, unit, what) in [
+        (
+            "lat",
+            "us",
+            "Zone-lock trips (µs): one refill (alloc) or drain (free) under the zone lock",
+        ),
+        (
+            "call",
+            "ns",
+            "Calls (ns): every allocation and free, PCP hits included",
+        ),
+    ] {
+        let cols = latency_columns(kind, unit);
+        let cols: Vec<&str> = cols.iter().map(String::as_str).collect();
+        let present = present_columns(rows, &cols);
+        if !present.iter().any(|c| c.ends_with("_count")) {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "{what}:
+
+{}",
+            markdown_table(rows, &cols)
+        );
+        let mut inverted = Vec::new();
+        for r in rows {
+            for dir in ["alloc", "free"] {
+                let e = |st: &str| r.extra.get(&format!("{dir}_{kind}_{st}")).copied();
+                if let (Some(avg), Some(p99), Some(tail), Some(max)) = (
+                    e(&format!("avg_{unit}")),
+                    e(&format!("p99_{unit}")),
+                    e("tail_pct"),
+                    e(&format!("max_{unit}")),
+                ) {
+                    if avg > p99 {
+                        inverted.push(format!(
+                            "{} {dir} (tail {tail:.0} %, max {} {})",
+                            row_label(r),
+                            fmt_num(max),
+                            if unit == "us" { "µs" } else { "ns" }
+                        ));
+                    }
+                }
+            }
+        }
+        if !inverted.is_empty() {
+            let _ = writeln!(
+                s,
+                "Average above p99 in: {}. There the values above the p99 carry most of \
+                 the time (tail %): a few trips or calls orders of magnitude longer than \
+                 the rest (max: milliseconds, a scheduler time slice), the thread \
+                 descheduled inside them (see the summary); the p50 and p99 describe the \
+                 allocator.\n",
+                inverted.join("; ")
+            );
+        }
+    }
+    s
+}
+
+/// A short name of a row for a sentence: `batch 255`, `lmbench linux-6.12`,
+/// `page_fault1 kernel`.
+fn row_label(r: &Row) -> String {
+    let who = r
+        .config
+        .as_deref()
+        .map_or(r.alloc.as_str(), |c| c.split(',').next().unwrap_or(c));
+    match r.extra.get("batch") {
+        Some(b) => format!("batch {b}"),
+        None => match r.workload.as_deref() {
+            Some(w) => format!("{w} {who}"),
+            None => who.to_owned(),
+        },
+    }
+}
+
+/// A latency column's header: `alloc_lat_p999_us` → `alloc trip p99.9 µs`,
+/// `free_call_avg_ns` → `free call avg ns`, `alloc_lat_count` → `alloc trips`.
+fn latency_header(col: &str) -> Option<String> {
+    let (dir, rest) = col.split_once('_')?;
+    if dir != "alloc" && dir != "free" {
+        return None;
+    }
+    let (kind, rest) = rest.split_once('_')?;
+    let kind = match kind {
+        "lat" => "trip",
+        "call" => "call",
+        _ => return None,
+    };
+    Some(match rest {
+        "count" => format!("{dir} {kind}s"),
+        "tail_pct" => format!("{dir} {kind} tail %"),
+        _ => {
+            let (stat, unit) = rest.rsplit_once('_')?;
+            let stat = if stat == "p999" { "p99.9" } else { stat };
+            let unit = match unit {
+                "us" => "µs",
+                "ns" => "ns",
+                _ => return None,
+            };
+            format!("{dir} {kind} {stat} {unit}")
+        }
+    })
 }
 
 /// The columns of a microbenchmark table.
@@ -133,10 +275,6 @@ pub fn header(col: &str) -> String {
         "idle_pct" => "idle %".into(),
         "pcp_peak_pages" => "peak pcp".into(),
         "pcp_final_pages" => "final pcp".into(),
-        "alloc_lat_avg_us" => "alloc avg µs".into(),
-        "alloc_lat_p99_us" => "alloc p99 µs".into(),
-        "free_lat_avg_us" => "free avg µs".into(),
-        "free_lat_p99_us" => "free p99 µs".into(),
         "get_ns" => "get ns".into(),
         "put_ns" => "put ns".into(),
         "pair_ns" => "pair ns".into(),
@@ -145,7 +283,12 @@ pub fn header(col: &str) -> String {
         "lock_wait_ns_op" => "wait ns/op".into(),
         "meta_per_page" => "meta/page".into(),
         "drained_pct" => "drained %".into(),
-        other => other.replace('_', " "),
+        "vs_buddy_pct" => "vs buddy %".into(),
+        "cpu0_high_last" => "cpu0 high last".into(),
+        "cpu0_count_last" => "cpu0 count last".into(),
+        "all_cpus_count_last" => "all CPUs count last".into(),
+        "pages_per_s_per_cpu" => "pages/s per CPU".into(),
+        other => latency_header(other).unwrap_or_else(|| other.replace('_', " ")),
     }
 }
 
@@ -188,7 +331,8 @@ pub fn fmt_num(f: f64) -> String {
     }
 }
 
-fn group_thousands(s: &str) -> String {
+/// `1234567` → `1 234 567` (a digit string, optionally signed).
+pub(crate) fn group_thousands(s: &str) -> String {
     let (sign, digits) = s.strip_prefix('-').map_or(("", s), |d| ("-", d));
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -328,6 +472,46 @@ mod tests {
         let md = markdown_table(&rows, WORKLOAD_COLUMNS);
         assert!(md.starts_with("| alloc | score | zone lock % | free high |"));
         assert_eq!(md.lines().count(), 4);
+    }
+
+    #[test]
+    fn latency_headers_name_the_kind_and_the_unit() {
+        assert_eq!(header("alloc_lat_avg_us"), "alloc trip avg µs");
+        assert_eq!(header("alloc_call_avg_ns"), "alloc call avg ns");
+        assert_eq!(header("free_lat_p999_us"), "free trip p99.9 µs");
+        assert_eq!(header("free_call_count"), "free calls");
+        assert_eq!(header("alloc_lat_tail_pct"), "alloc trip tail %");
+        assert_eq!(header("alloc_failures"), "alloc failures");
+    }
+
+    #[test]
+    fn latency_tables_flag_an_average_above_the_p99() {
+        let mut h = crate::row::histogram();
+        for _ in 0..990 {
+            crate::row::record_ns(&mut h, 2_000);
+        }
+        for _ in 0..10 {
+            crate::row::record_ns(&mut h, 5_000_000); // ten preempted trips of 5 ms
+        }
+        let l = crate::row::LatencyStats::of(&h).unwrap();
+        assert!(l.avg_ns > l.p99_ns, "{l:?}");
+        assert!(l.tail_pct > 90.0, "{l:?}");
+        let mut r = row("pagealloc", 1.0, 0.0);
+        r.config = Some("base".into());
+        l.insert(&mut r.extra, "alloc_lat", crate::row::LatUnit::Us);
+        let md = latency_markdown(&[r]);
+        assert!(
+            md.contains("| alloc | config | alloc trips | alloc trip avg µs |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("Average above p99 in: base alloc (tail 96 %"),
+            "{md}"
+        );
+        assert!(
+            !md.contains("Calls (ns)"),
+            "no call histogram, no call table: {md}"
+        );
     }
 
     #[test]

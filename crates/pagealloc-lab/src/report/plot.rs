@@ -21,6 +21,8 @@ pub struct Series {
     pub name: String,
     /// (x, y) points, drawn in order.
     pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (a second config or a bound beside the solid lines).
+    pub dashed: bool,
 }
 
 /// A line chart.
@@ -163,6 +165,14 @@ where
         10
     };
     let y_labels = if log_y { (ly1 - ly0) as usize + 1 } else { 10 };
+    // One number of decimals per axis, from the spacing of its ticks (about a tenth of
+    // its range), so that an axis never mixes `0.500`, `1` and `1.50`.
+    let x_dec = if whole {
+        0
+    } else {
+        decimals((lx1 - lx0) / 10.0)
+    };
+    let y_dec = decimals((ly1 - ly0) / 10.0);
     cc.configure_mesh()
         .x_labels(x_labels)
         .y_labels(y_labels)
@@ -171,7 +181,7 @@ where
         .label_style(("sans-serif", 14))
         .x_label_formatter(&|v| {
             if !x_ranked {
-                axis_num(*v)
+                tick(*v, x_dec)
             } else if (v - v.round()).abs() < 1e-6 && v.round() >= 0.0 {
                 ranks
                     .get(v.round() as usize)
@@ -180,7 +190,13 @@ where
                 String::new()
             }
         })
-        .y_label_formatter(&|v| axis_num(if log_y { 10f64.powf(*v) } else { *v }))
+        .y_label_formatter(&|v| {
+            if log_y {
+                axis_num(10f64.powf(*v))
+            } else {
+                tick(*v, y_dec)
+            }
+        })
         .draw()?;
     for (i, s) in chart.series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
@@ -190,13 +206,19 @@ where
             .filter(keep)
             .map(|&(x, y)| (tx(x), ty(y)))
             .collect();
-        cc.draw_series(LineSeries::new(data.clone(), color.stroke_width(2)))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+        let style = color.stroke_width(2);
+        let legend = if s.dashed {
+            cc.draw_series(DashedLineSeries::new(data.clone(), 8, 5, style))?
+        } else {
+            cc.draw_series(LineSeries::new(data.clone(), style))?
+        };
+        legend.label(s.name.clone()).legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+        });
+        // Every point of a short line is marked, so that a line between two points reads
+        // as two measurements, not a curve.
         if data.len() <= 40 {
-            cc.draw_series(data.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+            cc.draw_series(data.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
         }
     }
     cc.configure_series_labels()
@@ -209,12 +231,34 @@ where
     Ok(())
 }
 
-/// An axis label: whole numbers without decimals.
+/// Decimals that tell apart ticks `step` apart: 0 from 1 on, 1 from 0.1, ….
+fn decimals(step: f64) -> usize {
+    if !(step.is_finite() && step > 0.0) || step >= 1.0 {
+        0
+    } else {
+        (-step.log10()).ceil().clamp(0.0, 6.0) as usize
+    }
+}
+
+/// A linear axis' tick with `dec` decimals (thousands grouped when whole).
+fn tick(v: f64, dec: usize) -> String {
+    if dec == 0 {
+        axis_num(v.round())
+    } else {
+        format!("{v:.dec$}")
+    }
+}
+
+/// An axis label: whole numbers without decimals, thousands grouped from 1 000 on (so
+/// one axis never mixes `4000` and `12 000`).
 fn axis_num(v: f64) -> String {
     if v.is_finite() && (v - v.round()).abs() < 1e-6 * v.abs().max(1.0) {
-        crate::report::fmt_num(v.round())
-            .trim_end_matches(".0")
-            .to_owned()
+        let r = v.round();
+        if r.abs() >= 1000.0 {
+            crate::report::group_thousands(&format!("{r:.0}"))
+        } else {
+            format!("{r:.0}")
+        }
     } else {
         crate::report::fmt_num(v)
     }
@@ -238,10 +282,12 @@ mod tests {
                 Series {
                     name: "pagealloc".into(),
                     points: vec![(1.0, 10.0), (2.0, 19.0)],
+                    dashed: false,
                 },
                 Series {
                     name: "kernel".into(),
                     points: vec![(1.0, 5.0), (2.0, 8.0)],
+                    dashed: true,
                 },
             ],
         };
@@ -257,6 +303,7 @@ mod tests {
             series: vec![Series {
                 name: "p99".into(),
                 points: vec![(63.0, 0.0), (127.0, 3.5), (255.0, 12000.0)],
+                dashed: false,
             }],
             ..chart
         };
@@ -277,6 +324,37 @@ mod tests {
         assert!(
             !texts.iter().any(|t| t.contains('.')),
             "whole labels only: {texts:?}"
+        );
+        // Fractional x (seconds): every tick with the same number of decimals.
+        let secs = Chart {
+            x_ranked: false,
+            log_y: false,
+            series: vec![Series {
+                name: "high".into(),
+                points: vec![(0.0, 3500.0), (1.05, 12000.0), (2.1, 3500.0)],
+                dashed: false,
+            }],
+            ..log
+        };
+        let files = write(&secs, &dir.join("s")).unwrap();
+        let svg = std::fs::read_to_string(&files[1]).unwrap();
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>').and_then(|(_, r)| r.split('<').next()))
+            .map(str::trim)
+            .collect();
+        for label in ["0.5", "1.0", "1.5", "2.0", "4 000", "12 000"] {
+            assert!(
+                texts.contains(&label),
+                "label {label} missing from {texts:?}"
+            );
+        }
+        assert!(
+            !texts
+                .iter()
+                .any(|t| *t == "0.500" || *t == "1.50" || *t == "4000"),
+            "mixed formats: {texts:?}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -149,6 +149,7 @@ pub fn charts(r: &TwinReport) -> Vec<(String, Chart)> {
                         })
                         .collect(),
                 ),
+                dashed: false,
             };
             (
                 format!("twin_{}_cpu{}", r.workload, r.cpus[i]),
@@ -238,6 +239,7 @@ pub fn report_section(
             }
             let _ = writeln!(t, "\n{}", table(&r, true));
             let _ = writeln!(t, "{}.", summary(&r));
+            s.closeness = Some(format!("live-kernel twin (page_fault1): {}", summary(&r)));
             for n in &r.notes {
                 let _ = writeln!(t, "\n- {n}");
             }
@@ -249,6 +251,7 @@ pub fn report_section(
         }
         Err(e) => {
             s.intro = format!("Not run on this machine: {e}.");
+            s.closeness = Some(format!("live-kernel twin: skipped ({e})"));
         }
     }
     s
