@@ -9,7 +9,9 @@
 //! frees are completed, and no frame was handed out twice. Each model also checks that
 //! some interleaving deferred a free (the path is reached, not only compiled).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p pcp-pagealloc --test loom_nolock --release`
+//! The preemption bound is 3 at most (see `model`).
+//!
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p pcp-pagealloc --test loom_nolock --release`
 #![cfg(loom)]
 
 use loom::sync::Arc;
@@ -42,9 +44,10 @@ fn check_conserved(a: &Allocator) {
 fn model(name: &str, deferred: &'static AtomicU64, f: impl Fn() + Sync + Send + 'static) {
     static EXPLORED: AtomicUsize = AtomicUsize::new(0);
     let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
+    // At most 3 preemptions, whatever LOOM_MAX_PREEMPTIONS says: these models run more
+    // operations than tests/loom.rs's (a refill, a drain and the nolock pair), and 3
+    // already explores each of them interrupted at every step.
+    b.preemption_bound = Some(b.preemption_bound.map_or(3, |p| p.min(3)));
     b.max_branches = 200_000;
     let before = EXPLORED.load(Ordering::Relaxed);
     let t = std::time::Instant::now();
@@ -93,23 +96,22 @@ fn nolock_free_vs_refill_and_drain() {
     });
 }
 
-/// The "interrupt" allocates through the nolock path and frees what it got, while CPU 0's
-/// thread refills and drains: a nolock allocation either gets a block no one else holds
-/// or fails without waiting; a deferred free is completed by the zone lock's next holder
-/// (here the other thread's drain or the final check).
+/// The "interrupt" allocates through the nolock path and frees a block allocated before,
+/// while CPU 0's thread refills and frees: a nolock allocation either gets a block no
+/// one else holds or fails without waiting; a deferred free is completed by the zone
+/// lock's next holder (here the other thread or the final check).
 #[test]
 fn nolock_alloc_free_vs_alloc_free() {
     static DEFERRED: AtomicU64 = AtomicU64::new(0);
     model("nolock_alloc_free_vs_alloc_free", &DEFERRED, || {
         let a = build();
+        let h = a.alloc_on(1, 1, Gfp::KERNEL, None).expect("alloc");
         let a2 = a.clone();
         let irq = thread::spawn(move || {
-            let g = a2.alloc_pages_nolock(0, 0, None).ok();
-            let h = a2.alloc_on(1, 1, Gfp::KERNEL, None).expect("alloc");
             a2.free_pages_nolock(0, h).expect("nolock free");
-            g
+            a2.alloc_pages_nolock(0, 0, None).ok()
         });
-        let f: Vec<Frame> = (0..3)
+        let f: Vec<Frame> = (0..2)
             .map(|_| a.alloc_on(0, 0, Gfp::USER, None).expect("alloc"))
             .collect();
         for x in &f {
