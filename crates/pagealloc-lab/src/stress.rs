@@ -24,6 +24,12 @@
 //! `validate()` must pass. Any violation — an unexpected error, a tag mismatch, a failed
 //! validation, a lost frame — makes [`run`] return [`StressError::Failed`] (non-zero exit).
 //!
+//! With `--irq` one more thread plays an interrupt handler on CPU 0: it allocates and
+//! frees only through the nolock pair (`alloc_pages_nolock` / `free_pages_nolock`),
+//! tagged blocks of orders 0-10 of its own and blocks the workers handed over, while CPU
+//! 0's worker runs on the same pagesets; frees it cannot complete are deferred and
+//! completed by later holders of the zone lock. The report adds the pair's counters.
+//!
 //! What it cannot see: interleavings the OS scheduler does not produce (`tests/loom.rs`
 //! explores those on a small model); allocation latency (see the benchmarks).
 
@@ -76,6 +82,10 @@ pub struct StressArgs {
     /// same as `,poison=on` in --config). Without it the configuration runs as given.
     #[arg(long)]
     pub poison: bool,
+    /// One more thread plays an interrupt handler on CPU 0: it allocates and frees only
+    /// through the nolock pair (trylocks only; frees deferred when both locks are taken).
+    #[arg(long)]
+    pub irq: bool,
     /// Print a progress line every this many seconds on stderr (0: none).
     #[arg(long, default_value_t = 5)]
     pub progress_s: u64,
@@ -97,6 +107,7 @@ impl Default for StressArgs {
             validate_ms: 250,
             seed: 1,
             poison: false,
+            irq: false,
             progress_s: 5,
             json: false,
         }
@@ -163,6 +174,20 @@ pub struct StressReport {
     pub peak_allocated: u64,
     /// The zone's min, low and high watermarks, pages.
     pub wmarks: [u64; 3],
+    /// `--irq`: the interrupt thread's nolock allocations that succeeded, that failed
+    /// (every lock taken or below the low mark), and its nolock frees.
+    pub irq_allocs: u64,
+    /// See `irq_allocs`.
+    pub irq_alloc_fails: u64,
+    /// See `irq_allocs`.
+    pub irq_frees: u64,
+    /// The allocator's nolock counters at the end: failed trylocks, deferred frees, and
+    /// deferred frees completed (equal to deferred once all is drained).
+    pub nolock_trylock_fail: u64,
+    /// See `nolock_trylock_fail`.
+    pub nolock_deferred: u64,
+    /// See `nolock_trylock_fail`.
+    pub nolock_deferred_done: u64,
     /// Frames not free after everything was freed and drained (must be 0).
     pub frames_lost: u64,
     /// Violations by kind (must be empty).
@@ -228,6 +253,18 @@ impl fmt::Display for StressReport {
             "  checks             {} ticks, {} validations passed",
             self.ticks, self.validations
         )?;
+        if self.irq_allocs + self.irq_alloc_fails + self.irq_frees > 0 {
+            writeln!(
+                f,
+                "  irq (nolock pair)  {} allocs, {} allocs failed without waiting, {} frees; {} failed trylocks, {} frees deferred, {} completed",
+                self.irq_allocs,
+                self.irq_alloc_fails,
+                self.irq_frees,
+                self.nolock_trylock_fail,
+                self.nolock_deferred,
+                self.nolock_deferred_done
+            )?;
+        }
         writeln!(f, "  frames lost        {}", self.frames_lost)?;
         if self.errors.is_empty() {
             write!(f, "  errors             none")
@@ -301,10 +338,20 @@ impl Shared {
 
     /// Free an owned block on `cpu`, checking its tag first.
     fn free(&self, cpu: usize, o: Owned, remote: bool) {
+        self.free_with(cpu, o, remote, false)
+    }
+
+    /// [`Shared::free`], through `free_pages_nolock` when `nolock`.
+    fn free_with(&self, cpu: usize, o: Owned, remote: bool, nolock: bool) {
         if self.read_tag(o.frame) != Some(o.tag) {
             self.error("tag_mismatch (block shared by two owners or written after free)");
         }
-        match self.a.free_on(cpu, o.frame) {
+        let r = if nolock {
+            self.a.free_pages_nolock(cpu, o.frame)
+        } else {
+            self.a.free_on(cpu, o.frame)
+        };
+        match r {
             Ok(()) => {
                 self.allocated.fetch_sub(o.frame.pages(), Relaxed);
                 if remote {
@@ -443,6 +490,55 @@ fn worker(sh: &Shared, id: u64, cpu: usize, seed: u64, budget: u64) {
     }
 }
 
+/// The `--irq` thread: on CPU 0, nolock allocations (tagged, orders mostly cached, some
+/// up to 10) and nolock frees of its own blocks and of blocks the workers handed over,
+/// taken from the queue only when its lock is free (an interrupt does not wait).
+/// Returns (allocations, failed allocations, frees).
+fn irq_thread(sh: &Shared, seed: u64) -> (u64, u64, u64) {
+    const CPU: usize = 0;
+    let mut r = SplitMix64::new(seed);
+    let mut mine: Vec<Owned> = Vec::new();
+    let (mut allocs, mut fails, mut frees) = (0u64, 0u64, 0u64);
+    let mut seq = 0u64;
+    while !sh.stop.load(Relaxed) {
+        if r.percent(50) && mine.len() < 64 {
+            let order = random_order(&mut r);
+            match sh.a.alloc_pages_nolock(CPU, order, None) {
+                Ok(f) => {
+                    seq += 1;
+                    let tag = (u64::MAX << 48) ^ seq ^ f.pfn.0.rotate_left(20);
+                    sh.write_tag(f, tag);
+                    sh.allocated.fetch_add(f.pages(), Relaxed);
+                    sh.allocs.fetch_add(1, Relaxed);
+                    mine.push(Owned { frame: f, tag });
+                    allocs += 1;
+                }
+                Err(AllocError::OutOfMemory) => fails += 1,
+                Err(e) => sh.error(&format!("nolock_alloc_error:{e}")),
+            }
+        } else if !mine.is_empty() && r.percent(70) {
+            let o = mine.swap_remove(r.below(mine.len() as u64) as usize);
+            sh.free_with(CPU, o, false, true);
+            frees += 1;
+        } else if let Ok(mut q) = sh.remote.try_lock() {
+            let o = q.pop();
+            drop(q);
+            if let Some(o) = o {
+                sh.free_with(CPU, o, true, true);
+                frees += 1;
+            }
+        }
+        if r.per_mille(5) {
+            std::thread::yield_now();
+        }
+    }
+    for o in mine {
+        sh.free_with(CPU, o, false, true);
+        frees += 1;
+    }
+    (allocs, fails, frees)
+}
+
 struct Slot {
     handle: JoinHandle<()>,
     cpu: usize,
@@ -523,6 +619,14 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
         })
         .collect();
 
+    let irq = args.irq.then(|| {
+        let sh = sh.clone();
+        let seed = cpu_seed(args.seed, u32::MAX - 1);
+        std::thread::Builder::new()
+            .name("stress-irq".into())
+            .spawn(move || irq_thread(&sh, seed))
+            .expect("spawn the irq thread")
+    });
     let t0 = Instant::now();
     let mut last_validate = Instant::now();
     let mut last_progress = Instant::now();
@@ -612,6 +716,12 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
             sh.error("worker_panicked");
         }
     }
+    if let Some(h) = irq {
+        match h.join() {
+            Ok((a, f, n)) => (rep.irq_allocs, rep.irq_alloc_fails, rep.irq_frees) = (a, f, n),
+            Err(_) => sh.error("irq_thread_panicked"),
+        }
+    }
     rep.seconds = t0.elapsed().as_secs_f64();
     // Whatever was handed over and not freed yet.
     let left: Vec<Owned> =
@@ -636,6 +746,18 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
     let c = sh.a.counters();
     if c.pgalloc != c.pgfree {
         sh.error("pgalloc_ne_pgfree");
+    }
+    (
+        rep.nolock_trylock_fail,
+        rep.nolock_deferred,
+        rep.nolock_deferred_done,
+    ) = (
+        c.nolock_trylock_fail,
+        c.nolock_deferred,
+        c.nolock_deferred_done,
+    );
+    if c.nolock_deferred != c.nolock_deferred_done {
+        sh.error("deferred_frees_not_completed");
     }
     // A worker that found the budget spent counted one operation it did not do.
     rep.ops = sh.ops.load(Relaxed).min(sh.op_limit);

@@ -132,3 +132,15 @@ fn cli_exit_statuses() {
     assert_eq!(out.status.code(), Some(2), "bad input is a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
 }
+
+#[test]
+fn irq_thread_through_the_nolock_pair() {
+    // A thread plays an interrupt handler on CPU 0 beside CPU 0's worker: nolock
+    // allocations and frees (some deferred), and every deferred free completed.
+    let mut a = args(2, 2.5, true, "linux-6.12");
+    a.irq = true;
+    let rep = check(&a);
+    assert!(rep.irq_allocs > 0 && rep.irq_frees > 0, "{rep}");
+    assert!(rep.nolock_trylock_fail > 0, "no trylock ever failed: {rep}");
+    assert_eq!(rep.nolock_deferred, rep.nolock_deferred_done, "{rep}");
+}

@@ -62,6 +62,31 @@
 //! a.validate().expect("invariants");
 //! ```
 //!
+//! ### Bootstrapping in a kernel
+//! The allocator's own structures (the `Arc<dyn Platform>`, the zones, the pagesets, a
+//! few `Vec`s: kilobytes, growing with CPUs × zones) come from the global allocator, so a
+//! kernel needs a heap *before* it has a frame allocator. The order that works, as the
+//! repository's kernel (`crates/pagealloc-kernel`) does it:
+//! 1. a small bootstrap heap in the kernel image (a `static` byte array in `.bss`, a few
+//!    MiB, behind any `#[global_allocator]`, e.g. `linked_list_allocator`);
+//! 2. the firmware's memory map (e820 / UEFI / the PVH start info) turned into a
+//!    [`Layout`]: one [`NodeLayout`] per NUMA node (ACPI SRAT), zones cut at 16 MiB and
+//!    4 GiB with their real PFNs, every range that is not usable RAM — and the kernel
+//!    image itself — a zone hole;
+//! 3. the per-frame metadata ([`Layout::metadata_size`] bytes, 16 per spanned frame)
+//!    carved from usable RAM right after the image, zeroed (zero bytes are a valid
+//!    [`PageMeta`]), added to the holes, and handed over as a `&'static mut [PageMeta]`
+//!    to [`Allocator::with_metadata`];
+//! 4. from then on page frames come from the allocator; the heap is only for the
+//!    allocator's bookkeeping and the kernel's own small objects. The hot paths allocate
+//!    nothing on the heap (array pagesets' rings grow under their lock; the nolock pair
+//!    never touches them), and [`Allocator::tick`], `validate()` and the reports are the
+//!    only other users, all in process context.
+//!
+//! From interrupt handlers use the nolock pair, [`Allocator::alloc_pages_nolock`] and
+//! [`Allocator::free_pages_nolock`]: trylocks only, never a wait, frees deferred when
+//! both the pageset and the zone lock are taken.
+//!
 //! ## Features
 //! - `std` (default): mmap-backed memory, the host's CPU and clock, sysfs topology, a
 //!   background decay ticker.

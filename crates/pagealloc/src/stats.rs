@@ -156,6 +156,21 @@ counters! {
     /// Pages moved under the zone lock: refills, drains, direct allocations and frees
     /// (`zone_lock_meta / zone_lock_pages` = metadata lines per page moved).
     zone_lock_pages: sum,
+    /// Allocations that succeeded through `Allocator::alloc_pages_nolock` (trylocks only).
+    nolock_alloc: sum,
+    /// `alloc_pages_nolock` calls that returned no block: every lock they tried was
+    /// taken, or no zone had a block above its low watermark.
+    nolock_alloc_fail: sum,
+    /// Frees through `Allocator::free_pages_nolock` (done at once or deferred).
+    nolock_free: sum,
+    /// Pageset or zone trylocks of the nolock pair that found the lock taken.
+    nolock_trylock_fail: sum,
+    /// Nolock frees that found both the pageset and the zone lock taken and were left on
+    /// the zone's deferred list (`trylock_free_pages`).
+    nolock_deferred: sum,
+    /// Deferred frees completed (freed to the buddy lists) by a later holder of the zone
+    /// lock.
+    nolock_deferred_done: sum,
 }
 
 impl fmt::Display for Counters {

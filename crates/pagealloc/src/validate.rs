@@ -66,8 +66,12 @@ pub struct PageTotals {
     pub buddy: u64,
     /// Pages cached in pagesets.
     pub pcp: u64,
-    /// Pages allocated.
+    /// Pages allocated (blocks being freed included).
     pub allocated: u64,
+    /// Of `allocated`, the pages of nolock frees deferred on the zones' lists
+    /// ([`Allocator::free_pages_nolock`]), freed by the zone lock's next holder: no longer
+    /// any caller's, and not lost.
+    pub deferred: u64,
     /// Pages managed.
     pub managed: u64,
 }
@@ -91,6 +95,7 @@ impl Allocator {
             tot.buddy += t.buddy;
             tot.pcp += t.pcp;
             tot.allocated += t.allocated;
+            tot.deferred += t.deferred;
             tot.managed += t.managed;
         }
         Ok(tot)
@@ -105,11 +110,15 @@ impl Allocator {
         let g = z.lock_inspect();
         let buddy = self.check_free_lists(z, &g).map_err(err)?;
         let pcp = self.check_pagesets(z, &pcps).map_err(err)?;
+        // Before the span walk: entries pushed since stay `Freeing` (counted allocated),
+        // and none leaves the list while the zone lock is held.
+        let deferred = self.deferred_pages_locked(z).map_err(err)?;
         let allocated = self.check_span(z, buddy, pcp).map_err(err)?;
         Ok(PageTotals {
             buddy,
             pcp,
             allocated,
+            deferred,
             managed: z.managed,
         })
     }

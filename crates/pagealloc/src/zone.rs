@@ -202,6 +202,10 @@ pub(crate) struct Zone {
     /// `in_progress`): raised under the zone lock, lowered by the refilling CPU after
     /// its fix-up; see `cluster.rs`.
     pub(crate) cluster_inflight: AtomicU32,
+    /// `zone->trylock_free_pages`: the head (a metadata index, `NIL` when empty) of the
+    /// frees a nolock free could not complete, linked through the frames' `next`; pushed
+    /// without a lock, taken whole under the zone lock (`allocator/nolock.rs`).
+    pub(crate) deferred: AtomicU32,
 
     // ---- written under the zone lock on every page moved ----
     _lock_lines: LineBreak,
@@ -269,6 +273,7 @@ impl Zone {
             nr_reserved_highatomic: ZoneCounter::default(),
             nonempty: AtomicU64::new(0),
             cluster_inflight: AtomicU32::new(0),
+            deferred: AtomicU32::new(crate::memmap::NIL),
             _lock_lines: LineBreak,
             lock: SpinLock::new(ZoneInner {
                 free: FreeArea::new(),
@@ -566,6 +571,28 @@ impl Zone {
     #[inline]
     pub(crate) fn lock<'a>(&'a self, cpu: usize, clock: &'a dyn Platform) -> ZoneGuard<'a> {
         self.lock_t::<true>(cpu, clock)
+    }
+
+    /// Take the zone lock only if it is free (`spin_trylock`, the nolock paths of
+    /// `allocator/nolock.rs`): `None` without waiting. A taken lock counts as
+    /// [`Zone::lock`]'s uncontended trip; the trip marker is not reported (no sink
+    /// follows a nolock path).
+    #[inline]
+    pub(crate) fn try_lock<'a>(
+        &'a self,
+        cpu: usize,
+        clock: &'a dyn Platform,
+    ) -> Option<ZoneGuard<'a>> {
+        let g = self.lock.try_lock()?;
+        let st = &self.cpu_stats[cpu];
+        st.zone_lock.add(1);
+        Some(ZoneGuard {
+            g: Some(g),
+            zone: self,
+            st,
+            clock,
+            t_acq: if self.lock_stat { clock.now_ns() } else { 0 },
+        })
     }
 
     /// [`Zone::lock`], its trip marker reported only if `SINK` (false: the caller has

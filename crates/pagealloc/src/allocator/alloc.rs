@@ -373,21 +373,32 @@ impl Allocator {
         mt: MigrateType,
         aflags: u32,
     ) -> Option<u64> {
-        self.with_buddy(cpu, z, |b| {
-            let pfn = b.take_direct(order, mt, aflags)?;
-            let e = &self.meta[z.meta_index(pfn) as usize];
-            e.set_order(order);
-            e.set_mt(mt as u8);
-            e.set_state(State::Allocated);
-            if order == 0 && z.own_bitmap() {
-                z.own_set(pfn);
-            }
-            b.rec().moved(1 << order);
-            b.st.pgalloc.add(1 << order);
-            b.st.alloc_zone.add(1 << order);
-            b.st.alloc_direct.add(1);
-            Some(pfn)
-        })
+        self.with_buddy(cpu, z, |b| self.take_direct_locked(b, order, mt, aflags))
+    }
+
+    /// The locked part of `rmqueue_buddy`: one block off the free lists of the zone whose
+    /// lock `b` holds, handed out (also the nolock allocation's zone path).
+    pub(super) fn take_direct_locked(
+        &self,
+        b: &mut Buddy<'_>,
+        order: u8,
+        mt: MigrateType,
+        aflags: u32,
+    ) -> Option<u64> {
+        let z = b.z;
+        let pfn = b.take_direct(order, mt, aflags)?;
+        let e = &self.meta[z.meta_index(pfn) as usize];
+        e.set_order(order);
+        e.set_mt(mt as u8);
+        e.set_state(State::Allocated);
+        if order == 0 && z.own_bitmap() {
+            z.own_set(pfn);
+        }
+        b.rec().moved(1 << order);
+        b.st.pgalloc.add(1 << order);
+        b.st.alloc_zone.add(1 << order);
+        b.st.alloc_direct.add(1);
+        Some(pfn)
     }
 
     /// The model of kswapd: woken for a zone whose free pages fell below the low mark;

@@ -77,7 +77,7 @@ impl Allocator {
     /// (stable once the block is ours). `trusted` (only from
     /// [`Allocator::free_on_unchecked`]) skips the state transition and the order check.
     #[inline(always)]
-    fn claim_for_free(&self, frame: Frame, trusted: bool) -> Result<usize, FreeError> {
+    pub(super) fn claim_for_free(&self, frame: Frame, trusted: bool) -> Result<usize, FreeError> {
         let pfn = frame.pfn.0;
         if frame.order > MAX_ORDER {
             return Err(FreeError::InvalidOrder(frame.order));
@@ -341,13 +341,21 @@ impl Allocator {
     #[cold]
     pub(crate) fn free_to_zone(&self, cpu: usize, z: &Zone, pfn: u64, order: u8) {
         self.with_buddy(cpu, z, |b| {
-            self.meta[z.meta_index(pfn) as usize].set_state(State::Tail);
-            b.free_pages(pfn, order);
-            b.rec().moved(1 << order);
-            b.st.pgfree.add(1 << order);
-            b.st.free_direct.add(1);
+            // `free_one_page` completes the frees nolock callers deferred.
+            self.complete_deferred_locked(b);
+            self.free_to_zone_locked(b, pfn, order);
         });
         self.reclaim_progress(z);
+    }
+
+    /// The locked part of `free_one_page`: the claimed block at `pfn` to the free lists of
+    /// the zone whose lock `b` holds.
+    pub(super) fn free_to_zone_locked(&self, b: &mut crate::buddy::Buddy<'_>, pfn: u64, order: u8) {
+        self.meta[b.z.meta_index(pfn) as usize].set_state(State::Tail);
+        b.free_pages(pfn, order);
+        b.rec().moved(1 << order);
+        b.st.pgfree.add(1 << order);
+        b.st.free_direct.add(1);
     }
 
     /// Free many blocks (`free_unref_folios`): the pageset stays locked across consecutive

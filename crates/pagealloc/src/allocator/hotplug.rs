@@ -99,6 +99,7 @@ impl Allocator {
         if cpu >= self.cpus.len() {
             return false;
         }
+        self.complete_deferred(cpu);
         for z in self.zones.iter() {
             todo |= self.tick_zone(cpu, z);
         }
@@ -145,6 +146,7 @@ impl Allocator {
     /// ```
     pub fn drain_all_pages(&self) {
         let _g = self.drain_lock.lock();
+        self.complete_deferred(self.current_cpu());
         for cpu in 0..self.cpus.len() {
             for z in self.zones.iter() {
                 if self.slot(cpu, z.idx).pcp.lock().st.count != 0 {

@@ -20,6 +20,7 @@ mod build;
 mod free;
 mod hotplug;
 mod inspect;
+mod nolock;
 
 use crate::config::{Config, ConfigError};
 use crate::frame::FreeError;

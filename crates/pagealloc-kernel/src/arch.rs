@@ -1,0 +1,425 @@
+//! The x86-64 pieces: port I/O, MSRs, the TSC and its calibration against the PIT, the
+//! serial console (COM1), the local APIC (xAPIC MMIO: id, timer, EOI, INIT/SIPI), the IDT
+//! with its interrupt stubs, and QEMU's isa-debug-exit.
+
+use core::arch::{asm, global_asm};
+use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Write a byte to an I/O port.
+pub fn outb(port: u16, v: u8) {
+    // SAFETY: port I/O to the legacy devices this kernel owns (COM1, the PIT, the PICs,
+    // isa-debug-exit); it touches no memory.
+    unsafe { asm!("out dx, al", in("dx") port, in("al") v, options(nomem, nostack)) }
+}
+
+/// Read a byte from an I/O port.
+pub fn inb(port: u16) -> u8 {
+    let v: u8;
+    // SAFETY: as in `outb`: a read of a legacy device register, no memory touched.
+    unsafe { asm!("in al, dx", out("al") v, in("dx") port, options(nomem, nostack)) };
+    v
+}
+
+/// Read the time-stamp counter.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: `rdtsc` reads a counter into registers; no memory, no side effect.
+    unsafe { asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// Write a model-specific register.
+///
+/// # Safety
+/// `msr` must exist and `v` be valid for it, with the effect the caller intends.
+pub unsafe fn wrmsr(msr: u32, v: u64) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        asm!("wrmsr", in("ecx") msr, in("eax") v as u32, in("edx") (v >> 32) as u32,
+             options(nostack))
+    }
+}
+
+/// Enable interrupts.
+pub fn sti() {
+    // SAFETY: the IDT is loaded before any CPU enables interrupts (`init_cpu`).
+    unsafe { asm!("sti", options(nomem, nostack)) }
+}
+
+/// Disable interrupts.
+pub fn cli() {
+    // SAFETY: masking interrupts on this CPU has no memory effect.
+    unsafe { asm!("cli", options(nomem, nostack)) }
+}
+
+/// Enable interrupts and halt until the next one (atomically: no wake-up is lost).
+pub fn sti_hlt() {
+    // SAFETY: as `sti`; `hlt` waits for an interrupt.
+    unsafe { asm!("sti; hlt", options(nomem, nostack)) }
+}
+
+/// Run `f` with interrupts off on this CPU, restoring them after.
+pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+    let flags: u64;
+    // SAFETY: reads RFLAGS through the stack (push/pop balanced).
+    unsafe { asm!("pushfq; pop {}", out(reg) flags, options(nomem)) };
+    cli();
+    let r = f();
+    if flags & (1 << 9) != 0 {
+        sti();
+    }
+    r
+}
+
+// ---- TSC frequency ----
+
+static TSC_KHZ: AtomicU64 = AtomicU64::new(1_000_000);
+
+/// TSC ticks per millisecond: CPUID leaf 0x15 when it gives the crystal, else measured
+/// against the PIT (channel 2, 50 ms). Returns the value and how it was found.
+pub fn calibrate_tsc() -> (u64, &'static str) {
+    let leaf0 = core::arch::x86_64::__cpuid(0);
+    if leaf0.eax >= 0x15 {
+        let l = core::arch::x86_64::__cpuid(0x15);
+        if l.eax != 0 && l.ebx != 0 && l.ecx != 0 {
+            let khz = l.ecx as u64 * l.ebx as u64 / l.eax as u64 / 1000;
+            TSC_KHZ.store(khz, Relaxed);
+            return (khz, "CPUID 0x15");
+        }
+    }
+    // PIT channel 2, mode 0, gate through port 0x61, 50 ms.
+    const PIT_HZ: u64 = 1_193_182;
+    let ms = 50;
+    let count = PIT_HZ * ms / 1000;
+    let p61 = inb(0x61);
+    outb(0x61, p61 & !0x03); // gate low, speaker off
+    outb(0x43, 0xb0); // channel 2, lobyte/hibyte, mode 0
+    outb(0x42, count as u8);
+    outb(0x42, (count >> 8) as u8);
+    outb(0x61, (p61 & !0x02) | 0x01); // gate high: counting starts
+    let t0 = rdtsc();
+    while inb(0x61) & 0x20 == 0 {}
+    let t1 = rdtsc();
+    let khz = (t1 - t0) / ms;
+    TSC_KHZ.store(khz, Relaxed);
+    (khz, "PIT")
+}
+
+/// Nanoseconds of `ticks` TSC ticks.
+#[inline]
+pub fn tsc_to_ns(ticks: u64) -> u64 {
+    (ticks as u128 * 1_000_000 / TSC_KHZ.load(Relaxed).max(1) as u128) as u64
+}
+
+/// TSC ticks in `ms` milliseconds.
+pub fn ms_to_tsc(ms: u64) -> u64 {
+    ms * TSC_KHZ.load(Relaxed)
+}
+
+/// Busy-wait `us` microseconds.
+pub fn delay_us(us: u64) {
+    let end = rdtsc() + us * TSC_KHZ.load(Relaxed) / 1000;
+    while rdtsc() < end {
+        core::hint::spin_loop();
+    }
+}
+
+// ---- serial console ----
+
+/// Held while one CPU prints a line.
+static SERIAL: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Set up COM1: 115200 baud, 8N1, FIFO.
+pub fn serial_init() {
+    let base = 0x3f8;
+    outb(base + 1, 0x00);
+    outb(base + 3, 0x80);
+    outb(base, 0x01);
+    outb(base + 1, 0x00);
+    outb(base + 3, 0x03);
+    outb(base + 2, 0xc7);
+    outb(base + 4, 0x03);
+}
+
+struct Com1;
+
+impl fmt::Write for Com1 {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for b in s.bytes() {
+            while inb(0x3f8 + 5) & 0x20 == 0 {}
+            outb(0x3f8, b);
+        }
+        Ok(())
+    }
+}
+
+/// Print to the serial console, one caller at a time. Never from an interrupt handler.
+pub fn print(args: fmt::Arguments<'_>) {
+    use core::sync::atomic::Ordering::{Acquire, Release};
+    while SERIAL
+        .compare_exchange_weak(false, true, Acquire, Relaxed)
+        .is_err()
+    {
+        core::hint::spin_loop();
+    }
+    let _ = fmt::write(&mut Com1, args);
+    SERIAL.store(false, Release);
+}
+
+/// `print!` to COM1.
+#[macro_export]
+macro_rules! kprint {
+    ($($t:tt)*) => { $crate::arch::print(format_args!($($t)*)) };
+}
+
+/// `println!` to COM1.
+#[macro_export]
+macro_rules! kprintln {
+    () => { $crate::arch::print(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::arch::print(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+// ---- QEMU exit ----
+
+/// Exit QEMU through isa-debug-exit (iobase 0xf4): QEMU's status is `code * 2 + 1`.
+pub fn qemu_exit(code: u32) -> ! {
+    // SAFETY: a 32-bit write to the isa-debug-exit port QEMU was started with.
+    unsafe { asm!("out dx, eax", in("dx") 0xf4u16, in("eax") code, options(nomem, nostack)) };
+    // Without the device (not under the runner): stop here.
+    loop {
+        cli();
+        // SAFETY: halts this CPU with interrupts off.
+        unsafe { asm!("hlt", options(nomem, nostack)) };
+    }
+}
+
+// ---- local APIC (xAPIC, MMIO at 0xfee0_0000, identity-mapped uncached) ----
+
+const LAPIC: u64 = 0xfee0_0000;
+/// The timer's interrupt vector.
+pub const TIMER_VECTOR: u8 = 0x40;
+const SPURIOUS_VECTOR: u8 = 0xff;
+
+fn lapic_read(reg: u32) -> u32 {
+    // SAFETY: an aligned 32-bit read of a local APIC register; the page is mapped
+    // uncached by the boot page tables.
+    unsafe { ((LAPIC + reg as u64) as *const u32).read_volatile() }
+}
+
+fn lapic_write(reg: u32, v: u32) {
+    // SAFETY: as `lapic_read`, a write of a register this kernel programs.
+    unsafe { ((LAPIC + reg as u64) as *mut u32).write_volatile(v) }
+}
+
+/// This CPU's local APIC id.
+pub fn lapic_id() -> u32 {
+    lapic_read(0x20) >> 24
+}
+
+/// Enable this CPU's local APIC (spurious vector register) and mask the legacy PICs.
+pub fn lapic_enable() {
+    outb(0x21, 0xff);
+    outb(0xa1, 0xff);
+    lapic_write(0xf0, 0x100 | SPURIOUS_VECTOR as u32);
+    lapic_write(0x80, 0); // task priority: accept all
+}
+
+/// Local APIC timer ticks (divide by 16) in `ms` milliseconds, measured with the TSC.
+pub fn lapic_timer_calibrate(ms: u64) -> u32 {
+    lapic_write(0x3e0, 0x3); // divide by 16
+    lapic_write(0x320, 1 << 16); // masked, one-shot
+    lapic_write(0x380, u32::MAX);
+    let end = rdtsc() + ms_to_tsc(ms);
+    while rdtsc() < end {}
+    let left = lapic_read(0x390);
+    lapic_write(0x380, 0);
+    u32::MAX - left
+}
+
+/// Start this CPU's local APIC timer, periodic, `count` ticks (divide by 16) a period.
+pub fn lapic_timer_start(count: u32) {
+    lapic_write(0x3e0, 0x3);
+    lapic_write(0x320, (1 << 17) | TIMER_VECTOR as u32);
+    lapic_write(0x380, count.max(1));
+}
+
+/// Stop this CPU's local APIC timer.
+pub fn lapic_timer_stop() {
+    lapic_write(0x320, 1 << 16);
+    lapic_write(0x380, 0);
+}
+
+/// End of interrupt.
+pub fn lapic_eoi() {
+    lapic_write(0xb0, 0);
+}
+
+fn icr_send(apic_id: u32, low: u32) {
+    lapic_write(0x310, apic_id << 24);
+    lapic_write(0x300, low);
+    while lapic_read(0x300) & (1 << 12) != 0 {
+        core::hint::spin_loop();
+    }
+}
+
+/// INIT-SIPI-SIPI to `apic_id`, start page `vector` (physical address `vector << 12`).
+pub fn start_ap(apic_id: u32, vector: u8) {
+    icr_send(apic_id, 0x4500); // INIT, assert
+    delay_us(10_000);
+    for _ in 0..2 {
+        icr_send(apic_id, 0x4600 | vector as u32); // STARTUP
+        delay_us(200);
+    }
+}
+
+// ---- IDT ----
+
+#[repr(C, packed)]
+struct IdtPtr {
+    limit: u16,
+    base: u64,
+}
+
+#[repr(C, align(16))]
+struct Idt([u64; 512]);
+
+static mut IDT: Idt = Idt([0; 512]);
+
+global_asm!(
+    r#"
+    .section .text
+    .altmacro
+    .macro exc_stub v
+    exc_stub_\v:
+        push \v
+        jmp exc_common
+    .endm
+    .set i, 0
+    .rept 32
+        exc_stub %i
+        .set i, i + 1
+    .endr
+exc_common:
+    mov rdi, rsp
+    and rsp, -16
+    call exception_handler
+5:
+    hlt
+    jmp 5b
+
+    .macro exc_addr v
+        .quad exc_stub_\v
+    .endm
+    .section .rodata
+    .balign 8
+    .global exc_stubs
+exc_stubs:
+    .set i, 0
+    .rept 32
+        exc_addr %i
+        .set i, i + 1
+    .endr
+
+    .section .text
+    .global timer_stub
+timer_stub:
+    push rax
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push r8
+    push r9
+    push r10
+    push r11
+    push rbp
+    mov rbp, rsp
+    and rsp, -16
+    call timer_interrupt
+    mov rsp, rbp
+    pop rbp
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rax
+    iretq
+
+    .global spurious_stub
+spurious_stub:
+    iretq
+"#
+);
+
+extern "C" {
+    static exc_stubs: [u64; 32];
+    fn timer_stub();
+    fn spurious_stub();
+}
+
+fn set_gate(idt: &mut Idt, v: usize, handler: u64) {
+    let lo =
+        (handler & 0xffff) | (0x08 << 16) | (0x8e00u64 << 32) | ((handler >> 16) & 0xffff) << 48;
+    idt.0[2 * v] = lo;
+    idt.0[2 * v + 1] = handler >> 32;
+}
+
+/// Fill the IDT (exceptions, the timer, the spurious vector). BSP only, before any CPU
+/// loads it.
+pub fn idt_init() {
+    // SAFETY: called once on the BSP before the APs start and before `idt_load`: no other
+    // reference to IDT exists. The stubs' addresses are linker-provided.
+    unsafe {
+        let idt = &mut *core::ptr::addr_of_mut!(IDT);
+        for (v, &stub) in exc_stubs.iter().enumerate() {
+            set_gate(idt, v, stub);
+        }
+        set_gate(idt, TIMER_VECTOR as usize, timer_stub as *const () as u64);
+        set_gate(
+            idt,
+            SPURIOUS_VECTOR as usize,
+            spurious_stub as *const () as u64,
+        );
+    }
+}
+
+/// Load the IDT on this CPU.
+pub fn idt_load() {
+    let p = IdtPtr {
+        limit: (core::mem::size_of::<Idt>() - 1) as u16,
+        base: core::ptr::addr_of!(IDT) as u64,
+    };
+    // SAFETY: the IDT was filled by `idt_init` and lives for the whole run (a static).
+    unsafe { asm!("lidt [{}]", in(reg) &p, options(readonly, nostack)) };
+}
+
+/// An exception: print the vector and the frame, exit QEMU with a failure.
+#[no_mangle]
+extern "C" fn exception_handler(frame: *const u64) -> ! {
+    // SAFETY: `frame` is the stack the stub pushed the vector on, followed by the CPU's
+    // exception frame (at least 5 words, plus an error code for some vectors).
+    let w = unsafe { core::slice::from_raw_parts(frame, 7) };
+    let cr2: u64;
+    // SAFETY: reads CR2 into a register.
+    unsafe { asm!("mov {}, cr2", out(reg) cr2, options(nomem, nostack)) };
+    crate::kprintln!(
+        "EXCEPTION vector {} on APIC {}: frame {:#x} {:#x} {:#x} {:#x} {:#x} {:#x} cr2 {:#x}",
+        w[0],
+        lapic_id(),
+        w[1],
+        w[2],
+        w[3],
+        w[4],
+        w[5],
+        w[6],
+        cr2
+    );
+    crate::kprintln!("RESULT: FAIL (exception)");
+    qemu_exit(0x11)
+}
