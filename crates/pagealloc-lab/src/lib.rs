@@ -23,6 +23,7 @@ pub mod bench;
 pub mod cli;
 pub mod exec;
 pub mod limits;
+pub mod output;
 pub mod peers;
 pub mod report;
 pub mod row;

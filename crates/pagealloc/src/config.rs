@@ -701,9 +701,17 @@ impl FromStr for Config {
         let mut parts = s.split(',');
         let mut c = Config::preset(parts.next().unwrap_or(""))?;
         for kv in parts {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| ConfigError::UnknownKey(kv.into()))?;
+            let Some((k, v)) = kv.split_once('=') else {
+                // A known key without its value says so, not "unknown key".
+                return Err(match c.clone().set(kv, "") {
+                    Err(ConfigError::UnknownKey(k)) => ConfigError::UnknownKey(k),
+                    _ => ConfigError::BadValue {
+                        key: kv.trim().into(),
+                        value: kv.into(),
+                        why: "missing `=value` (key=value)",
+                    },
+                });
+            };
             c.set(k, v)?;
         }
         c.validate()?;
@@ -803,6 +811,13 @@ mod tests {
         ));
         assert!(matches!(
             "base,zzz=1".parse::<Config>(),
+            Err(ConfigError::UnknownKey(_))
+        ));
+        // A known key without `=value` says what is missing.
+        let e = "base,poison".parse::<Config>().unwrap_err();
+        assert!(e.to_string().contains("missing `=value`"), "{e}");
+        assert!(matches!(
+            "base,zzz".parse::<Config>(),
             Err(ConfigError::UnknownKey(_))
         ));
         assert!(matches!(

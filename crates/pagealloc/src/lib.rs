@@ -49,11 +49,15 @@
 //! }
 //!
 //! // Metadata for 4096 frames (16 MiB) in the kernel image: no allocation needed for it.
-//! static META: [PageMeta; 4096] = [const { PageMeta::new() }; 4096];
+//! // The allocator takes it for good (`&'static mut`), so it is handed over once.
+//! static mut META: [PageMeta; 4096] = [const { PageMeta::new() }; 4096];
+//! // SAFETY: taken once, at boot, before any other code could name `META`; nothing
+//! // else reads or writes it afterwards.
+//! let meta: &'static mut [PageMeta] = unsafe { &mut *core::ptr::addr_of_mut!(META) };
 //!
 //! let layout = Layout::single(4096, 2); // frames 0..4096, 2 CPUs
-//! assert!(layout.metadata_size() <= core::mem::size_of_val(&META));
-//! let a = Allocator::with_metadata(&layout, Config::default(), Arc::new(KernelHooks), &META)
+//! assert!(layout.metadata_size() <= core::mem::size_of_val(meta));
+//! let a = Allocator::with_metadata(&layout, Config::default(), Arc::new(KernelHooks), meta)
 //!     .expect("build");
 //! let f = a.alloc_pages(0, Gfp::KERNEL).expect("a page");
 //! // physical address = (base of RAM) + f.pfn.0 * PAGE_SIZE

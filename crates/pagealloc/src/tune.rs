@@ -386,8 +386,16 @@ pub fn nr_pcp_free(st: &mut PcpState, limit: i32, free_high: bool, t: &Tune) -> 
             st.count
         };
     }
-    if limit < batch {
-        return 1;
+    // A pageset that cannot keep a batch below its limit. The kernel returns 1 for
+    // `high < batch` (the boot pageset: count 1, so the drain empties it) and otherwise
+    // keeps `batch` pages, freeing `clamp(free_count, batch, high - batch)`: 0 at `high
+    // == batch`, a pageset that would never drain. `zone_highsize` keeps the kernel's
+    // high at 4 batches or more, so it never gets here with more cached; a fixed high
+    // (`Config::fixed_high`) can, with blocks of higher orders cached, so the drain
+    // takes what reaches the limit (at least 1, the kernel's answer for the boot
+    // pageset), leaving the pageset below it.
+    if limit <= batch {
+        return st.count.saturating_sub(limit).saturating_add(1).max(1);
     }
     let (min_nr, max_nr) = (batch, limit - batch);
     if t.free_count {
@@ -932,6 +940,21 @@ mod tests {
         };
         assert_eq!(nr_pcp_high(&mut st, healthy(), false, &t), 0);
         assert_eq!(nr_pcp_free(&mut st, 0, false, &t), 1);
+        // high == batch (a fixed high): down below high, in both forms, not 0
+        for tt in [t, tune(Preset::Base)] {
+            let mut st = PcpState {
+                batch: 8,
+                high: 8,
+                high_min: 8,
+                high_max: 8,
+                count: 12,
+                free_count: 100,
+                ..Default::default()
+            };
+            assert_eq!(nr_pcp_free(&mut st, 8, false, &tt), 5);
+            st.count = 8;
+            assert_eq!(nr_pcp_free(&mut st, 8, false, &tt), 1);
+        }
         // v6.6 free_factor doubling
         let tb = tune(Preset::Base);
         let mut st = PcpState {

@@ -26,8 +26,9 @@
 //!    and no refill cut is waiting for its fix-up;
 //! 7. with `Config::own_bitmap`, the order-0 rings' frames read as allocated order-0
 //!    heads (their frees wrote nothing) with their ownership bits clear, the span walk
-//!    counts such a frame as cached, and every set bit belongs to an allocated order-0
-//!    head.
+//!    counts such a frame as cached when it is on a ring (and as allocated when it is on
+//!    none: a free between taking the bit and marking the frame `Freeing`), and every set
+//!    bit belongs to an allocated order-0 head.
 
 use crate::allocator::Allocator;
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
@@ -110,10 +111,11 @@ impl Allocator {
         let g = z.lock_inspect();
         let buddy = self.check_free_lists(z, &g).map_err(err)?;
         let pcp = self.check_pagesets(z, &pcps).map_err(err)?;
+        let rings = self.ring_frames(z, &pcps);
         // Before the span walk: entries pushed since stay `Freeing` (counted allocated),
         // and none leaves the list while the zone lock is held.
         let deferred = self.deferred_pages_locked(z).map_err(err)?;
-        let allocated = self.check_span(z, buddy, pcp).map_err(err)?;
+        let allocated = self.check_span(z, buddy, pcp, &rings).map_err(err)?;
         Ok(PageTotals {
             buddy,
             pcp,
@@ -259,10 +261,41 @@ impl Allocator {
         Ok(total)
     }
 
+    /// With `Config::own_bitmap`, the frames on the zone's order-0 rings as a bitmap of
+    /// the span (bit `pfn - start_pfn`); empty without it. Ring membership, not the
+    /// ownership bit alone, says a frame is cached: a free that finds its pageset busy
+    /// claims the frame outside any lock — takes the bit, then marks it `Freeing` —, and
+    /// in between the frame reads as allocated with its bit clear while it is on no
+    /// ring. The caller holds every pageset lock of the zone, so the rings stand still.
+    fn ring_frames(&self, z: &Zone, pcps: &[SpinGuard<'_, Pcp>]) -> Vec<u64> {
+        if !z.own_bitmap() {
+            return Vec::new();
+        }
+        let mut bits = alloc::vec![0u64; (z.end_pfn - z.start_pfn).div_ceil(64) as usize];
+        for p in pcps {
+            for (pi, ring) in p.rings.iter().enumerate() {
+                if order_of(pi) != 0 {
+                    continue;
+                }
+                for i in ring.iter() {
+                    let k = z.pfn_of(i) - z.start_pfn;
+                    bits[(k / 64) as usize] |= 1 << (k % 64);
+                }
+            }
+        }
+        bits
+    }
+
     /// Checks 3 to 5, the span frame by frame: blocks do not overlap, holes lie in no
     /// block, free buddies are merged, free frames hold the poison, and the walk agrees
-    /// with the lists' totals. Pages allocated.
-    fn check_span(&self, z: &Zone, buddy: u64, pcp: u64) -> Result<u64, String> {
+    /// with the lists' totals (`rings`: [`Allocator::ring_frames`]). Pages allocated.
+    fn check_span(&self, z: &Zone, buddy: u64, pcp: u64, rings: &[u64]) -> Result<u64, String> {
+        let on_ring = |pfn: u64| {
+            let k = pfn - z.start_pfn;
+            rings
+                .get((k / 64) as usize)
+                .is_some_and(|w| w & (1 << (k % 64)) != 0)
+        };
         let m = &self.meta[..];
         let mut pfn = z.start_pfn;
         let (mut walk_buddy, mut walk_pcp, mut allocated) = (0u64, 0u64, 0u64);
@@ -317,9 +350,11 @@ impl Allocator {
                     #[cfg(feature = "std")]
                     self.check_poison(pfn, o)?;
                 }
-                // `Config::own_bitmap`: its bit clear, an order-0 `Allocated` frame is on a
-                // ring (check 2 and the totals below find it there, once).
-                State::Allocated if z.on_ring_unwritten(pfn, e) => {
+                // `Config::own_bitmap`: its bit clear, an order-0 `Allocated` frame on a
+                // ring is cached (check 2 and the totals below find it there, once); on
+                // none, its free has taken the bit and not yet marked it `Freeing`: still
+                // allocated (below).
+                State::Allocated if z.on_ring_unwritten(pfn, e) && on_ring(pfn) => {
                     walk_pcp += 1;
                     #[cfg(feature = "std")]
                     self.check_poison(pfn, 0)?;

@@ -241,10 +241,17 @@ impl Zone {
         managed: u64,
         ncpus: usize,
         lock_stat: bool,
-    ) -> Zone {
+    ) -> Result<Zone, crate::BuildError> {
         let pb_start = start_pfn & !((1u64 << PAGEBLOCK_ORDER) - 1);
         let nblocks = (end_pfn - pb_start).div_ceil(1 << PAGEBLOCK_ORDER) as usize;
-        Zone {
+        // Fallible: a layout of many zones and CPUs asks for more than the machine has,
+        // which is an error for the caller, not an abort.
+        let pageblock = crate::allocator::try_boxed("pageblock types", nblocks, |_| {
+            AtomicU8::new(MigrateType::Movable as u8)
+        })?;
+        let cpu_stats =
+            crate::allocator::try_boxed("per-CPU zone statistics", ncpus, |_| Stats::default())?;
+        Ok(Zone {
             idx,
             node,
             kind,
@@ -254,9 +261,7 @@ impl Zone {
             meta_gap: if meta_spaced { u32::MAX } else { 0 },
             managed,
             pb_start,
-            pageblock: (0..nblocks)
-                .map(|_| AtomicU8::new(MigrateType::Movable as u8))
-                .collect(),
+            pageblock,
             own: Box::default(),
             wmark: Default::default(),
             boost: AtomicU64::new(0),
@@ -265,7 +270,7 @@ impl Zone {
             pageset: Default::default(),
             merge_disable: AtomicU32::new(0),
             lock_stat,
-            cpu_stats: (0..ncpus).map(|_| Stats::default()).collect(),
+            cpu_stats,
             trace: Default::default(),
             _trip_lines: LineBreak,
             nr_free_pages: ZoneCounter::default(),
@@ -279,13 +284,15 @@ impl Zone {
                 free: FreeArea::new(),
                 tally: Default::default(),
             }),
-        }
+        })
     }
 
     /// Turn on the order-0 ownership bitmap ([`Zone::own`]), every bit clear.
-    pub(crate) fn enable_own_bitmap(&mut self) {
+    pub(crate) fn enable_own_bitmap(&mut self) -> Result<(), crate::BuildError> {
         let words = (self.end_pfn - self.start_pfn).div_ceil(64) as usize;
-        self.own = (0..words).map(|_| AtomicU64::new(0)).collect();
+        self.own =
+            crate::allocator::try_boxed("order-0 ownership bits", words, |_| AtomicU64::new(0))?;
+        Ok(())
     }
     /// Whether the zone keeps order-0 ownership in [`Zone::own`].
     #[inline(always)]
@@ -854,7 +861,8 @@ mod tests {
                 pages,
                 1,
                 false,
-            );
+            )
+            .expect("a small zone");
             let entries = Zone::meta_entries(pages, spaced);
             assert_eq!(entries, pages + if spaced { pages / 512 } else { 0 });
             let mut seen = alloc::vec![false; entries as usize];

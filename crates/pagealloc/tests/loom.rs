@@ -158,6 +158,31 @@ fn own_bitmap_concurrent_double_free() {
     });
 }
 
+/// `validate()` while order-0 frees of `own_bitmap` take the slow path (poisoning sends
+/// every free there, as a busy pageset does): the free claims the block outside any lock
+/// — takes its bit, then marks it `Freeing` — and a check in between must not read the
+/// frame as cached on a ring (it is on none).
+#[test]
+fn own_bitmap_validate_vs_free() {
+    model("own_bitmap_validate_vs_free", || {
+        let mut c = own_config();
+        c.poison = true;
+        let a = build_with(c);
+        let f: Vec<Frame> = (0..2)
+            .map(|_| a.alloc_on(0, 0, Gfp::USER, None).expect("alloc"))
+            .collect();
+        let a2 = a.clone();
+        let t = thread::spawn(move || {
+            a2.validate().expect("validate during frees");
+        });
+        for x in &f {
+            a.free_on(0, *x).expect("free");
+        }
+        t.join().unwrap();
+        check_conserved(&a);
+    });
+}
+
 #[test]
 fn decay_vs_free() {
     model("decay_vs_free", || {

@@ -264,8 +264,8 @@ pub struct BenchArgs {
     /// the peak.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::limits::memory)]
     pub memory: MemSize,
-    /// Runs per row; the median is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Runs per row, 1..=1000; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub iterations: u32,
     /// Seed of rand's shuffle.
     #[arg(long, default_value_t = 1)]
@@ -321,6 +321,10 @@ pub fn workloads_help() -> String {
                 w.score_unit()
             ));
         }
+    }
+    s.push_str("Parameter bounds (-p KEY=VALUE: each 0..=max):\n");
+    for (k, max, unit) in workload::PARAM_BOUNDS {
+        s.push_str(&format!("  {k:<20} {max} {unit}\n"));
     }
     s
 }
@@ -431,16 +435,22 @@ fn list_text() -> String {
 /// Parses `KEY=VALUE` items.
 ///
 /// # Errors
-/// An item without `=`.
+/// An item without `=`, or a key given twice.
 pub fn parse_params(items: &[String]) -> Result<Vec<(String, String)>, CliError> {
-    items
-        .iter()
-        .map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                .ok_or_else(|| CliError::usage(format!("parameter `{kv}` is not KEY=VALUE")))
-        })
-        .collect()
+    let mut out: Vec<(String, String)> = Vec::new();
+    for kv in items {
+        let (k, v) = kv
+            .split_once('=')
+            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+            .ok_or_else(|| CliError::usage(format!("parameter `{kv}` is not KEY=VALUE")))?;
+        if out.iter().any(|(seen, _)| *seen == k) {
+            return Err(CliError::usage(format!(
+                "parameter `{k}` given twice (-p {k}=…): give each once"
+            )));
+        }
+        out.push((k, v));
+    }
+    Ok(out)
 }
 
 /// Builds the workload, refusing unknown names and parameters with the valid choices.
@@ -734,7 +744,10 @@ fn cmd_report(a: &ReportArgs) -> Result<(), CliError> {
     } else {
         job::Mode::Full
     };
-    let s = job::run(&a.out, mode).map_err(CliError::run)?;
+    // Written whole or not at all (`output`): the path is checked before the run.
+    let staged = crate::output::Staged::dir(&a.out).map_err(CliError::usage)?;
+    let s = job::run(staged.path(), mode).map_err(CliError::run)?;
+    staged.commit_dir().map_err(CliError::usage)?;
     for w in &s.warnings {
         eprintln!("warning: {w}");
     }

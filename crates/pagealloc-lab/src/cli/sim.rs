@@ -194,6 +194,19 @@ fn options(
     o.page_cache = f.page_cache.as_deref().map(|s| s == "on");
     if let Some(h) = &f.headroom {
         o.headroom = h.parse().map_err(usage)?;
+        let pages = o
+            .machine
+            .pages_per_node(f.mem_scale)
+            .map_err(|e| usage(e.to_string()))?;
+        let have_mib = (pages * u64::from(o.machine.nodes) * pagealloc::PAGE_SIZE as u64) >> 20;
+        if let crate::sim::Headroom::Mib(m) = o.headroom {
+            if m > have_mib {
+                return Err(usage(format!(
+                    "--headroom {h}: machine {} has {have_mib} MiB (with --mem-scale {})",
+                    o.machine.name, f.mem_scale
+                )));
+            }
+        }
     }
     Ok(o)
 }
@@ -519,6 +532,10 @@ pub fn machines_help() -> String {
         Ok(h) => format!("  {:<12} {}\n", h.name, h.description),
         Err(e) => format!("  {:<12} this machine (unavailable here: {e})\n", "host"),
     };
-    s += &format!("Cost model keys (--cost): {}\n", CostModel::KEYS.join(", "));
+    s += &format!(
+        "Cost model keys (--cost KEY=NS, each 0..={}): {}\n",
+        crate::sim::machine::MAX_COST_NS,
+        CostModel::KEYS.join(", ")
+    );
     s
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::CliError;
-use crate::trace::{self, format, record, replay, TraceError};
+use crate::trace::{format, record, replay, TraceError};
 
 /// `pagealloc trace`.
 #[derive(Debug, Args)]

@@ -22,15 +22,15 @@ pub struct TwinArgs {
     /// in order: the first allocates, the second frees, …
     #[arg(long)]
     pub cpus: Option<String>,
-    /// Seconds the workload runs.
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds the workload runs (above 0, at most 1e8).
+    #[arg(long, default_value_t = 10.0, value_parser = crate::limits::seconds)]
     pub seconds: f64,
     /// Seconds sampled after the run while the pagesets decay (high falls 1/8 per
-    /// second: from a large high_max back to high_min takes 30 s or more).
-    #[arg(long = "idle-seconds", default_value_t = 30.0)]
+    /// second: from a large high_max back to high_min takes 30 s or more); 0..=1e8.
+    #[arg(long = "idle-seconds", default_value_t = 30.0, value_parser = crate::limits::seconds)]
     pub idle_seconds: f64,
-    /// Pages per loop of a worker (default: page_fault1 32768 = 128 MiB, bulk 10000,
-    /// xcpu 512 per chunk handed over).
+    /// Pages per loop of a worker, 1 up to this machine's memory in pages (default:
+    /// page_fault1 32768 = 128 MiB, bulk 10000, xcpu 512 per chunk handed over).
     #[arg(long)]
     pub pages: Option<u64>,
     /// Start pagealloc with all memory free (default: the kernel's free pages per zone).
@@ -82,6 +82,9 @@ fn cpus_of(s: &str) -> Result<Vec<usize>, CliError> {
         }
         return Ok(allowed[..n].to_vec());
     }
+    // CPU ids name this machine's CPUs: a range past them is refused before it is
+    // expanded (an id list is never longer than the machine).
+    let ncpus = twin::host::configured_cpus();
     let mut ids = Vec::new();
     for item in parse_list::<String>(s, "CPU", VALID)? {
         let bad = || CliError::usage(format!("invalid CPU `{item}` in --cpus; valid: {VALID}"));
@@ -94,9 +97,29 @@ fn cpus_of(s: &str) -> Result<Vec<usize>, CliError> {
                 if a > b {
                     return Err(bad());
                 }
+                if b >= ncpus {
+                    return Err(CliError::usage(format!(
+                        "--cpus {item}: this machine has CPUs 0..={}",
+                        ncpus - 1
+                    )));
+                }
                 ids.extend(a..=b);
             }
-            None => ids.push(item.parse().map_err(|_| bad())?),
+            None => {
+                let id: usize = item.parse().map_err(|_| bad())?;
+                if id >= ncpus {
+                    return Err(CliError::usage(format!(
+                        "--cpus {item}: this machine has CPUs 0..={}",
+                        ncpus - 1
+                    )));
+                }
+                ids.push(id);
+            }
+        }
+        if ids.len() > ncpus {
+            return Err(CliError::usage(format!(
+                "--cpus {s}: more CPUs than this machine's {ncpus}"
+            )));
         }
     }
     Ok(ids)
@@ -114,6 +137,11 @@ pub fn cmd_twin(a: &TwinArgs) -> Result<(), CliError> {
         Some(s) => cpus_of(s)?,
         None => Vec::new(),
     };
+    // Written whole or not at all (`output`): the path is checked before the run.
+    let staged = match &a.out {
+        Some(d) => Some(crate::output::Staged::dir(d).map_err(CliError::usage)?),
+        None => None,
+    };
     let opts = TwinOptions {
         workload,
         cpus,
@@ -122,7 +150,7 @@ pub fn cmd_twin(a: &TwinArgs) -> Result<(), CliError> {
         pages: a.pages,
         parked: !a.no_parked,
         same_free: !a.all_free,
-        out: a.out.clone(),
+        out: staged.as_ref().map(|s| s.path().to_path_buf()),
         config: a
             .config
             .as_deref()
@@ -134,6 +162,9 @@ pub fn cmd_twin(a: &TwinArgs) -> Result<(), CliError> {
     let r = twin::run(&opts, &mut |line| {
         eprintln!("[{:6.1} s] {line}", t0.elapsed().as_secs_f64());
     })?;
+    if let Some(s) = staged {
+        s.commit_files().map_err(CliError::usage)?;
+    }
     if a.json {
         println!(
             "{}",

@@ -673,6 +673,12 @@ impl Engine<'_> {
                 if v.state != State::Runnable {
                     break;
                 }
+                if v.time >> (64 - CPU_BITS) != 0 {
+                    return Err(EngineError::Contract(format!(
+                        "{name}: virtual time passed {} ns (78 h) on cpu {cpu}: the run is too long for its costs (fewer loops, or smaller --cost values)",
+                        1u64 << (64 - CPU_BITS)
+                    )));
+                }
                 let key = event_key(v.time, cpu as u32);
                 // Stay on this CPU while it is still the earliest (no heap round trip).
                 match self.heap.peek() {
@@ -911,7 +917,12 @@ impl Engine<'_> {
             k.wait_ns += t.wait;
             k.hold_ns += t.hold;
         }
-        if call != Call::Background && self.cpus[cpu].measuring {
+        // Ticks past the engine's time limit (`event_key`) are not kept: the run stops
+        // with an error at its next event.
+        if call != Call::Background
+            && self.cpus[cpu].measuring
+            && t.start < (1u64 << (64 - CPU_BITS)) as f64
+        {
             let i = (t.start as u64 / self.tick_ns) as usize;
             if self.out.wait_by_tick.len() <= i {
                 self.out.wait_by_tick.resize(i + 1, (0.0, 0));

@@ -81,6 +81,12 @@ pub struct CostModel {
     pub fgraph_ns: f64,
 }
 
+/// Largest value of every cost parameter (`--cost KEY=VALUE`), ns: one millisecond per
+/// event, about a thousand times the slowest event the model charges (a wakeup or a
+/// page fault, a few µs). Beyond it one event's cost alone would be a sizeable part of a
+/// run, and a run's virtual time could pass the engine's 2^48 ns (78 h) limit.
+pub const MAX_COST_NS: f64 = 1e6;
+
 impl CostModel {
     /// The names of the parameters, in declaration order (for `--cost key=value`).
     pub const KEYS: &'static [&'static str] = &[
@@ -123,15 +129,15 @@ impl CostModel {
     /// Sets one parameter by name.
     ///
     /// # Errors
-    /// An unknown key (the message lists the valid ones) or a value that is not a finite
-    /// number `>= 0`.
+    /// An unknown key (the message lists the valid ones) or a value that is not a number
+    /// in `0..=`[`MAX_COST_NS`].
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), MachineError> {
         let bad = || MachineError::BadCost {
             key: key.trim().to_owned(),
             value: value.trim().to_owned(),
         };
         let v: f64 = value.trim().parse().map_err(|_| bad())?;
-        if !(v.is_finite() && v >= 0.0) {
+        if !(0.0..=MAX_COST_NS).contains(&v) {
             return Err(bad());
         }
         let field = match key.trim() {
@@ -537,8 +543,8 @@ pub enum MachineError {
     /// No cost parameter of this name.
     #[error("unknown cost parameter `{0}`; valid: {keys}", keys = CostModel::KEYS.join(", "))]
     UnknownCost(String),
-    /// A cost value that is not a finite number `>= 0`.
-    #[error("cost {key}: `{value}` is not a finite number >= 0")]
+    /// A cost value that is not a number in `0..=`[`MAX_COST_NS`].
+    #[error("cost {key}: `{value}` is not a number of ns in 0..={MAX_COST_NS}")]
     BadCost {
         /// The parameter.
         key: String,

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use pagealloc::os::zoneinfo::KernelZoneinfo;
-use pagealloc::{Allocator, Config, Counters, Frame, Gfp, ManualPlatform, Preset};
+use pagealloc::{Allocator, Config, Counters, Frame, Gfp, ManualPlatform};
 use serde::Serialize;
 
 use super::format::{self, Event, EventKind, Header};
@@ -996,18 +996,22 @@ pub fn write_files(r: &ReplayReport, dir: &Path) -> Result<Vec<PathBuf>, String>
                 Series {
                     name: "kernel refilled".into(),
                     points: cumulative(&k.refills),
+                    dashed: false,
                 },
                 Series {
                     name: "pagealloc refilled".into(),
                     points: cumulative(&p.refills),
+                    dashed: true,
                 },
                 Series {
                     name: "kernel drained".into(),
                     points: cumulative(&k.drains),
+                    dashed: false,
                 },
                 Series {
                     name: "pagealloc drained".into(),
                     points: cumulative(&p.drains),
+                    dashed: true,
                 },
             ],
         };
@@ -1032,10 +1036,12 @@ pub fn write_files(r: &ReplayReport, dir: &Path) -> Result<Vec<PathBuf>, String>
                     Series {
                         name: "pagealloc high".into(),
                         points: hs.iter().map(|x| (x.0, x.1 as f64)).collect(),
+                        dashed: true,
                     },
                     Series {
                         name: "kernel high".into(),
                         points: vec![(0.0, ks as f64), (r.seconds, ke as f64)],
+                        dashed: false,
                     },
                 ],
             };

@@ -165,11 +165,25 @@ pub fn allowed_cpus() -> Vec<usize> {
         .collect()
 }
 
+/// CPUs this machine has (online or not: `sysconf(_SC_NPROCESSORS_CONF)`), at least 1.
+pub fn configured_cpus() -> usize {
+    // SAFETY: 1. `sysconf` reads a system value; no memory is passed.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    usize::try_from(n).unwrap_or(1).max(1)
+}
+
+/// Pages of physical memory this machine has (`sysconf(_SC_PHYS_PAGES)`), at least 1.
+pub fn physical_pages() -> u64 {
+    // SAFETY: 1. as in `configured_cpus`.
+    let n = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    u64::try_from(n).unwrap_or(1).max(1)
+}
+
 /// The CPUs of the run: `requested`, or every allowed CPU; for `xcpu` an even number
 /// (pairs of allocating and freeing CPUs).
 ///
 /// # Errors
-/// [`TwinError::Denied`] for a CPU outside this process's affinity mask;
+/// [`TwinError::Usage`] for a CPU outside this process's affinity mask;
 /// [`TwinError::Usage`] for a repeated CPU or too few for `xcpu`.
 pub fn choose_cpus(requested: &[usize], w: TwinWorkload) -> Result<Vec<usize>, TwinError> {
     let allowed = allowed_cpus();
@@ -185,7 +199,7 @@ pub fn choose_cpus(requested: &[usize], w: TwinWorkload) -> Result<Vec<usize>, T
         return Err(TwinError::Usage(format!("--cpus repeats a CPU: {cpus:?}")));
     }
     if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
-        return Err(TwinError::Denied(format!(
+        return Err(TwinError::Usage(format!(
             "cannot pin to CPU {c}: this process may only run on {allowed:?}"
         )));
     }

@@ -368,7 +368,12 @@ unsafe fn child(
     let stop = || sh.stop.load(Ordering::Relaxed) != 0;
     match role {
         Role::Loop { pages } => {
-            let bytes = pages * PAGE;
+            // `twin::run` bounds `pages` by the machine's memory; a product that does not
+            // fit would map less than the loop touches.
+            let Some(bytes) = pages.checked_mul(PAGE) else {
+                // SAFETY: 1. as above.
+                unsafe { libc::_exit(5) }
+            };
             while !stop() {
                 // SAFETY: 1. a fresh private anonymous mapping; checked below.
                 let p = unsafe {

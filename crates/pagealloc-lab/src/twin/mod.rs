@@ -272,8 +272,12 @@ pub fn run(opts: &TwinOptions, progress: &mut dyn FnMut(&str)) -> Result<TwinRep
             opts.idle_seconds
         )));
     }
-    if opts.pages() == 0 {
-        return Err(TwinError::Usage("--pages must be at least 1".into()));
+    let max_pages = host::physical_pages();
+    if opts.pages() == 0 || opts.pages() > max_pages {
+        return Err(TwinError::Usage(format!(
+            "--pages must be 1..={max_pages} (this machine's memory in pages), not {}",
+            opts.pages()
+        )));
     }
     let h = host::Host::read()?;
     let (base, why) = match &opts.config {

@@ -80,7 +80,7 @@ use std::fmt;
 pub use counts::OpCounts;
 pub use driver::{Backend, CpuDriver, Flow, Step, TraceEntry, TraceHash};
 pub use dry_run::{dry_run, DryRun, DryRunStats};
-pub use params::{ParamError, Params};
+pub use params::{param_bound, ParamError, Params, PARAM_BOUNDS};
 pub use registry::{build, by_name, names, Scale};
 pub use rng::{cpu_seed, Rng, SplitMix64};
 

@@ -37,16 +37,120 @@ pub enum ParamError {
     BadValue(String),
 }
 
-/// Parses a parameter value, ignoring `_` digit separators.
-pub(crate) fn parse_value<T>(value: &str) -> Result<T, ParamError>
+/// Frames of 4 KiB a page-count parameter may name: 2^25 (128 GiB), above every
+/// full-scale value (`zonelist_hog`'s 23.6 M); each frame costs the executors a slot.
+const MAX_PAGES: f64 = (1u64 << 25) as f64;
+/// Longest time one parameter may charge per event, ns: one second.
+const MAX_NS: f64 = 1e9;
+/// Most repetitions (loops, rounds, messages, chunks, attempts, retries).
+const MAX_COUNT: f64 = 1e8;
+/// Most tasks, threads, pairs or CPUs a workload may ask for: the layouts' 8192 CPUs.
+const MAX_CPUS: f64 = 8192.0;
+/// Most bytes of one buffer, message or chunk: 1 GiB.
+const MAX_BYTES: f64 = (1u64 << 30) as f64;
+
+/// The upper bound of every workload parameter (`-p KEY=VALUE`), by name, with its
+/// unit: one table for all workloads (a name means the same in each). The lower bound
+/// is 0 (the workloads refuse 0 where it cannot run); a value above its bound is refused
+/// with [`ParamError::BadValue`]. `pagealloc list` prints the table.
+pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
+    ("attempt_cpus", MAX_CPUS, "CPUs"),
+    ("attempt_order", 10.0, "order"),
+    ("attempts", MAX_COUNT, "attempts"),
+    ("backoff_ns", MAX_NS, "ns"),
+    ("break_pages_per_cpu", MAX_PAGES, "pages"),
+    ("chunk_bytes", MAX_BYTES, "bytes"),
+    ("chunks", MAX_COUNT, "chunks"),
+    ("compute_ns_per_page", MAX_NS, "ns"),
+    ("create_ns", MAX_NS, "ns"),
+    ("fill_pages", MAX_PAGES, "pages"),
+    ("fragment_order", 10.0, "order"),
+    ("interval_ns", MAX_NS, "ns"),
+    ("loops", MAX_COUNT, "loops"),
+    ("max_pages", MAX_PAGES, "pages"),
+    ("median_pages", MAX_PAGES, "pages"),
+    ("message_bytes", MAX_BYTES, "bytes"),
+    ("messages", MAX_COUNT, "messages"),
+    ("min_pages", MAX_PAGES, "pages"),
+    ("order", 10.0, "order"),
+    ("pages", MAX_PAGES, "pages"),
+    ("pages_per_loop", MAX_PAGES, "pages"),
+    ("pagetable_per_mille", 1000.0, "‰"),
+    ("pairs", MAX_CPUS, "pairs"),
+    ("path_mtu_bytes", MAX_BYTES, "bytes"),
+    ("rcvbuf_bytes", MAX_BYTES, "bytes"),
+    ("recv_protocol_ns", MAX_NS, "ns"),
+    ("region_pages", MAX_PAGES, "pages"),
+    ("release_percent", 100.0, "%"),
+    ("retries", MAX_COUNT, "retries"),
+    ("retry_backoff_ns", MAX_NS, "ns"),
+    ("rounds", MAX_COUNT, "rounds"),
+    ("send_protocol_ns", MAX_NS, "ns"),
+    ("sigma", 10.0, "(log-normal shape)"),
+    ("skb_overhead_bytes", MAX_BYTES, "bytes"),
+    ("slab_blocks_max", MAX_COUNT, "blocks"),
+    ("sndbuf_bytes", MAX_BYTES, "bytes"),
+    ("stack_order", 10.0, "order"),
+    ("syscall_ns", MAX_NS, "ns"),
+    ("tasks", MAX_CPUS, "tasks"),
+    ("thp_cpus", MAX_CPUS, "CPUs"),
+    ("threads", MAX_CPUS, "threads"),
+    ("total_pages", MAX_PAGES, "pages"),
+    ("unmovable_per_mille", 1000.0, "‰"),
+    ("vmap_stack", 1.0, "(true/false)"),
+    ("wake_jitter_ns", MAX_NS, "ns"),
+];
+
+/// The bound of parameter `key` from [`PARAM_BOUNDS`]: `(max, unit)`.
+pub fn param_bound(key: &str) -> Option<(f64, &'static str)> {
+    PARAM_BOUNDS
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|&(_, m, u)| (m, u))
+}
+
+/// A parameter value as a number, for its bound.
+pub(crate) trait Bounded {
+    /// The value as `f64` (`true` is 1).
+    fn as_f64(&self) -> f64;
+}
+
+macro_rules! bounded_as {
+    ($($t:ty),*) => {$(
+        impl Bounded for $t {
+            fn as_f64(&self) -> f64 {
+                *self as f64
+            }
+        }
+    )*};
+}
+bounded_as!(u8, u16, u32, u64, usize, f64);
+
+impl Bounded for bool {
+    fn as_f64(&self) -> f64 {
+        f64::from(u8::from(*self))
+    }
+}
+
+/// Parses a parameter value, ignoring `_` digit separators, and checks it against the
+/// bound of `key` ([`PARAM_BOUNDS`]; a key without one is refused, so that a new parameter
+/// cannot go unbounded).
+pub(crate) fn parse_value<T>(key: &str, value: &str) -> Result<T, ParamError>
 where
-    T: FromStr,
+    T: FromStr + Bounded,
     T::Err: fmt::Display,
 {
     let cleaned: String = value.trim().chars().filter(|&c| c != '_').collect();
-    cleaned
+    let v: T = cleaned
         .parse()
-        .map_err(|e: T::Err| ParamError::BadValue(e.to_string()))
+        .map_err(|e: T::Err| ParamError::BadValue(e.to_string()))?;
+    let (max, unit) = param_bound(key)
+        .ok_or_else(|| ParamError::BadValue(format!("parameter `{key}` has no bound")))?;
+    let x = v.as_f64();
+    if !(0.0..=max).contains(&x) {
+        return Err(ParamError::BadValue(format!("must be 0..={max} {unit}")));
+    }
+    Ok(v)
 }
 
 /// Declares a parameter struct: `field: type = laptop_default, full full_scale_value;`.
@@ -94,7 +198,7 @@ macro_rules! define_params {
             ) -> Result<(), $crate::workload::ParamError> {
                 match key {
                     $(stringify!($field) => {
-                        self.$field = $crate::workload::params::parse_value(value)?;
+                        self.$field = $crate::workload::params::parse_value(key, value)?;
                     })*
                     _ => return Err($crate::workload::ParamError::UnknownKey),
                 }
@@ -119,7 +223,7 @@ mod tests {
         /// Test parameters.
         pub struct TestParams {
             /// A count.
-            count: u32 = 3, full 30;
+            loops: u32 = 3, full 30;
             /// A shape.
             sigma: f64 = 0.5, full 1.0;
         }
@@ -128,15 +232,26 @@ mod tests {
     #[test]
     fn set_list_and_scale() {
         let mut p = TestParams::default();
-        p.set("count", "1_000").unwrap();
+        p.set("loops", "1_000").unwrap();
         p.set("sigma", "2.5").unwrap();
         assert_eq!(
             p.list(),
-            vec![("count", "1000".into()), ("sigma", "2.5".into())]
+            vec![("loops", "1000".into()), ("sigma", "2.5".into())]
         );
         assert_eq!(p.set("nope", "1"), Err(ParamError::UnknownKey));
-        assert!(matches!(p.set("count", "-1"), Err(ParamError::BadValue(_))));
-        assert_eq!(TestParams::full_scale().count, 30);
-        assert_eq!(TestParams::KEYS, &["count", "sigma"]);
+        assert!(matches!(p.set("loops", "-1"), Err(ParamError::BadValue(_))));
+        for bad in ["nan", "inf", "-0.5", "10.5", "1e300"] {
+            assert!(
+                matches!(p.set("sigma", bad), Err(ParamError::BadValue(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            p.set("loops", "100000001"),
+            Err(ParamError::BadValue(_))
+        ));
+        p.set("loops", "100000000").unwrap();
+        assert_eq!(TestParams::full_scale().loops, 30);
+        assert_eq!(TestParams::KEYS, &["loops", "sigma"]);
     }
 }

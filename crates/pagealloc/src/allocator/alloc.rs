@@ -100,7 +100,10 @@ impl Allocator {
         gfp: Gfp,
         node: Option<usize>,
     ) -> Result<Frame, AllocError> {
-        if node.is_none() {
+        // THISNODE takes the walk, which checks each zone's node (the CPU's home zone is
+        // another node's when its own node has no memory); a constant `gfp` folds the
+        // test away.
+        if node.is_none() && !gfp.contains(Gfp::THISNODE) {
             if let Some(pfn) = self.alloc_hit::<RINGS>(cpu, order, gfp) {
                 let f = Frame::new(Pfn(pfn), order);
                 self.check_poison_on_alloc(cpu, f);
@@ -208,12 +211,12 @@ impl Allocator {
                     }
                     continue;
                 }
-                if k > 0 {
-                    if gfp.contains(Gfp::THISNODE) && z.node != node {
-                        break;
-                    }
-                    self.cpus[cpu].stats.zonelist_scanned.add_shared(1);
-                } else if second_pass {
+                // `__GFP_THISNODE`: no zone of another node, the first entry included
+                // (a memoryless node's zonelist starts on another node).
+                if gfp.contains(Gfp::THISNODE) && z.node != node {
+                    break;
+                }
+                if k > 0 || second_pass {
                     self.cpus[cpu].stats.zonelist_scanned.add_shared(1);
                 }
                 let full = match self.try_zone(cpu, z, order, mt, aflags) {

@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 
 /// `n` values made by `f(i)` in a boxed slice, or [`BuildError::OutOfMemory`] when the
 /// memory for them cannot be had (instead of aborting the process).
-fn try_boxed<T>(
+pub(crate) fn try_boxed<T>(
     what: &'static str,
     n: usize,
     f: impl FnMut(usize) -> T,
@@ -169,47 +169,75 @@ impl Allocator {
     /// array in a kernel. The buffer's previous contents are overwritten. Works without
     /// the `std` feature; a buffer too small is refused with [`BuildError::Metadata`].
     ///
+    /// The allocator takes the buffer for good (`&'static mut`): the entries are its
+    /// free lists' links and its frames' states, and a second allocator (or anyone else)
+    /// writing them would hand one block out twice and send the unchecked reads of the
+    /// hot path past the end of the smaller store.
+    ///
     /// ```
     /// use std::sync::Arc;
     /// use pagealloc::{Allocator, BuildError, Config, Gfp, Layout, ManualPlatform, PageMeta};
     ///
     /// // One entry per spanned frame; a kernel would put this in its image or its early
-    /// // boot memory instead.
-    /// static META: [PageMeta; 4096] = [const { PageMeta::new() }; 4096];
+    /// // boot memory instead (see the crate's no_std example).
+    /// let meta: &'static mut [PageMeta] = Vec::from_iter((0..4096).map(|_| PageMeta::new())).leak();
     /// let layout = Layout::single(4096, 1);
-    /// assert!(layout.metadata_size() <= core::mem::size_of_val(&META));
+    /// assert!(layout.metadata_size() <= core::mem::size_of_val(meta));
     /// let hooks = Arc::new(ManualPlatform::new());
-    /// let a = Allocator::with_metadata(&layout, Config::default(), hooks.clone(), &META)?;
+    /// let a = Allocator::with_metadata(&layout, Config::default(), hooks.clone(), meta)?;
     /// let f = a.alloc_pages(3, Gfp::KERNEL)?;
     /// a.free_pages(f)?;
     ///
-    /// static SMALL: [PageMeta; 16] = [const { PageMeta::new() }; 16];
-    /// let e = Allocator::with_metadata(&layout, Config::default(), hooks, &SMALL).unwrap_err();
+    /// let small: &'static mut [PageMeta] = Vec::from_iter((0..16).map(|_| PageMeta::new())).leak();
+    /// let e = Allocator::with_metadata(&layout, Config::default(), hooks, small).unwrap_err();
     /// assert!(matches!(e, BuildError::Metadata(4096)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// One buffer cannot be handed to two allocators (it is moved into the first):
+    ///
+    /// ```compile_fail,E0382
+    /// use std::sync::Arc;
+    /// use pagealloc::{Allocator, Config, Layout, ManualPlatform, PageMeta};
+    ///
+    /// let meta: &'static mut [PageMeta] = Vec::from_iter((0..4096).map(|_| PageMeta::new())).leak();
+    /// let layout = Layout::single(4096, 1);
+    /// let hooks = Arc::new(ManualPlatform::new());
+    /// let a = Allocator::with_metadata(&layout, Config::default(), hooks.clone(), meta);
+    /// let b = Allocator::with_metadata(&layout, Config::default(), hooks, meta);
+    /// ```
+    ///
+    /// and a shared buffer, which others could still read and write, is refused:
+    ///
+    /// ```compile_fail,E0308
+    /// use std::sync::Arc;
+    /// use pagealloc::{Allocator, Config, Layout, ManualPlatform, PageMeta};
+    ///
+    /// static META: [PageMeta; 4096] = [const { PageMeta::new() }; 4096];
+    /// let layout = Layout::single(4096, 1);
+    /// let a = Allocator::with_metadata(&layout, Config::default(), Arc::new(ManualPlatform::new()), &META);
     /// ```
     pub fn with_metadata(
         layout: &Layout,
         config: Config,
         platform: Arc<dyn Platform>,
-        meta: &'static [PageMeta],
+        meta: &'static mut [PageMeta],
     ) -> Result<Allocator, BuildError> {
         layout.validate()?;
         let n = layout.spanned_pages() as usize;
         if meta.len() < n {
             return Err(BuildError::Metadata(n));
         }
-        for e in &meta[..n] {
+        let meta = &mut meta[..n];
+        for e in meta.iter_mut() {
             e.set_state(State::Tail);
             e.set_order(0);
         }
-        Self::build(
-            layout,
-            config,
-            platform,
-            MetaStore::Borrowed(&meta[..n]),
-            false,
-        )
+        // The store holds exactly the `n` entries the build indexes (`Zone::meta_entries`
+        // of each zone, unspaced, summed: `spanned_pages`), and nothing else can reach
+        // them: the exclusive borrow was moved in and lives on only as this shared one.
+        let meta: &'static [PageMeta] = meta;
+        Self::build(layout, config, platform, MetaStore::Borrowed(meta), false)
     }
 
     /// An allocator over a fresh anonymous mapping that backs every frame of `layout`
@@ -286,9 +314,9 @@ impl Allocator {
                 zl.managed(),
                 ncpus,
                 cfg.lock_stat,
-            );
+            )?;
             if cfg.own_bitmap {
-                z.enable_own_bitmap();
+                z.enable_own_bitmap()?;
             }
             zones.push(z);
             kinds.push((node, zl.kind));

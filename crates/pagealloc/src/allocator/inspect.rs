@@ -131,10 +131,11 @@ impl Allocator {
     /// Zone-lock acquisitions by `cpu` in all zones: the `zone_lock` counter of
     /// [`Allocator::cpu_counters`] alone, one cell per zone, cheap enough to read around
     /// every operation to tell a pcp hit from a zone-lock trip (the simulator does).
+    /// 0 for a CPU that does not exist.
     pub fn cpu_zone_lock_count(&self, cpu: usize) -> u64 {
         self.zones
             .iter()
-            .map(|z| z.cpu_stats[cpu].zone_lock.get())
+            .map(|z| z.cpu_stats.get(cpu).map_or(0, |s| s.zone_lock.get()))
             .sum()
     }
 

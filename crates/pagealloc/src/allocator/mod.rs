@@ -17,6 +17,7 @@
 
 mod alloc;
 mod build;
+pub(crate) use build::try_boxed;
 mod free;
 mod hotplug;
 mod inspect;
@@ -37,7 +38,9 @@ use ::alloc::boxed::Box;
 use ::alloc::sync::Arc;
 use core::fmt;
 
-/// Per-frame metadata storage: owned, or a caller-supplied buffer (no_std).
+/// Per-frame metadata storage: owned, or a caller-supplied buffer (no_std) that the
+/// caller gave up for good (`Allocator::with_metadata` takes it as `&'static mut`, so no
+/// other allocator or code holds it).
 pub(crate) enum MetaStore {
     Owned(Box<[PageMeta]>),
     Borrowed(&'static [PageMeta]),
