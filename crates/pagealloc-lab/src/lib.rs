@@ -27,6 +27,7 @@ pub mod peers;
 pub mod report;
 pub mod row;
 pub mod sim;
+pub mod stats;
 pub mod stress;
 pub mod twin;
 pub mod units;
