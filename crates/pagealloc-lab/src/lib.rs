@@ -28,6 +28,7 @@ pub mod peers;
 pub mod report;
 pub mod row;
 pub mod sim;
+pub mod stats;
 pub mod stress;
 pub mod trace;
 pub mod twin;

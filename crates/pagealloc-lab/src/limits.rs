@@ -7,7 +7,9 @@
 //!   own pageset, sampling buffers and latency histograms);
 //! - memory: from [`MIN_MIB`] up to what an allocator can manage (fewer than 2^32 − 2
 //!   frames of 4 KiB: [`MAX_MIB`]);
-//! - durations: finite, from 0 up to [`MAX_SECONDS`].
+//! - durations: finite, from 0 up to [`MAX_SECONDS`];
+//! - repetitions of a row (`--runs`, `--seeds`): 1..=[`MAX_RUNS`] (each keeps its
+//!   samples and, on threads, takes a whole run's time).
 
 use crate::units::MemSize;
 
@@ -19,6 +21,9 @@ pub const MIN_MIB: u64 = 4;
 pub const MAX_MIB: u64 = ((1u64 << 32) - 3) / 256;
 /// Longest duration, seconds (a bit over three years).
 pub const MAX_SECONDS: f64 = 1e8;
+
+/// Most repetitions of a row (`--runs` on threads, `--seeds` in the simulator).
+pub const MAX_RUNS: u64 = 1000;
 
 /// `n` as a thread or CPU count: 1..=[`MAX_THREADS`].
 ///
@@ -88,6 +93,28 @@ pub fn cpus(s: &str) -> Result<u32, String> {
     Ok(n as u32)
 }
 
+/// `n` as a number of repetitions of a row: 1..=[`MAX_RUNS`].
+///
+/// # Errors
+/// The rule, as one line.
+pub fn check_runs(n: u64) -> Result<(), String> {
+    if (1..=MAX_RUNS).contains(&n) {
+        Ok(())
+    } else {
+        Err(format!("must be 1..={MAX_RUNS}, not {n}"))
+    }
+}
+
+/// `clap` value parser: repetitions of a row (1..=[`MAX_RUNS`]).
+///
+/// # Errors
+/// The rule, as one line.
+pub fn runs(s: &str) -> Result<u32, String> {
+    let n: u64 = number(s, "a whole number")?;
+    check_runs(n)?;
+    Ok(n as u32)
+}
+
 /// `clap` value parser: memory with a unit ([`MemSize`]), within [`check_memory`].
 ///
 /// # Errors
@@ -141,5 +168,9 @@ mod tests {
         }
         assert_eq!(seconds("0"), Ok(0.0));
         assert_eq!(seconds("2.5"), Ok(2.5));
+        for bad in ["0", "1001", "99999999999999999999", "-3", "2.5", "x"] {
+            assert!(runs(bad).is_err(), "{bad}");
+        }
+        assert_eq!(runs("1000"), Ok(1000));
     }
 }

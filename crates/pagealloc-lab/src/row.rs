@@ -89,6 +89,11 @@ pub struct Row {
     /// Anything else worth keeping (per-group scores, counters…), name → value.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub extra: std::collections::BTreeMap<String, f64>,
+    /// A row of several runs (`--runs`) or seeds (`--seeds`): each metric's raw value in
+    /// every one of them, in run order ([`crate::stats::METRICS`]); the metric's field
+    /// holds their mean.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub samples: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
 /// Columns [`normalise`] rewrites as % of the first row.

@@ -444,13 +444,110 @@ fn calibrate_sweep_alone_skips_the_kbuild_grid() {
     );
 }
 
+/// `--seeds N` (simulator) and `--runs N` (threads): one row per config with the mean,
+/// its stddev and the N samples in the JSON; the LKP and mmtests layouts of `compare`.
+#[test]
+fn seeds_and_runs_give_rows_with_samples_and_the_fields_tables() {
+    let mut args = vec![
+        "compare",
+        "--sim",
+        "--configs",
+        "linux-6.12,base",
+        "--seeds",
+        "5",
+        "--json",
+    ];
+    args.extend(SMALL_SIM_PF1);
+    let rows = json_rows(&pagealloc(&args));
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r["samples"]["score"].as_array().unwrap().len(), 5, "{r}");
+        assert_eq!(r["samples"]["zone_lock_pct"].as_array().unwrap().len(), 5);
+        assert_eq!(r["extra"]["seeds"], 5.0);
+        let s: Vec<f64> = r["samples"]["score"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let mean = s.iter().sum::<f64>() / 5.0;
+        let raw = r["extra"]["score_raw"].as_f64().unwrap();
+        assert!((raw - mean).abs() <= 1e-9 * mean, "{r}");
+    }
+    // Seed 1 of five is `sim --seed 1`'s run: the samples are the runs themselves.
+    let mut one = vec!["sim", "--json", "--config", "linux-6.12"];
+    one.extend(SMALL_SIM_PF1);
+    let single = json_rows(&pagealloc(&one));
+    assert_eq!(rows[0]["samples"]["score"][0], single[0]["score"]);
+
+    for (format, marks) in [
+        (
+            "lkp",
+            &["%stddev     %change         %stddev", ".score (pages/s)"][..],
+        ),
+        (
+            "mmtests",
+            &[
+                "Hmean     score",
+                "Stddev    score",
+                "Amean     zone_lock_pct",
+                "Welch",
+            ][..],
+        ),
+    ] {
+        let mut args = vec![
+            "compare",
+            "--sim",
+            "--configs",
+            "linux-6.12,base",
+            "--seeds",
+            "3",
+            "--format",
+            format,
+        ];
+        args.extend(SMALL_SIM_PF1);
+        let o = pagealloc(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        for m in marks {
+            assert!(out.contains(m), "{format}: {m} missing in\n{out}");
+        }
+    }
+
+    let o = pagealloc(&[
+        "compare",
+        "page_fault1",
+        "--cpus",
+        "1",
+        "-p",
+        "pages_per_loop=256",
+        "-p",
+        "loops=1",
+        "--configs",
+        "base",
+        "--alloc",
+        "pagealloc,frame-alloc",
+        "--runs",
+        "3",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["alloc"], "frame-alloc");
+    for r in &rows {
+        assert_eq!(r["samples"]["score"].as_array().unwrap().len(), 3, "{r}");
+        assert_eq!(r["extra"]["runs"], 3.0);
+        assert!(r["extra"]["score_stddev"].as_f64().unwrap() >= 0.0);
+    }
+}
+
 #[test]
 fn bench_prints_llfree_rows() {
     let o = pagealloc(&[
         "bench",
         "bulk,repeat,rand",
         "--alloc",
-        "pagealloc,buddy,pool",
+        "pagealloc,buddy,pool,frame-alloc",
         "--cpus",
         "1,2",
         "--order",
@@ -462,8 +559,9 @@ fn bench_prints_llfree_rows() {
         "--json",
     ]);
     let rows = json_rows(&o);
-    // pool skips order 9: 3 kinds × (2 + 2 + 1 orders) × 2 thread counts
-    assert_eq!(rows.len(), 30);
+    // pool skips order 9: 3 kinds × (2 + 2 + 1 + 2 orders) × 2 thread counts
+    assert_eq!(rows.len(), 42);
+    assert!(rows.iter().any(|r| r["alloc"] == "frame-alloc"));
     for r in &rows {
         let bench = r["bench"].as_str().unwrap();
         if bench == "repeat" {

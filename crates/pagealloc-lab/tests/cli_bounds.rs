@@ -91,6 +91,18 @@ fn bad_numbers_exit_2_before_running() {
         "desktop-8",
     ]);
     refused(&["sim", "page_fault1", "--cpus", "0"]);
+    // Repetitions: --runs on threads, --seeds in the simulator, 1..=1000; each on the
+    // executor it is for only.
+    for n in ["0", "1001", "-1", "2.5", "99999999999999999999999"] {
+        refused(&["run", "page_fault1", &format!("--runs={n}")]);
+        refused(&["compare", "page_fault1", &format!("--runs={n}")]);
+        refused(&["sim", "page_fault1", &format!("--seeds={n}")]);
+        refused(&["compare", "page_fault1", "--sim", &format!("--seeds={n}")]);
+    }
+    refused(&["run", "page_fault1", "--seeds", "3"]);
+    refused(&["compare", "page_fault1", "--sim", "--runs", "3"]);
+    refused(&["run", "page_fault1", "--runs", "3", "--seconds", "1"]);
+    refused(&["compare", "page_fault1", "--format", "lkp", "--json"]);
     // Config values refused as the kernel bounds them, on every command that takes one.
     for cfg in [
         "linux-6.12,fixed_batch=67108864",

@@ -154,6 +154,11 @@ pub struct CommonOpts {
     /// Print one JSON object per row on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Simulator only (`sim`, `compare --sim`): run every row under N root seeds (the
+    /// seed and the N - 1 after it), 1..=1000; the row shows the mean and stddev of its
+    /// metrics and its JSON carries the samples (on threads: --runs).
+    #[arg(long, value_name = "N", value_parser = crate::limits::runs)]
+    pub seeds: Option<u32>,
 }
 
 /// Options shared by `run` and `compare`.
@@ -164,8 +169,12 @@ pub struct WorkloadOpts {
     pub common: CommonOpts,
     /// Repeat the run until this many seconds have passed and report the median score
     /// (default: one run).
-    #[arg(long, value_parser = crate::limits::seconds)]
+    #[arg(long, value_parser = crate::limits::seconds, conflicts_with = "runs")]
     pub seconds: Option<f64>,
+    /// Threads only: run every row N times, 1..=1000; the row shows the mean and stddev
+    /// of its metrics and its JSON carries the samples (in the simulator: --seeds).
+    #[arg(long, value_name = "N", value_parser = crate::limits::runs)]
+    pub runs: Option<u32>,
     /// Memory of frame-range allocators, with a unit: 512MiB, 2GiB (default: 512MiB or
     /// CPUs × 64MiB, or more when the workload's size parameters need it).
     #[arg(long, value_name = "SIZE", value_parser = crate::limits::memory)]
@@ -240,6 +249,87 @@ pub struct CompareArgs {
     /// host's available parallelism); the rows do not depend on it.
     #[arg(long, requires = "sim", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
+    /// Table layout: `table` (the lab's, normalised to the first row = 100), `lkp`
+    /// (0-day/LKP: `base ±%stddev  %change  new ±%stddev  metric`), `mmtests`
+    /// (compare-mmtests: Hmean for rates, Amean for costs, gain against the first
+    /// config, `*` marks where Welch's t-test gives p < 0.05). The spreads and the test
+    /// need several samples: --runs N on threads, --seeds N in the simulator.
+    #[arg(long, value_enum, default_value_t = Format::Table, conflicts_with = "json")]
+    pub format: Format,
+}
+
+/// `compare --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The lab's table.
+    Table,
+    /// 0-day/LKP's comparison ([`crate::stats::lkp_table`]).
+    Lkp,
+    /// mmtests' comparison ([`crate::stats::mmtests_table`]).
+    Mmtests,
+}
+
+/// Prints the rows of a `compare` in `format` (`raw`: the rows before normalisation,
+/// for the statistics' tables; `rows`: normalised, for the lab's).
+pub fn print_compare(format: Format, raw: &[Row], rows: &[Row], columns: &[&str]) {
+    match format {
+        Format::Table => report::print_table(rows, columns),
+        Format::Lkp => print!("{}", crate::stats::lkp_table(raw)),
+        Format::Mmtests => print!("{}", crate::stats::mmtests_table(raw)),
+    }
+}
+
+/// Progress of a command of many runs: indicatif's bar on a terminal; with `lines` and
+/// stderr not a terminal (a log, CI), one line per finished run instead.
+#[derive(Debug)]
+pub struct Progress {
+    bar: indicatif::ProgressBar,
+    lines: bool,
+    total: u64,
+    done: std::sync::atomic::AtomicU64,
+    t0: std::time::Instant,
+}
+
+impl Progress {
+    /// Progress over `total` runs; `lines`: print a line per run where no bar shows.
+    pub fn new(total: u64, lines: bool) -> Self {
+        use std::io::IsTerminal;
+        Progress {
+            bar: indicatif::ProgressBar::new(total),
+            lines: lines && !std::io::stderr().is_terminal(),
+            total,
+            done: std::sync::atomic::AtomicU64::new(0),
+            t0: std::time::Instant::now(),
+        }
+    }
+
+    /// Names the run under way (the bar's message).
+    pub fn set_message(&self, m: String) {
+        self.bar.set_message(m);
+    }
+
+    /// One more run finished: `what` it was.
+    pub fn inc(&self, what: &str) {
+        self.bar.inc(1);
+        let n = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if self.lines {
+            eprintln!(
+                "[{n}/{}] {what} ({:.1} s)",
+                self.total,
+                self.t0.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    /// Prints `m` on stderr without tearing the bar.
+    pub fn println(&self, m: &str) {
+        self.bar.suspend(|| eprintln!("{m}"));
+    }
+
+    /// Clears the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 /// `pagealloc bench`.
@@ -569,7 +659,9 @@ fn cpus_of(o: &WorkloadOpts) -> u32 {
         .unwrap_or_else(|| (exec::host_cpus().max(1) as u64).min(crate::limits::MAX_THREADS) as u32)
 }
 
-/// One row of `workload` on `alloc` (with `config`), repeated for `--seconds`.
+/// One row of `workload` on `alloc` (with `config`): one run, runs repeated for
+/// `--seconds` (the median-score run stands for all), or `--runs N` runs merged into
+/// one row with their means, spreads and samples ([`crate::stats::merge`]).
 fn measure(
     w: &dyn Workload,
     alloc: &'static str,
@@ -577,6 +669,7 @@ fn measure(
     o: &WorkloadOpts,
     cpus: u32,
     warned: &mut Vec<String>,
+    progress: &Progress,
 ) -> Result<Row, CliError> {
     let opts = ExecOptions {
         seed: o.common.seed,
@@ -605,6 +698,18 @@ fn measure(
             }
         }
         rows.push(r.row());
+        if let Some(n) = o.runs {
+            let what = if alloc == "pagealloc" {
+                format!("{} on pagealloc {config}", w.name())
+            } else {
+                format!("{} on {alloc}", w.name())
+            };
+            progress.inc(&format!("{what}: run {}/{n}", rows.len()));
+            if rows.len() < n as usize {
+                continue;
+            }
+            return Ok(crate::stats::merge(rows, "runs"));
+        }
         match o.seconds {
             Some(s) if t0.elapsed().as_secs_f64() < s => {}
             _ => break,
@@ -628,13 +733,45 @@ fn emit(rows: &[Row], columns: &[&str], json: bool) {
     }
 }
 
+/// Refuses `--seeds` on threads: runs there are not seeded repetitions.
+fn threads_only(o: &WorkloadOpts) -> Result<(), CliError> {
+    if o.common.seeds.is_some() {
+        return Err(CliError::usage(
+            "--seeds repeats simulations (sim, compare --sim); on threads use --runs N",
+        ));
+    }
+    Ok(())
+}
+
+/// The columns of a row of several runs: the score's stddev (% of the mean) after it.
+fn with_spread(mut cols: Vec<&'static str>, o: &WorkloadOpts) -> Vec<&'static str> {
+    if o.runs.is_some() {
+        let at = cols.iter().position(|&c| c == "score").map_or(0, |i| i + 1);
+        cols.insert(at, "score_stddev_pct");
+        cols.push("runs");
+    }
+    cols
+}
+
 fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
+    threads_only(&a.opts)?;
     let w = workload_of(&a.workload, &a.opts.common.params)?;
     let alloc = peers::canonical(&a.alloc).map_err(|e| CliError::usage(e.to_string()))?;
     let config = config_of(&a.config)?;
     let cpus = cpus_of(&a.opts);
-    let row = measure(&*w, alloc, &config, &a.opts, cpus, &mut Vec::new())?;
-    let mut cols = WORKLOAD_COLUMNS.to_vec();
+    let runs = a.opts.runs.unwrap_or(1);
+    let progress = Progress::new(u64::from(runs), runs > 1 && !a.opts.common.json);
+    let row = measure(
+        &*w,
+        alloc,
+        &config,
+        &a.opts,
+        cpus,
+        &mut Vec::new(),
+        &progress,
+    )?;
+    progress.finish();
+    let mut cols = with_spread(WORKLOAD_COLUMNS.to_vec(), &a.opts);
     cols.push("score_unit");
     emit(&[row], &cols, a.opts.common.json);
     Ok(())
@@ -649,6 +786,7 @@ fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
             "--cost sets the simulator's cost model: it needs --sim",
         ));
     }
+    threads_only(&a.opts)?;
     let w = workload_of(&a.workload, &a.opts.common.params)?;
     let allocs = split_allocs(&a.alloc)?;
     let configs = configs_of(a.configs.as_deref())?;
@@ -663,17 +801,26 @@ fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
             plan.push((al, pagealloc::Config::default()));
         }
     }
-    let pb = indicatif::ProgressBar::new(plan.len() as u64);
+    let runs = a.opts.runs.map_or(1, u64::from);
+    let pb = Progress::new(plan.len() as u64 * runs, runs > 1 && !a.opts.common.json);
     let mut rows = Vec::new();
     let mut warned = Vec::new();
     for (al, cfg) in &plan {
         pb.set_message(format!("{al} {cfg}"));
-        rows.push(measure(&*w, al, cfg, &a.opts, cpus, &mut warned)?);
-        pb.inc(1);
+        rows.push(measure(&*w, al, cfg, &a.opts, cpus, &mut warned, &pb)?);
+        if a.opts.runs.is_none() {
+            pb.inc(&format!("{al} {cfg}"));
+        }
     }
-    pb.finish_and_clear();
+    pb.finish();
+    let raw = rows.clone();
     report::normalise(&mut rows);
-    emit(&rows, &compare_columns(), a.opts.common.json);
+    if a.opts.common.json {
+        print!("{}", report::json_lines(&rows));
+    } else {
+        let cols = with_spread(compare_columns(), &a.opts);
+        print_compare(a.format, &raw, &rows, &cols);
+    }
     Ok(())
 }
 

@@ -211,11 +211,23 @@ fn options(
     Ok(o)
 }
 
-fn columns() -> Vec<&'static str> {
+fn columns(f: &SimFlags) -> Vec<&'static str> {
     let mut c = WORKLOAD_COLUMNS.to_vec();
     c.insert(1, "machine");
+    if f.common.seeds.is_some() {
+        let at = c.iter().position(|&k| k == "score").map_or(0, |i| i + 1);
+        c.insert(at, "score_stddev_pct");
+        c.push("seeds");
+    }
     c.push("trace_hash");
     c
+}
+
+/// The root seeds of `--seeds N`: the seed and the N - 1 after it (one: the seed).
+fn seeds(f: &SimFlags) -> Vec<u64> {
+    (0..u64::from(f.common.seeds.unwrap_or(1)))
+        .map(|i| f.common.seed.wrapping_add(i))
+        .collect()
 }
 
 fn describe(o: &SimOptions, w: &dyn Workload) -> String {
@@ -331,12 +343,25 @@ pub fn cmd_sim(a: &SimArgs) -> Result<(), CliError> {
     if !a.sim.common.json {
         eprintln!("simulating {}", describe(&o, &*w));
     }
-    let mut row = run(&*w, &o).map_err(failed)?;
+    let seeds = seeds(&a.sim);
+    let progress = super::Progress::new(seeds.len() as u64, seeds.len() > 1 && !a.sim.common.json);
+    let mut runs = Vec::new();
+    for &seed in &seeds {
+        let o = SimOptions { seed, ..o.clone() };
+        runs.push(run(&*w, &o).map_err(failed)?);
+        progress.inc(&format!("{} seed {seed}", w.name()));
+    }
+    progress.finish();
+    let mut row = if a.sim.common.seeds.is_some() {
+        crate::stats::merge(runs, "seeds")
+    } else {
+        runs.swap_remove(0)
+    };
     a.sim.cost.mark(&o, std::slice::from_mut(&mut row));
     if a.sim.common.json {
         print!("{}", report::json_lines(&[row]));
     } else {
-        let mut cols = columns();
+        let mut cols = columns(&a.sim);
         cols.push("score_unit");
         report::print_table(std::slice::from_ref(&row), &cols);
         let wall = row.wall_s.unwrap_or(0.0);
@@ -355,6 +380,11 @@ pub fn cmd_sim(a: &SimArgs) -> Result<(), CliError> {
 /// # Errors
 /// Bad input or a failed run.
 pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
+    if a.opts.runs.is_some() {
+        return Err(usage(
+            "--runs repeats runs on threads; a simulation is deterministic: give --seeds N",
+        ));
+    }
     if a.alloc.trim() != "pagealloc" {
         return Err(usage(format!(
             "--sim simulates pagealloc configs only; got --alloc {}",
@@ -399,16 +429,34 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
     let mut o = options(m.clone(), cfgs[0].clone(), f)?;
     o.jobs = a.jobs.map_or(0, |j| j as usize);
     let jobs = o.jobs().min(cfgs.len());
+    let seeds = seeds(f);
     if !f.common.json {
         eprintln!(
-            "simulating {} configs, {jobs} at a time: {}",
+            "simulating {} configs × {} seeds, {jobs} at a time: {}",
             cfgs.len(),
+            seeds.len(),
             describe(&o, &*w)
         );
     }
-    let pb = Progress::new(cfgs.len() as u64, "simulations");
+    let pb = Progress::new((cfgs.len() * seeds.len()) as u64, "simulations");
     let t0 = std::time::Instant::now();
-    let mut rows = compare(&*w, &o, &cfgs, &|r| pb.finished(r)).map_err(failed)?;
+    // One `compare` per seed (its configs in parallel); runs[c][s] is config c, seed s.
+    let mut runs: Vec<Vec<Row>> = cfgs.iter().map(|_| Vec::new()).collect();
+    for &seed in &seeds {
+        let o = SimOptions { seed, ..o.clone() };
+        let done = |r: &Row| pb.finished(r);
+        let rows = compare(&*w, &o, &cfgs, &done).map_err(failed)?;
+        for (c, r) in rows.into_iter().enumerate() {
+            runs[c].push(r);
+        }
+    }
+    let mut rows: Vec<Row> = if f.common.seeds.is_some() {
+        runs.into_iter()
+            .map(|r| crate::stats::merge(r, "seeds"))
+            .collect()
+    } else {
+        runs.into_iter().flatten().collect()
+    };
     f.cost.mark(&o, &mut rows);
     let wall = t0.elapsed().as_secs_f64();
     pb.finish();
@@ -428,7 +476,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
         print!("{}", report::json_lines(&rows));
         return Ok(());
     }
-    report::print_table(&rows, &columns());
+    super::print_compare(a.format, &raw, &rows, &columns(f));
     println!("{}", footer(&rows, wall, jobs));
     if let Some(n) = f.cost.note() {
         println!("{n}");

@@ -12,12 +12,13 @@
 //! |---|---|---|---|
 //! | `pagealloc` | this workspace's allocator, any config | one mmap, prefaulted | 0..=10 |
 //! | `buddy_system_allocator` | rcore's buddy `LockedFrameAllocator` over the same frame range | one mmap, prefaulted | 0..=10 |
+//! | `frame-alloc` | frame-alloc 0.1's per-CPU magazines and depot over its lock-free bitmap buddy, over the same frame range | one mmap, prefaulted (always: its bitmaps live in it) | 0..=10 |
 //! | `mimalloc`, `jemalloc`, `system` | 2^order × 4 KiB blocks aligned to their size | the allocator's own | 0..=10 |
 //! (mimalloc and jemalloc are C builds, behind the lab's default-on `peers` feature)
 //! | `pool` | a lock-free queue of order-0 frames (crossbeam `ArrayQueue`) | one mmap, prefaulted | 0 only |
 //! | `kernel` | anonymous memory faulted in per block, `MADV_DONTNEED` on free | the live kernel's | 0..=10 |
 //!
-//! Frame-range sources (pagealloc, buddy, pool) fail an allocation when their frames run
+//! Frame-range sources (pagealloc, buddy, frame-alloc, pool) fail an allocation when their frames run
 //! out, like a machine with that much memory. The others have no limit of their own.
 //!
 //! # What it cannot see
@@ -25,6 +26,7 @@
 //! none of pagealloc's counters: their rows leave those columns empty.
 
 mod buddy;
+mod frame_alloc;
 mod kernel;
 mod malloc;
 mod memory;
@@ -36,6 +38,7 @@ use std::fmt;
 use crate::workload::MigrateKind;
 
 pub use self::buddy::BuddySource;
+pub use self::frame_alloc::FrameAllocSource;
 pub use self::kernel::KernelSource;
 pub use self::malloc::{MallocKind, MallocSource};
 pub use self::memory::Memory;
@@ -59,6 +62,9 @@ pub enum Peer {
         alias = "buddy-system-allocator"
     )]
     Buddy,
+    /// frame-alloc 0.1: per-CPU magazines over a lock-free bitmap buddy.
+    #[value(name = "frame-alloc", alias = "frame_alloc")]
+    FrameAlloc,
     /// mimalloc (C).
     #[cfg(feature = "peers")]
     #[value(name = "mimalloc")]
@@ -89,6 +95,7 @@ impl Peer {
         match self {
             Peer::Pagealloc => "pagealloc",
             Peer::Buddy => "buddy_system_allocator",
+            Peer::FrameAlloc => "frame-alloc",
             #[cfg(feature = "peers")]
             Peer::Mimalloc => "mimalloc",
             #[cfg(feature = "peers")]
@@ -327,6 +334,7 @@ pub fn build(spec: &SourceSpec) -> Result<Box<dyn PageSource>, SourceError> {
             spec.memory,
         )?),
         Peer::Buddy => Box::new(BuddySource::new(spec.frames, spec.memory)?),
+        Peer::FrameAlloc => Box::new(FrameAllocSource::new(spec.frames)?),
         #[cfg(feature = "peers")]
         Peer::Mimalloc => Box::new(MallocSource::new(MallocKind::Mimalloc)),
         #[cfg(feature = "peers")]

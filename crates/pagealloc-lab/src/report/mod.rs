@@ -269,6 +269,7 @@ pub fn header(col: &str) -> String {
     match col {
         "score" => "score".into(),
         "score_raw" => "raw score".into(),
+        "score_stddev_pct" => "score ±%".into(),
         "score_unit" => "unit".into(),
         "zone_lock_pct" => "zone lock %".into(),
         "cache_miss_pct" => "cache miss %".into(),
