@@ -24,6 +24,7 @@ pub mod cli;
 pub mod exec;
 pub mod limits;
 pub mod peers;
+pub mod policies;
 pub mod report;
 pub mod row;
 pub mod sim;
