@@ -25,6 +25,7 @@ pub mod exec;
 pub mod limits;
 pub mod output;
 pub mod peers;
+pub mod policies;
 pub mod report;
 pub mod row;
 pub mod sim;

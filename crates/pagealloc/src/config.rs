@@ -317,6 +317,11 @@ macro_rules! config_table {
             /// The preset this config started from (used for printing).
             pub preset: Preset,
             $( $(#[doc = $doc])* pub $field: $ty, )*
+            /// A user's PCP policy ([`crate::policy`]): the decisions of refills, drains,
+            /// free_high and the decay tick, and the sizing of `high`. `None`: the
+            /// kernel's, called directly. Set in code ([`Config::with_policy`]); printed
+            /// as `,policy=NAME`, which a config string cannot set.
+            pub policy: Option<crate::policy::Policy>,
         }
 
         impl Config {
@@ -324,6 +329,7 @@ macro_rules! config_table {
             pub const LINUX_6_12: Config = Config {
                 preset: Preset::Linux612,
                 $( $field: $default, )*
+                policy: None,
             };
 
             /// The overridable keys, for error messages and help text.
@@ -684,7 +690,22 @@ impl Config {
                 }),
             };
         }
+        if key == "policy" {
+            return Err(ConfigError::BadValue {
+                key: key.into(),
+                value: value.into(),
+                why: "a policy is set in code (Config::with_policy), not in a config string",
+            });
+        }
         self.set_key(key, value)
+    }
+
+    /// This config with a user's PCP policy ([`crate::policy`]).
+    pub fn with_policy(self, policy: crate::policy::Policy) -> Config {
+        Config {
+            policy: Some(policy),
+            ..self
+        }
     }
 }
 
@@ -725,6 +746,9 @@ impl fmt::Display for Config {
         f.write_str(self.preset.name())?;
         for (k, v) in self.diff() {
             write!(f, ",{k}={v}")?;
+        }
+        if let Some(p) = &self.policy {
+            write!(f, ",policy={}", p.name())?;
         }
         Ok(())
     }

@@ -120,6 +120,7 @@ pub mod frame;
 pub mod memmap;
 mod pcp;
 pub mod platform;
+pub mod policy;
 mod report;
 pub mod stats;
 pub mod sync;

@@ -674,7 +674,7 @@ impl Allocator {
         pi: usize,
     ) {
         let zf = zone.tune_flags();
-        let mut n = tune::nr_pcp_alloc(&mut pcp.st, zf, order, &self.tune);
+        let mut n = self.nr_pcp_alloc(&mut pcp.st, zone, zf, order);
         if order == THP_ORDER && self.cfg.thp_refill_high && n > 1 {
             // Half the room below `high`: the pageset stays within `high`. Auto-tuning
             // raises `high` once per refill; raise it as the kernel-sized refills this one
@@ -682,7 +682,7 @@ impl Allocator {
             let n0 = n;
             n = n.max(((pcp.st.high - pcp.st.count) / 2) >> order);
             for _ in 1..n / n0 {
-                tune::nr_pcp_alloc(&mut pcp.st, zf, order, &self.tune);
+                self.nr_pcp_alloc(&mut pcp.st, zone, zf, order);
             }
         }
         let got = self.rmqueue_bulk(cpu, zone, order, n, pcp, pi, mt, aflags);
@@ -970,7 +970,10 @@ impl Allocator {
             (true, true) => ring_push_traced(cpu, zone, pcp, pi, i, !own),
         }
         pcp.st.count += 1 << order;
-        let d = tune::on_free(&mut pcp.st, order, zone.tune_flags(), &self.tune);
+        let zf = zone.tune_flags();
+        let d = tune::on_free_or(&mut pcp.st, order, zf, &self.tune, |st| {
+            self.on_free_full(st, zone, zf, order)
+        });
         if d.free_high || d.drain > 0 {
             self.after_free(cpu, zone, slot, pcp, d, pi);
         }
@@ -1747,7 +1750,15 @@ impl Allocator {
     pub(crate) fn tick_zone(&self, cpu: usize, zone: &Zone) -> bool {
         let slot = self.slot(cpu, zone.idx);
         let mut pcp = slot.pcp.lock();
-        let d = tune::decay(&mut pcp.st, &self.tune);
+        let d = match &self.cfg.policy {
+            None => tune::decay(&mut pcp.st, &self.tune),
+            Some(p) => crate::policy::decay(
+                &*p.0,
+                &mut pcp.st,
+                &self.policy_zone(zone, zone.tune_flags()),
+                &self.tune,
+            ),
+        };
         let mut todo = d.todo;
         if d.excess > 0 && self.cfg.decay_batched {
             // 6.18.7 (fc4b909c368f): the excess goes back `batch` pages per

@@ -241,6 +241,19 @@ pub struct FreeDecision {
 /// ```
 #[inline(always)]
 pub fn on_free(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDecision {
+    on_free_or(st, order, zf, t, |st| on_free_full(st, order, zf, t))
+}
+
+/// [`on_free`] whose full form is `full`: the common case decided here, inline, and
+/// everything else by `full` (the kernel's [`on_free`] in full, or a policy's).
+#[inline(always)]
+pub(crate) fn on_free_or(
+    st: &mut PcpState,
+    order: u8,
+    zf: ZoneFlags,
+    t: &Tune,
+    full: impl FnOnce(&mut PcpState) -> FreeDecision,
+) -> FreeDecision {
     let high_order = (1..=crate::frame::COSTLY_ORDER).contains(&order);
     // The common case, decided without `nr_pcp_high`: not a free_high candidate, no zone
     // flag, `high` already inside its bounds (so the clamp keeps it) and above `count` (so
@@ -265,12 +278,12 @@ pub fn on_free(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDec
             drain: 0,
         };
     }
-    on_free_full(st, order, zf, t)
+    full(st)
 }
 
 /// [`on_free`] in full: `nr_pcp_high` and `nr_pcp_free`.
 #[inline(never)]
-fn on_free_full(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDecision {
+pub(crate) fn on_free_full(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDecision {
     if t.refill_scaling {
         st.alloc_factor >>= 1;
     }
@@ -278,17 +291,7 @@ fn on_free_full(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDe
     let mut free_high = false;
     let high_order = (1..=crate::frame::COSTLY_ORDER).contains(&order);
     if high_order {
-        // v6.6: free_factor > 0. V3 9/9: free_count >= batch. 6.16 (c544a952ba61): half
-        // of high_min more.
-        let recent = if t.free_count {
-            let min = if t.free_high_min { st.high_min / 2 } else { 0 };
-            st.free_count >= batch.saturating_add(min)
-        } else {
-            st.free_factor > 0
-        };
-        free_high = recent
-            && (!t.prev_order || st.flags & PCPF_PREV_FREE_HIGH_ORDER != 0)
-            && (!t.bounded || st.flags & PCPF_FREE_HIGH_BATCH == 0 || st.count >= batch);
+        free_high = self::free_high(st, order, t);
         st.flags |= PCPF_PREV_FREE_HIGH_ORDER;
     } else {
         st.flags &= !PCPF_PREV_FREE_HIGH_ORDER;
@@ -304,6 +307,25 @@ fn on_free_full(st: &mut PcpState, order: u8, zf: ZoneFlags, t: &Tune) -> FreeDe
         0
     };
     FreeDecision { free_high, drain }
+}
+
+/// The free_high test of `free_unref_page_commit` (docs/mechanisms.md §3.3) for a free of
+/// `order` 1..=3, `count` already including it: pages were freed recently, the previous
+/// free was order 1..=3 too (V3 1/9), and with a large cache slice at least a batch is
+/// cached (V3 3/9). `order` is not read: the caller tests the range.
+pub fn free_high(st: &PcpState, _order: u8, t: &Tune) -> bool {
+    let batch = st.batch;
+    // v6.6: free_factor > 0. V3 9/9: free_count >= batch. 6.16 (c544a952ba61): half
+    // of high_min more.
+    let recent = if t.free_count {
+        let min = if t.free_high_min { st.high_min / 2 } else { 0 };
+        st.free_count >= batch.saturating_add(min)
+    } else {
+        st.free_factor > 0
+    };
+    recent
+        && (!t.prev_order || st.flags & PCPF_PREV_FREE_HIGH_ORDER != 0)
+        && (!t.bounded || st.flags & PCPF_FREE_HIGH_BATCH == 0 || st.count >= batch)
 }
 
 /// The allocation-side bookkeeping of `rmqueue_pcplist` (docs/mechanisms.md §4.2): every pcp allocation

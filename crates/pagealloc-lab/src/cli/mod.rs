@@ -557,8 +557,7 @@ pub fn workload_of(name: &str, params: &[String]) -> Result<Box<dyn Workload>, C
 /// # Errors
 /// [`CliError::Usage`] naming the valid presets or keys.
 pub fn config_of(s: &str) -> Result<pagealloc::Config, CliError> {
-    s.parse::<pagealloc::Config>()
-        .map_err(|e| CliError::usage(format!("config `{s}`: {e}")))
+    crate::policies::config(s).map_err(|e| CliError::usage(format!("config `{s}`: {e}")))
 }
 
 /// Splits a comma-separated config list; `key=value` items join the config before them.

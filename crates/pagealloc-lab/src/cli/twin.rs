@@ -154,7 +154,7 @@ pub fn cmd_twin(a: &TwinArgs) -> Result<(), CliError> {
         config: a
             .config
             .as_deref()
-            .map(str::parse::<pagealloc::Config>)
+            .map(crate::policies::config)
             .transpose()
             .map_err(|e| CliError::usage(format!("--config: {e}")))?,
     };

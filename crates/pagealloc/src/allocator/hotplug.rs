@@ -35,16 +35,30 @@ impl Allocator {
                     .count() as u32;
                 let (lo, hi) = match self.cfg.fixed_high {
                     Some(h) => (h as i32, h as i32),
-                    None => tune::high_bounds(
-                        z.wmark(WMARK_LOW),
-                        z.managed,
-                        batch,
-                        node_cpus,
-                        0,
-                        online,
-                        fraction,
-                        self.cfg.auto_tune,
-                    ),
+                    None => match &self.cfg.policy {
+                        None => tune::high_bounds(
+                            z.wmark(WMARK_LOW),
+                            z.managed,
+                            batch,
+                            node_cpus,
+                            0,
+                            online,
+                            fraction,
+                            self.cfg.auto_tune,
+                        ),
+                        Some(p) => crate::policy::high_bounds(
+                            &*p.0,
+                            &crate::policy::Sizing {
+                                low_wmark: z.wmark(WMARK_LOW),
+                                managed: z.managed,
+                                batch,
+                                node_cpus,
+                                online_cpus: online,
+                                high_fraction: fraction,
+                                auto_tune: self.cfg.auto_tune,
+                            },
+                        ),
+                    },
                 };
                 (lo, hi, batch)
             };
