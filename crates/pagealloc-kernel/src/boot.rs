@@ -92,6 +92,8 @@ pvh_start:
     or eax, 0x100
     wrmsr
     mov eax, cr0
+    /* caches on: clear CD (bit 30) and NW (bit 29), which an AP has set after INIT */
+    and eax, 0x9FFFFFFF
     or eax, 0x80000001
     mov cr0, eax
     lgdt [boot_gdt_ptr]
@@ -148,6 +150,8 @@ ap_trampoline_start:
     or eax, 0x100
     wrmsr
     mov eax, cr0
+    /* caches on: clear CD (bit 30) and NW (bit 29), which an AP has set after INIT */
+    and eax, 0x9FFFFFFF
     or eax, 0x80000001
     mov cr0, eax
     .byte 0x66, 0xea
