@@ -279,8 +279,9 @@ pub fn print_compare(format: Format, raw: &[Row], rows: &[Row], columns: &[&str]
     }
 }
 
-/// Progress of a command of many runs: indicatif's bar on a terminal; with `lines` and
-/// stderr not a terminal (a log, CI), one line per finished run instead.
+/// Progress of a command of many runs: indicatif's bar with an ETA on a terminal; with
+/// `lines` and stderr not a terminal (a log, CI), one plain line per finished run instead
+/// (what finished, the time so far and the ETA at the mean time per run).
 #[derive(Debug)]
 pub struct Progress {
     bar: indicatif::ProgressBar,
@@ -294,8 +295,16 @@ impl Progress {
     /// Progress over `total` runs; `lines`: print a line per run where no bar shows.
     pub fn new(total: u64, lines: bool) -> Self {
         use std::io::IsTerminal;
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg} ETA {eta}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
         Progress {
-            bar: indicatif::ProgressBar::new(total),
+            bar,
             lines: lines && !std::io::stderr().is_terminal(),
             total,
             done: std::sync::atomic::AtomicU64::new(0),
@@ -313,12 +322,24 @@ impl Progress {
         self.bar.inc(1);
         let n = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if self.lines {
+            let elapsed = self.t0.elapsed().as_secs_f64();
+            let eta = elapsed / n as f64 * self.total.saturating_sub(n) as f64;
             eprintln!(
-                "[{n}/{}] {what} ({:.1} s)",
-                self.total,
-                self.t0.elapsed().as_secs_f64()
+                "[{n}/{}] {what}; elapsed {elapsed:.0} s, ETA {eta:.0} s",
+                self.total
             );
         }
+    }
+
+    /// One simulation finished with `row`: its config, machine, wall time and page ops/s.
+    pub fn finished(&self, row: &Row) {
+        self.inc(&format!(
+            "{} on {}: {:.1} s, {:.2} M page ops/s per core",
+            row.config.as_deref().unwrap_or("-"),
+            row.machine.as_deref().unwrap_or("-"),
+            row.wall_s.unwrap_or(0.0),
+            row.extra.get("page_ops_per_cpu_s").copied().unwrap_or(0.0) / 1e6,
+        ));
     }
 
     /// Prints `m` on stderr without tearing the bar.

@@ -268,69 +268,6 @@ fn footer(rows: &[Row], wall: f64, jobs: usize) -> String {
     )
 }
 
-/// Progress of independent simulations on stderr, updated from the threads that run
-/// them: on a terminal an indicatif bar with the elapsed time and the ETA; otherwise one
-/// plain line per finished run (what finished, its wall time and page ops/s, and the
-/// ETA at the mean time per run so far), so a log shows progress too.
-#[derive(Debug)]
-pub struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-    total: u64,
-    done: std::sync::atomic::AtomicU64,
-    t0: std::time::Instant,
-}
-
-impl Progress {
-    /// `total` runs of `what`.
-    pub fn new(total: u64, what: &str) -> Progress {
-        use std::io::IsTerminal;
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let pb = indicatif::ProgressBar::new(total);
-            pb.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{elapsed_precise} [{bar:30}] {pos}/{len} {msg} ETA {eta}",
-                )
-                .expect("a valid template")
-                .progress_chars("=> "),
-            );
-            pb.set_message(what.to_owned());
-            pb
-        });
-        Progress {
-            bar,
-            total,
-            done: std::sync::atomic::AtomicU64::new(0),
-            t0: std::time::Instant::now(),
-        }
-    }
-
-    /// One run finished with `row`.
-    pub fn finished(&self, row: &Row) {
-        let done = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if let Some(pb) = &self.bar {
-            pb.inc(1);
-            return;
-        }
-        let elapsed = self.t0.elapsed().as_secs_f64();
-        let eta = elapsed / done as f64 * self.total.saturating_sub(done) as f64;
-        eprintln!(
-            "[{done}/{}] {} on {}: {:.1} s, {:.2} M page ops/s per core; elapsed {elapsed:.0} s, ETA {eta:.0} s",
-            self.total,
-            row.config.as_deref().unwrap_or("-"),
-            row.machine.as_deref().unwrap_or("-"),
-            row.wall_s.unwrap_or(0.0),
-            row.extra.get("page_ops_per_cpu_s").copied().unwrap_or(0.0) / 1e6,
-        );
-    }
-
-    /// Clears the bar.
-    pub fn finish(&self) {
-        if let Some(pb) = &self.bar {
-            pb.finish_and_clear();
-        }
-    }
-}
-
 /// `pagealloc sim`.
 ///
 /// # Errors
@@ -438,7 +375,7 @@ pub fn cmd_compare(a: &super::CompareArgs) -> Result<(), CliError> {
             describe(&o, &*w)
         );
     }
-    let pb = Progress::new((cfgs.len() * seeds.len()) as u64, "simulations");
+    let pb = super::Progress::new((cfgs.len() * seeds.len()) as u64, true);
     let t0 = std::time::Instant::now();
     // One `compare` per seed (its configs in parallel); runs[c][s] is config c, seed s.
     let mut runs: Vec<Vec<Row>> = cfgs.iter().map(|_| Vec::new()).collect();
@@ -549,13 +486,13 @@ pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), CliError> {
             o.cpus = Some(1);
             o.jobs = jobs;
             let loops = [("loops".to_owned(), "2".to_owned())];
-            let pb = Progress::new(
+            let pb = super::Progress::new(
                 calibrate::PUBLISHED_SWEEP
                     .iter()
                     .filter(|r| r.machine == "spr-2s-224")
                     .count() as u64
                     + 1,
-                "batch sweep runs",
+                true,
             );
             let rows =
                 calibrate::batch_sweep(&m, &loops, &o, &|r| pb.finished(r)).map_err(failed)?;
