@@ -2,39 +2,17 @@
 //! status 2 and an `error:` line before anything runs; nothing panics or hangs (each
 //! command runs under a deadline and is killed past it); good edge values run (exit 0).
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
 
 /// Run the binary with `args`; exit code and stderr, or a panic if it outlives
 /// `deadline` (the process is killed first).
 fn run(args: &[&str], deadline: Duration) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pagealloc"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn pagealloc");
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if t0.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{args:?}: still running after {deadline:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .expect("read stderr");
-    (status.code(), err)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pagealloc"));
+    cmd.args(args);
+    common::run_until(cmd, deadline)
 }
 
 fn refused(args: &[&str]) {

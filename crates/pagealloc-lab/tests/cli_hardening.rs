@@ -2,10 +2,11 @@
 //! with one `error:` line and exit status 2 before it runs, or run to success; and the
 //! output of `report` and `twin --out` written whole or not at all.
 
-use std::io::Read;
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn pagealloc() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pagealloc"))
@@ -13,32 +14,9 @@ fn pagealloc() -> Command {
 
 /// Exit code and stderr of `args`, killed (and failed) past `deadline`.
 fn run(args: &[&str], deadline: Duration) -> (Option<i32>, String) {
-    let mut child = pagealloc()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if t0.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{args:?}: still running after {deadline:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (status.code(), err)
+    let mut cmd = pagealloc();
+    cmd.args(args);
+    common::run_until(cmd, deadline)
 }
 
 /// Refused: status 2, one `error:` line saying `what`, within 30 s (before any run).

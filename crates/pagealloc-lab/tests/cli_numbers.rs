@@ -5,11 +5,12 @@
 //! exit status 2, or succeed (exit 0) within a deadline under a 4 GiB address-space
 //! limit: never a panic, an abort, a hang or unbounded memory.
 
+mod common;
+
 use clap::CommandFactory;
 use pagealloc_lab::cli::Cli;
-use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const VALUES: &[&str] = &[
     "0",
@@ -96,35 +97,12 @@ fn line(sub: &str, opt: Option<&str>, value: &str) -> Vec<String> {
 /// Runs the binary under a 4 GiB address-space limit; its exit code (None: killed by
 /// a signal) and stderr. Panics if it outlives `deadline`.
 fn run(args: &[String], deadline: Duration) -> (Option<i32>, String) {
-    let mut child = Command::new("sh")
-        .arg("-c")
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
         .arg("ulimit -v 4194304 && exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_pagealloc"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn pagealloc");
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if t0.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{args:?}: still running after {deadline:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .expect("read stderr");
-    (status.code(), err)
+        .args(args);
+    common::run_until(cmd, deadline)
 }
 
 /// Refused with one `error:` line and status 2, or run to success; nothing else.
