@@ -51,8 +51,8 @@ pub struct RecordArgs {
 pub struct ReplayArgs {
     /// The trace file.
     pub file: PathBuf,
-    /// pagealloc config (`preset[,key=value…]`; default: the preset of the trace's
-    /// kernel, `linux-6.12` for 6.9 and later).
+    /// pagealloc config (`preset[,key=value…]`; default: the one that fits the trace's
+    /// kernel, as `twin` picks it: `linux-6.18` on 6.18.7 and later, `base` before 6.7).
     #[arg(long)]
     pub config: Option<String>,
     /// Print the whole result as one JSON object instead of the table.
@@ -106,9 +106,14 @@ pub fn cmd_trace(a: &TraceArgs) -> Result<(), CliError> {
             Ok(())
         }
         TraceCommand::Replay(r) => {
+            // Written whole or not at all (`output`): the path is checked before the replay.
+            let staged = match &r.out {
+                Some(d) => Some(crate::output::Staged::dir(d).map_err(CliError::usage)?),
+                None => None,
+            };
             let opts = replay::ReplayOptions {
                 config: r.config.clone(),
-                out: r.out.clone(),
+                out: staged.as_ref().map(|s| s.path().to_path_buf()),
             };
             eprintln!(
                 "replaying {} (config: {})",
@@ -118,6 +123,9 @@ pub fn cmd_trace(a: &TraceArgs) -> Result<(), CliError> {
                     .unwrap_or("the one that fits the trace's kernel")
             );
             let rep = replay::replay_file(&r.file, &opts)?;
+            if let Some(s) = staged {
+                s.commit_files().map_err(CliError::usage)?;
+            }
             if r.json {
                 println!(
                     "{}",
