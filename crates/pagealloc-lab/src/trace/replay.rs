@@ -984,9 +984,10 @@ pub fn write_files(r: &ReplayReport, dir: &Path) -> Result<Vec<PathBuf>, String>
     files.push(json);
     for (c, k, p) in &r.cpus {
         let chart = Chart {
+            // The config is in replay.json and the text output; the preset alone fits here.
             title: format!(
-                "replay: CPU {c}, pages moved by refills and drains, kernel vs pagealloc {}",
-                r.config
+                "replay CPU {c}: pages refilled and drained, kernel vs {}",
+                r.config.split(',').next().unwrap_or("pagealloc")
             ),
             x_label: "seconds of trace".into(),
             y_label: "pages (cumulative)".into(),
@@ -1026,7 +1027,7 @@ pub fn write_files(r: &ReplayReport, dir: &Path) -> Result<Vec<PathBuf>, String>
                 .map_or((0, 0), |x| (x.1, x.2));
             let chart = Chart {
                 title: format!(
-                    "replay: CPU {c}, high (all zones), kernel at start and end vs pagealloc"
+                    "replay CPU {c}: high (all zones), kernel (start, end) vs pagealloc"
                 ),
                 x_label: "seconds of trace".into(),
                 y_label: "pages".into(),
