@@ -268,6 +268,15 @@ fn axis_num(v: f64) -> String {
 mod tests {
     use super::*;
 
+    /// The text labels of an SVG the chart writer made.
+    fn svg_texts(svg: &str) -> Vec<&str> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>').and_then(|(_, r)| r.split('<').next()))
+            .map(str::trim)
+            .collect()
+    }
+
     #[test]
     fn writes_png_and_svg_with_text() {
         let dir = std::env::temp_dir().join(format!("pagealloc-plot-{}", std::process::id()));
@@ -309,12 +318,7 @@ mod tests {
         };
         let files = write(&log, &dir.join("l")).unwrap();
         let svg = std::fs::read_to_string(&files[1]).unwrap();
-        let texts: Vec<&str> = svg
-            .split("<text")
-            .skip(1)
-            .filter_map(|t| t.split_once('>').and_then(|(_, r)| r.split('<').next()))
-            .map(str::trim)
-            .collect();
+        let texts = svg_texts(&svg);
         for label in ["1", "10", "100 000", "63", "127", "255"] {
             assert!(
                 texts.contains(&label),
@@ -338,12 +342,7 @@ mod tests {
         };
         let files = write(&secs, &dir.join("s")).unwrap();
         let svg = std::fs::read_to_string(&files[1]).unwrap();
-        let texts: Vec<&str> = svg
-            .split("<text")
-            .skip(1)
-            .filter_map(|t| t.split_once('>').and_then(|(_, r)| r.split('<').next()))
-            .map(str::trim)
-            .collect();
+        let texts = svg_texts(&svg);
         for label in ["0.5", "1.0", "1.5", "2.0", "4 000", "12 000"] {
             assert!(
                 texts.contains(&label),
