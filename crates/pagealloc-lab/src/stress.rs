@@ -170,6 +170,8 @@ pub struct StressReport {
     pub below_low: u64,
     /// Times they rose back above the high watermark.
     pub above_high: u64,
+    /// Pagesets drained by the controller to lift the zone back above high.
+    pub pressure_drains: u64,
     /// Most pages allocated at once (sampled).
     pub peak_allocated: u64,
     /// The zone's min, low and high watermarks, pages.
@@ -235,12 +237,13 @@ impl fmt::Display for StressReport {
         )?;
         writeln!(
             f,
-            "  pressure           {} falls below low, {} rises above high (min/low/high {}/{}/{}), peak {} pages allocated",
+            "  pressure           {} falls below low, {} rises above high (min/low/high {}/{}/{}), {} pageset drains to rise, peak {} pages allocated",
             self.below_low,
             self.above_high,
             self.wmarks[0],
             self.wmarks[1],
             self.wmarks[2],
+            self.pressure_drains,
             self.peak_allocated
         )?;
         writeln!(
@@ -412,8 +415,15 @@ fn worker(sh: &Shared, id: u64, cpu: usize, seed: u64, budget: u64) {
         done += 1;
         let fill = sh.fill.load(Relaxed);
         let p_alloc = if fill { 70 } else { 25 };
-        let roll = r.below(100);
-        if roll < p_alloc || mine.is_empty() {
+        // A thread with nothing of its own, while memory is released, frees what others
+        // handed over: every block can sit in the hand-over queue, and a thread that only
+        // allocated then would keep the run below the low mark for good.
+        let roll = if mine.is_empty() && !fill {
+            97
+        } else {
+            r.below(100)
+        };
+        if roll < p_alloc || (mine.is_empty() && roll < 97) {
             let order = random_order(&mut r);
             let gfp = random_gfp(&mut r);
             match sh.a.alloc_on(cpu, order, gfp, None) {
@@ -646,10 +656,18 @@ pub fn run(args: &StressArgs) -> Result<StressReport, StressError> {
             below = true;
             rep.below_low += 1;
             sh.fill.store(false, Relaxed);
-        } else if below && z.free > z.wmark[2] && sh.allocated.load(Relaxed) < managed / 8 {
-            below = false;
-            rep.above_high += 1;
-            sh.fill.store(true, Relaxed);
+        } else if below && sh.allocated.load(Relaxed) < managed / 8 {
+            if z.free > z.wmark[2] {
+                below = false;
+                rep.above_high += 1;
+                sh.fill.store(true, Relaxed);
+            } else {
+                // The workers have released, but their frees sit in the pagesets (a
+                // preset with a large fixed `high` keeps thousands there): reclaim them
+                // as the kernel does under pressure, `drain_all_pages()`.
+                sh.a.drain_all_pages();
+                rep.pressure_drains += 1;
+            }
         }
         rep.peak_allocated = rep.peak_allocated.max(sh.allocated.load(Relaxed));
         // Decay.
