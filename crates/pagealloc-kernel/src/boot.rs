@@ -53,13 +53,14 @@ pvh_start:
     xor eax, eax
     cld
     rep stosb
-    /* 2048 2 MiB pages: the low 4 GiB identity-mapped; from 3 GiB on (MMIO: the local
-       APIC, the I/O APIC) uncached */
+    /* 2048 2 MiB pages: the low 4 GiB identity-mapped, user-accessible (U/S set at
+       every level: the workload runs at CPL 3, see `arch::enter_user`); from 3 GiB on
+       (MMIO: the local APIC, the I/O APIC) uncached */
     xor ecx, ecx
 1:
     mov eax, ecx
     shl eax, 21
-    or eax, 0x83
+    or eax, 0x87
     cmp ecx, 1536
     jb 2f
     or eax, 0x18
@@ -70,7 +71,7 @@ pvh_start:
     cmp ecx, 2048
     jb 1b
     mov eax, offset boot_pd
-    or eax, 3
+    or eax, 7
     mov dword ptr [boot_pdpt], eax
     add eax, 4096
     mov dword ptr [boot_pdpt + 8], eax
@@ -79,7 +80,7 @@ pvh_start:
     add eax, 4096
     mov dword ptr [boot_pdpt + 24], eax
     mov eax, offset boot_pdpt
-    or eax, 3
+    or eax, 7
     mov dword ptr [boot_pml4], eax
     /* PAE, then CR3, EFER.LME, paging */
     mov eax, cr4
@@ -190,6 +191,13 @@ extern "C" {
     static boot_pml4: u8;
     static __kernel_start: u8;
     static __kernel_end: u8;
+    static boot_stack_top: u8;
+}
+
+/// The top of the BSP's boot stack (its CPL 0 stack for good: the TSS's RSP0).
+pub fn boot_stack_top_addr() -> u64 {
+    // A linker symbol: only its address is taken.
+    core::ptr::addr_of!(boot_stack_top) as u64
 }
 
 /// Physical range `[start, end)` of the kernel image, `.bss` included.

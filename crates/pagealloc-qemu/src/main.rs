@@ -8,8 +8,10 @@
 //!
 //! KVM is used when `/dev/kvm` can be opened for reading and writing, TCG otherwise
 //! (`--accel kvm|tcg` forces one). Under `--accel auto`, a KVM guest that prints nothing
-//! past boot within `--kvm-stall-s` seconds (nested virtualization on a loaded host can
-//! stall it) is stopped and the run repeated under TCG, saying so.
+//! past boot within `--kvm-stall-s` seconds is stopped and the run repeated under TCG,
+//! saying so. The firmware is QEMU's qboot when its data directory has `qboot.rom`
+//! (booting in well under a second where SeaBIOS, emulated instruction by instruction
+//! under PVM, takes 20-30 s), SeaBIOS otherwise.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -28,7 +30,7 @@ OPTIONS:
     --seconds S       run time of the workload, 1..=600 (default 5)
     --nodes K         NUMA nodes, 1 or 2 (default 1): 512 MiB of RAM per node
     --accel A         auto (KVM when /dev/kvm is usable, else TCG), kvm or tcg (default auto)
-    --kvm-stall-s T   under auto: fall back to TCG when KVM shows no progress in T s (default 30)
+    --kvm-stall-s T   under auto: fall back to TCG when KVM has not started the CPUs in T s (default 30)
     -h, --help        this text
 
 Exit status: 0 when the kernel reported validate() passing and 0 frames lost; 1 when
@@ -139,7 +141,15 @@ fn main() -> ExitCode {
     };
     let stall = (args.accel == Accel::Auto && first == Accel::Kvm)
         .then(|| Duration::from_secs(args.kvm_stall_s));
-    match run(&args, &kernel, first, stall) {
+    if first == Accel::Kvm && Path::new("/sys/module/kvm_pvm").exists() {
+        println!(
+            "pagealloc-qemu: /dev/kvm is PVM (kvm_pvm: no VMX/SVM in this CPU): the guest's CPL 3 \
+             runs natively, its CPL 0 is emulated one instruction at a time"
+        );
+    }
+    let bios = qboot();
+    let bios = bios.as_deref();
+    match run(&args, &kernel, bios, first, stall) {
         Outcome::Done(ok) => {
             if ok {
                 ExitCode::SUCCESS
@@ -152,7 +162,7 @@ fn main() -> ExitCode {
                 "pagealloc-qemu: KVM made no progress in {} s; running again under TCG",
                 args.kvm_stall_s
             );
-            match run(&args, &kernel, Accel::Tcg, None) {
+            match run(&args, &kernel, bios, Accel::Tcg, None) {
                 Outcome::Done(true) => ExitCode::SUCCESS,
                 _ => ExitCode::from(1),
             }
@@ -189,6 +199,18 @@ fn build_kernel() -> Result<PathBuf, String> {
     Ok(target_dir.join("x86_64-unknown-none/release/pagealloc-kernel"))
 }
 
+/// QEMU's qboot firmware (`qboot.rom`) in the usual data directories, if installed.
+fn qboot() -> Option<PathBuf> {
+    [
+        "/usr/share/qemu",
+        "/usr/local/share/qemu",
+        "/usr/share/qemu-kvm",
+    ]
+    .iter()
+    .map(|d| Path::new(d).join("qboot.rom"))
+    .find(|p| p.is_file())
+}
+
 enum Outcome {
     /// QEMU ran to the end: whether the kernel passed.
     Done(bool),
@@ -198,11 +220,15 @@ enum Outcome {
     Failed(String),
 }
 
-fn qemu_args(a: &Args, kernel: &Path, accel: Accel) -> Vec<String> {
+fn qemu_args(a: &Args, kernel: &Path, bios: Option<&Path>, accel: Accel) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
     let mut push = |s: &str| v.push(s.to_string());
     push("-accel");
     push(if accel == Accel::Kvm { "kvm" } else { "tcg" });
+    if let Some(b) = bios {
+        push("-bios");
+        push(&b.display().to_string());
+    }
     push("-smp");
     push(&a.cpus.to_string());
     if a.nodes == 2 {
@@ -244,8 +270,14 @@ fn qemu_args(a: &Args, kernel: &Path, accel: Accel) -> Vec<String> {
     v
 }
 
-fn run(a: &Args, kernel: &Path, accel: Accel, stall: Option<Duration>) -> Outcome {
-    let qargs = qemu_args(a, kernel, accel);
+fn run(
+    a: &Args,
+    kernel: &Path,
+    bios: Option<&Path>,
+    accel: Accel,
+    stall: Option<Duration>,
+) -> Outcome {
+    let qargs = qemu_args(a, kernel, bios, accel);
     println!(
         "pagealloc-qemu: qemu-system-x86_64 {} ({} vCPUs, {} node(s), {})",
         qargs.join(" "),
@@ -358,11 +390,11 @@ mod tests {
     #[test]
     fn two_nodes_split_the_cpus() {
         let a = p("--cpus 3 --nodes 2").unwrap().unwrap();
-        let q = qemu_args(&a, Path::new("k"), Accel::Tcg).join(" ");
+        let q = qemu_args(&a, Path::new("k"), None, Accel::Tcg).join(" ");
         assert!(q.contains("node,nodeid=0,cpus=0-1,memdev=m0"), "{q}");
         assert!(q.contains("node,nodeid=1,cpus=2-2,memdev=m1"), "{q}");
         let a = p("--cpus 1 --nodes 2").unwrap().unwrap();
-        let q = qemu_args(&a, Path::new("k"), Accel::Tcg).join(" ");
+        let q = qemu_args(&a, Path::new("k"), None, Accel::Tcg).join(" ");
         assert!(q.contains("node,nodeid=1,memdev=m1"), "{q}");
     }
 }
