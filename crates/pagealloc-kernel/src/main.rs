@@ -297,6 +297,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     arch::cpu_tables_init(0, boot::boot_stack_top_addr());
     arch::idt_load();
     arch::lapic_enable();
+    arch::kvmclock_enable();
     let top = core::ptr::addr_of!(BSP_USER_STACK) as u64 + USER_STACK as u64;
     arch::enter_user(bsp_user, top)
 }

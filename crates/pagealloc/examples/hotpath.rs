@@ -3,7 +3,8 @@
 //! `cargo run --release -p pcp-pagealloc --example hotpath` prints ns per pair, median of 9
 //! runs of 2M pairs, side by side for: named CPU with the checked free (`alloc_on`/
 //! `free_on`, the default) and with the unchecked one (`unsafe free_on_unchecked`), and
-//! the current-CPU entry points (`alloc_pages`/`free_pages`, which ask `sched_getcpu`).
+//! the current-CPU entry points (`alloc_pages`/`free_pages`, which ask `sched_getcpu`),
+//! and the interrupt-context pair (`alloc_pages_nolock`/`free_pages_nolock`, CPU 0).
 //!
 //! `hotpath PAIRS` runs `alloc_on`/`free_on` for exactly PAIRS pairs and nothing else;
 //! `hotpath PAIRS unchecked` the same with `free_on_unchecked`, `hotpath PAIRS order9`
@@ -61,6 +62,13 @@ fn pairs_unchecked(a: &Allocator, n: u64) {
         // no other thread uses the allocator (no lock is involved: the contract is about
         // ownership of the block, which this loop holds alone).
         unsafe { a.free_on_unchecked(0, black_box(f)).unwrap() };
+    }
+}
+
+fn pairs_nolock(a: &Allocator, n: u64) {
+    for _ in 0..n {
+        let f = a.alloc_pages_nolock(0, 0, None).unwrap();
+        a.free_pages_nolock(0, black_box(f)).unwrap();
     }
 }
 
@@ -141,9 +149,10 @@ fn main() {
         return;
     }
     const N: u64 = 2_000_000;
-    let cases: [Case; 3] = [
+    let cases: [Case; 4] = [
         ("alloc_on/free_on_unchecked (unsafe)", pairs_unchecked),
         ("alloc_on/free_on (checked)", pairs_on),
+        ("alloc_pages_nolock/free_pages_nolock", pairs_nolock),
         (
             "alloc_pages/free_pages (sched_getcpu, checked)",
             pairs_current,
