@@ -502,7 +502,7 @@ pub fn idt_load() {
 // exceptions taken at CPL 3 switch to the TSS's RSP0 stack. Why: some hypervisors behind `/dev/kvm` (PVM,
 // the pagetable-based virtual machine, which nested setups use when the CPU has no
 // SVM/VMX for the guest) run a guest's CPL 3 natively but emulate its CPL 0 one
-// instruction at a time (crates/pagealloc-kernel/README.md, "KVM").
+// instruction at a time (README.md, "KVM on this machine").
 
 /// Selectors of the per-CPU GDT.
 const KERNEL_CS: u64 = 0x08;

@@ -11,6 +11,10 @@
 //! the counters, each CPU's pagesets and the frames lost, and exits QEMU with a status
 //! (isa-debug-exit: 0x10 pass, 0x11 fail). Run it with `cargo run -p pagealloc-qemu`.
 //!
+//! Only the descriptor tables, MSRs and interrupt handlers run at CPL 0; the rest runs at
+//! CPL 3 (`arch::enter_user`), which a PVM `/dev/kvm` runs natively where it emulates
+//! CPL 0 instruction by instruction (README.md, "KVM on this machine").
+//!
 //! Kernel command line (`-append`): `seconds=S` (default 5).
 #![no_std]
 #![no_main]

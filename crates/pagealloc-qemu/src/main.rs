@@ -388,6 +388,21 @@ mod tests {
     }
 
     #[test]
+    fn firmware_and_accelerator() {
+        let a = p("--cpus 2").unwrap().unwrap();
+        let q = qemu_args(
+            &a,
+            Path::new("k"),
+            Some(Path::new("/q/qboot.rom")),
+            Accel::Kvm,
+        );
+        let q = q.join(" ");
+        assert!(q.starts_with("-accel kvm -bios /q/qboot.rom "), "{q}");
+        let q = qemu_args(&a, Path::new("k"), None, Accel::Tcg).join(" ");
+        assert!(q.starts_with("-accel tcg -smp 2 "), "{q}");
+    }
+
+    #[test]
     fn two_nodes_split_the_cpus() {
         let a = p("--cpus 3 --nodes 2").unwrap().unwrap();
         let q = qemu_args(&a, Path::new("k"), None, Accel::Tcg).join(" ");
