@@ -45,6 +45,53 @@ pub unsafe fn wrmsr(msr: u32, v: u64) {
     }
 }
 
+/// Read a model-specific register.
+///
+/// # Safety
+/// `msr` must exist (reading one that does not raises #GP). CPL 0.
+pub unsafe fn rdmsr(msr: u32) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: the caller's contract; `rdmsr` only reads.
+    unsafe { asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// CR0 (CPL 0).
+pub fn cr0() -> u64 {
+    let v: u64;
+    // SAFETY: reads CR0 into a register.
+    unsafe { asm!("mov {}, cr0", out(reg) v, options(nomem, nostack)) };
+    v
+}
+
+/// If this CPU's MTRRs are off (IA32_MTRR_DEF_TYPE bit 11 clear: every access
+/// uncached, as qboot leaves them), turn them on with write-back as the default type:
+/// the boot page tables make the MMIO gigabyte uncached through PAT, which wins over a
+/// write-back MTRR. Follows the SDM's order (caches off and flushed around the write).
+/// Returns the register before and after; `None` without MTRRs (CPUID 1 EDX bit 12).
+/// CPL 0, interrupts off.
+pub fn mtrr_enable_wb() -> Option<(u64, u64)> {
+    if core::arch::x86_64::__cpuid(1).edx & (1 << 12) == 0 {
+        return None;
+    }
+    // SAFETY: IA32_MTRR_DEF_TYPE (0x2ff) exists (CPUID above). With MTRRs off no
+    // variable or fixed range is in force, so enabling them with default WB (6) and no
+    // range makes all memory write-back except what the page tables' PAT bits make
+    // uncached (the MMIO gigabyte). Caches are disabled and flushed around the change
+    // (CR0.CD, wbinvd), as the SDM orders for an MTRR update; no other CPU runs yet or
+    // each CPU updates its own MTRRs the same way before it touches shared memory.
+    unsafe {
+        let before = rdmsr(0x2ff);
+        if before & (1 << 11) == 0 {
+            let cr0 = cr0();
+            asm!("mov cr0, {}", "wbinvd", in(reg) cr0 | (1 << 30), options(nostack));
+            wrmsr(0x2ff, (1 << 11) | 6);
+            asm!("wbinvd", "mov cr0, {}", in(reg) cr0, options(nostack));
+        }
+        Some((before, rdmsr(0x2ff)))
+    }
+}
+
 /// Disable interrupts (CPL 0).
 pub fn cli() {
     // SAFETY: masking interrupts on this CPU has no memory effect.

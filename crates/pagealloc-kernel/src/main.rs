@@ -302,6 +302,18 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     arch::idt_load();
     arch::lapic_enable();
     arch::kvmclock_enable();
+    // The memory type: MTRRs on with write-back by default (qboot leaves them off, which
+    // makes every access uncached on hardware that honours them), PAT as it is.
+    let mtrr = arch::mtrr_enable_wb();
+    let pat = (core::arch::x86_64::__cpuid(1).edx & (1 << 16) != 0)
+        // SAFETY: IA32_PAT (0x277) exists when CPUID 1 EDX bit 16 says so.
+        .then(|| unsafe { arch::rdmsr(0x277) });
+    kprintln!(
+        "cpu: CR0 {:#x}, IA32_MTRR_DEF_TYPE (before, after) {:x?} (bit 11 on, type 6 WB), IA32_PAT {:x?}",
+        arch::cr0(),
+        mtrr,
+        pat
+    );
     let top = core::ptr::addr_of!(BSP_USER_STACK) as u64 + USER_STACK as u64;
     arch::enter_user(bsp_user, top)
 }
@@ -632,6 +644,7 @@ extern "C" fn ap_main() -> ! {
     set_percpu(cpu);
     let pc = percpu(cpu);
     arch::cpu_tables_init(cpu, pc.kstack_top.load(Relaxed));
+    arch::mtrr_enable_wb();
     arch::idt_load();
     arch::lapic_enable();
     arch::enter_user(ap_user, pc.ustack_top.load(Relaxed))
