@@ -7,8 +7,9 @@
 //! a missing QEMU.
 //!
 //! KVM is used when `/dev/kvm` can be opened for reading and writing, TCG otherwise
-//! (`--accel kvm|tcg` forces one). Under `--accel auto`, a KVM guest that prints nothing
-//! past boot within `--kvm-stall-s` seconds is stopped and the run repeated under TCG,
+//! (`--accel kvm|tcg` forces one). Under `--accel auto`, a KVM guest that has not
+//! started its CPUs `--kvm-stall-s` seconds after the kernel's first line (or whose
+//! kernel prints nothing in four times that) is stopped and the run repeated under TCG,
 //! saying so. The firmware is QEMU's qboot when its data directory has `qboot.rom`
 //! (booting in well under a second where SeaBIOS, emulated instruction by instruction
 //! under PVM, takes 20-30 s), SeaBIOS otherwise.
@@ -30,7 +31,8 @@ OPTIONS:
     --seconds S       run time of the workload, 1..=600 (default 5)
     --nodes K         NUMA nodes, 1 or 2 (default 1): 512 MiB of RAM per node
     --accel A         auto (KVM when /dev/kvm is usable, else TCG), kvm or tcg (default auto)
-    --kvm-stall-s T   under auto: fall back to TCG when KVM has not started the CPUs in T s (default 30)
+    --kvm-stall-s T   under auto: fall back to TCG when KVM has not started the CPUs T s after
+                      the kernel's first line, or printed nothing in 4 T s (default 30)
     -h, --help        this text
 
 Exit status: 0 when the kernel reported validate() passing and 0 frames lost; 1 when
@@ -270,6 +272,22 @@ fn qemu_args(a: &Args, kernel: &Path, bios: Option<&Path>, accel: Accel) -> Vec<
     v
 }
 
+/// Whether a KVM guest counts as stalled: its CPUs not started (`progressed`) `limit`
+/// after the kernel's first line, or no kernel line in `4 * limit` (the firmware ran
+/// that long).
+fn stalled(
+    limit: Duration,
+    since_start: Duration,
+    since_entry: Option<Duration>,
+    progressed: bool,
+) -> bool {
+    !progressed
+        && match since_entry {
+            Some(e) => e > limit,
+            None => since_start > 4 * limit,
+        }
+}
+
 fn run(
     a: &Args,
     kernel: &Path,
@@ -309,6 +327,7 @@ fn run(
     let limit = Duration::from_secs(180 + 4 * a.seconds as u64 * a.cpus.max(2) as u64);
     let t0 = Instant::now();
     let (mut validated, mut lost0, mut pass, mut progressed) = (false, false, false, false);
+    let mut entered: Option<Instant> = None;
     let stdout = std::io::stdout();
     loop {
         match rx.recv_timeout(Duration::from_millis(200)) {
@@ -320,12 +339,15 @@ fn run(
                 lost0 |= l == "frames lost: 0";
                 pass |= l == "RESULT: PASS";
                 progressed |= l.starts_with("smp:");
+                if entered.is_none() && l.starts_with("pagealloc-kernel:") {
+                    entered = Some(Instant::now());
+                }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         if let Some(s) = stall {
-            if !progressed && t0.elapsed() > s {
+            if stalled(s, t0.elapsed(), entered.map(|e| e.elapsed()), progressed) {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Outcome::Stalled;
@@ -385,6 +407,17 @@ mod tests {
             let e = p(bad).unwrap_err();
             assert!(!e.contains('\n'), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn stall_counts_from_the_kernel() {
+        let (t, s) = (Duration::from_secs(30), Duration::from_secs);
+        // Slow firmware, kernel just entered: not stalled.
+        assert!(!stalled(t, s(100), Some(s(5)), false));
+        assert!(stalled(t, s(100), Some(s(31)), false));
+        assert!(!stalled(t, s(100), None, false));
+        assert!(stalled(t, s(121), None, false));
+        assert!(!stalled(t, s(500), Some(s(400)), true));
     }
 
     #[test]
