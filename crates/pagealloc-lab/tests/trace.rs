@@ -120,26 +120,63 @@ fn kernel_side_of_committed_traces() {
     }
 }
 
-/// Where pagealloc `linux-6.12` agrees with the 6.18 kernel on these traces (the rest is
-/// in tests/data/traces/README.md with the mechanism that differs): a refill moves the
-/// same number of pages (the median trip: `batch`, 63 for order 0 on the recording
-/// machine's Normal zone) as the kernel's, and the AF_UNIX writer's CPU refills as often
-/// as the kernel's.
+fn replay_with(name: &str, config: &str) -> ReplayReport {
+    let opts = ReplayOptions {
+        config: Some(config.into()),
+        out: None,
+    };
+    replay::replay_file(&data(name), &opts).expect("replays")
+}
+
+fn agree(r: &ReplayReport, scope: &str, what: &str) {
+    let l = line(r, scope, what);
+    assert!(l.agree, "{}: {l:?}", r.file);
+}
+
+/// Where pagealloc `linux-6.18` agrees with the 6.18 kernel on the committed traces
+/// (within 5 %, medians equal), each pageset started at the kernel's count and `high`
+/// (`Allocator::seed_pageset`). What differs, and the mechanism, is in
+/// tests/data/traces/README.md.
 #[test]
-fn pagealloc_agrees_where_the_mechanism_is_the_same() {
-    let bw = replay("bw_unix.trace");
-    let l = line(&bw, "total", "refill median (pages)");
-    assert_eq!(l.kernel, 63.0);
-    assert!(l.agree, "{l:?}");
-    let l = line(&bw, "cpu 0", "refill trips");
-    assert!(l.agree, "the writer's CPU refills within 5 %: {l:?}");
-    let ip = replay("iperf3.trace");
-    let l = line(&ip, "total", "refill median (pages)");
-    assert!(l.agree, "{l:?}");
-    // 6.18 (free_high needs free_count >= batch + high_min / 2, 6.16) drained nothing
-    // during the TCP stream; 6.12's free_high drains on order-3 fragment frees.
+fn linux_6_18_agrees_where_the_mechanism_is_the_same() {
+    // The AF_UNIX writer's CPU: every refill, the same pages.
+    let bw = replay_with("bw_unix.trace", "linux-6.18");
+    for what in ["refill trips", "pages refilled", "refill median (pages)"] {
+        agree(&bw, "cpu 0", what);
+    }
+    agree(&bw, "total", "refill median (pages)");
+    // Each pageset starts where the kernel's was.
+    for &(c, kc, pc, kh, ph) in &bw.start_pcp {
+        assert_eq!(kh, ph, "cpu {c}: high seeded");
+        assert!((kc - pc).abs() <= 8, "cpu {c}: count {kc} vs {pc}");
+    }
+    // The memory-hungry program: the allocating CPU's refills, and the THP-sized ones.
+    let mh = replay_with("memhog.trace", "linux-6.18");
+    for what in ["refill trips", "pages refilled", "refill median (pages)"] {
+        agree(&mh, "cpu 0", what);
+    }
+    agree(&mh, "cpu 1", "refill median (pages)");
+    agree(&mh, "total", "refill median (pages)");
+    // The compile: drains on a pageset at its high, and the decay tick on the kernel's
+    // phase (one run of 6.18.7's chunks), trip for trip.
+    let cc = replay_with("compile.trace", "linux-6.18");
+    for scope in ["total", "cpu 0", "cpu 1"] {
+        agree(&cc, scope, "drain trips");
+    }
+    agree(&cc, "total", "refill trips");
+    agree(&cc, "cpu 0", "pages drained");
+    // page_fault1: the pages refilled.
+    let pf = replay_with("page_fault1.trace", "linux-6.18");
+    agree(&pf, "total", "pages refilled");
+    // The TCP stream: neither the kernel nor linux-6.18 drains the sender's pageset;
+    // 6.12's free_high (free_count >= batch) drains both CPUs' dozens of times.
+    let ip = replay_with("iperf3.trace", "linux-6.18");
+    agree(&ip, "cpu 0", "drain trips");
+    agree(&ip, "total", "refill median (pages)");
     assert_eq!(ip.drain_trips_kernel, 0);
-    assert!(ip.drain_trips_pagealloc > 0 && ip.free_high_pagealloc > 0);
+    let ip12 = replay_with("iperf3.trace", "linux-6.12");
+    assert!(ip12.drain_trips_pagealloc >= 40 && ip12.free_high_pagealloc > 0);
+    assert!(ip.drain_trips_pagealloc <= 1 && ip.free_high_pagealloc == 0);
 }
 
 /// Replay is deterministic and any config replays.

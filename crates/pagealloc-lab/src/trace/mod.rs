@@ -10,10 +10,12 @@
 //!    the `vm` sysctls at the start and the end; a trace that lost an event is refused.
 //! 2. [`format`](mod@format): the compact file (magic, zlib of a JSON header and varint records).
 //! 3. [`replay`]: builds pagealloc from the trace's own zones and sysctls (the twin's
-//!    [`crate::twin::layout::build`]), brings each CPU's pageset to the recorded count,
-//!    replays every allocation and free on its CPU in time order on a clock that follows
-//!    the trace (a decay tick each second of it), and puts the kernel's refill and drain
-//!    trips beside pagealloc's, per CPU and in total, with a verdict per line.
+//!    [`crate::twin::layout::build`]), starts each CPU's pagesets at the recorded count
+//!    and `high` ([`pagealloc::Allocator::seed_pageset`]), replays every allocation and
+//!    free on its CPU in time order on a clock that follows the trace (each CPU's decay
+//!    tick once a second, on the kernel's phase, deferred while the CPU is idle), and
+//!    puts the kernel's refill and drain trips beside pagealloc's, per CPU and in total,
+//!    with a verdict per line.
 //!
 //! # What the kernel's events say and what they do not
 //! A refill trip is a run of `mm_page_alloc_zone_locked` events with `percpu_refill=1`

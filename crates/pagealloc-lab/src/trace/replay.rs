@@ -9,17 +9,24 @@
 //!    other one is the decay tick's or a drain of the whole CPU.
 //! 2. pagealloc is built from the trace's start zoneinfo and sysctls (the twin's
 //!    [`crate::twin::layout::build`]; CPU `c` is kernel CPU `c`, pfns are the kernel's),
-//!    its zones brought to the kernel's free pages, the blocks that the trace frees
-//!    without having seen them allocated (allocated before it began) allocated up
-//!    front, and each CPU's lists filled with the blocks the trace shows they held at
-//!    the start (the deepest the stream takes each list below zero: allocations served
-//!    without a refill).
+//!    its zones brought to the kernel's free pages plus its pagesets' pages, the blocks
+//!    that the trace frees without having seen them allocated (allocated before it
+//!    began) allocated up front, and every CPU's pageset in every zone started at the
+//!    kernel's `high` and count ([`Allocator::seed_pageset`]): each list holds the
+//!    blocks the stream takes from it before the kernel's first refill of it (the
+//!    deepest the stream takes the list below its start), the rest of the count on a
+//!    list the stream does not take from.
 //! 3. Every allocation and free is replayed on its CPU in time order on a
-//!    [`ManualPlatform`] clock set to the event's time; every CPU ticks once per second
-//!    of trace time (the decay, `vmstat_update`). A kernel pfn maps to the frame
-//!    pagealloc handed out for it; pagealloc chooses its own frames, so a block is never
-//!    the kernel's pfn unless both allocators pick the same one. Each operation's trips
-//!    are the difference of its CPU's counters around it.
+//!    [`ManualPlatform`] clock set to the event's time. Each CPU's decay tick
+//!    (`vmstat_update`) runs every second at the phase of the kernel's first drain that
+//!    followed no free (a decay's; a second after the start when there is none), and
+//!    waits while the CPU is idle (`sched_switch` to pid 0: the work is deferrable). A
+//!    kernel pfn maps to the frame pagealloc handed out for it; pagealloc chooses its
+//!    own frames, so a block is never the kernel's pfn unless both allocators pick the
+//!    same one. Each operation's trips are the difference of its CPU's counters around
+//!    it; a tick's drains are one trip, as the kernel's events show 6.18.7's chunks.
+//!
+//! What still differs from the kernel and why: tests/data/traces/README.md.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -544,7 +551,11 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
                 let park = (0..3i8)
                     .find(|&m| !used.contains(&(0, m)))
                     .map(|m| (0u8, m))
-                    .or_else(|| (0..3i8).find(|&m| !used.contains(&(3, m))).map(|m| (3u8, m)))
+                    .or_else(|| {
+                        (0..3i8)
+                            .find(|&m| !used.contains(&(3, m)))
+                            .map(|m| (3u8, m))
+                    })
                     .unwrap_or((0, 2));
                 lists.push(pagealloc::SeedList {
                     order: park.0,
@@ -618,13 +629,13 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         );
     };
     let tick_to = |a: &Allocator,
-                       t: u64,
-                       ours: &mut HashMap<u32, Side>,
-                       high: &mut Vec<Vec<(f64, i64)>>,
-                       next_tick: &mut Vec<u64>,
-                       deferred: &mut Vec<bool>,
-                       idle: &[bool],
-                       next_sample: &mut u64| {
+                   t: u64,
+                   ours: &mut HashMap<u32, Side>,
+                   high: &mut Vec<Vec<(f64, i64)>>,
+                   next_tick: &mut Vec<u64>,
+                   deferred: &mut Vec<bool>,
+                   idle: &[bool],
+                   next_sample: &mut u64| {
         loop {
             let (c, tt) = next_tick
                 .iter()
