@@ -139,12 +139,14 @@ fn agree(r: &ReplayReport, scope: &str, what: &str) {
 /// tests/data/traces/README.md.
 #[test]
 fn linux_6_18_agrees_where_the_mechanism_is_the_same() {
-    // The AF_UNIX writer's CPU: every refill, the same pages.
+    // AF_UNIX: every refill of both CPUs, the same pages (the reader's one 1008-page
+    // refill: its first refill's size gave the seed its alloc_factor).
     let bw = replay_with("bw_unix.trace", "linux-6.18");
-    for what in ["refill trips", "pages refilled", "refill median (pages)"] {
-        agree(&bw, "cpu 0", what);
+    for scope in ["total", "cpu 0", "cpu 1"] {
+        for what in ["refill trips", "pages refilled", "refill median (pages)"] {
+            agree(&bw, scope, what);
+        }
     }
-    agree(&bw, "total", "refill median (pages)");
     // Each pageset starts where the kernel's was.
     for &(c, kc, pc, kh, ph) in &bw.start_pcp {
         assert_eq!(kh, ph, "cpu {c}: high seeded");
@@ -362,4 +364,54 @@ fn lost_events_refuse_the_trace() {
         );
         assert!(!out.exists(), "a refused trace is not written");
     }
+}
+
+/// The decay tick is deferrable work: on a CPU that the trace shows idle (its last
+/// sched_switch went to pid 0) it waits until the CPU wakes, then `high` decays; on a
+/// busy CPU it runs a second into the trace.
+#[test]
+fn decay_waits_for_an_idle_cpu_to_wake() {
+    let (h, _) = format::read(&data("iperf3.trace")).expect("reads");
+    let ev = |ts: u64, cpu: u32, kind: EventKind, pfn: u64, aux: u64| Event {
+        ts,
+        cpu,
+        kind,
+        pid: 1,
+        flags: 0,
+        pfn,
+        order: 0,
+        mt: if kind == EventKind::Switch { -1 } else { 1 },
+        aux,
+    };
+    let s = 1_000_000_000u64;
+    // An allocation on CPU 0 three seconds in; CPU 1 allocates at the start, then
+    // goes idle at 0.5 s and wakes at 2.5 s (or never sleeps).
+    let mut busy = vec![
+        ev(0, 1, EventKind::Alloc, 0x20_0000, 0x14_0cca),
+        ev(3 * s, 0, EventKind::Alloc, 0x20_1000, 0x14_0cca),
+    ];
+    let mut idle = busy.clone();
+    idle.insert(1, ev(s / 2, 1, EventKind::Switch, 5, 0));
+    idle.insert(2, ev(5 * s / 2, 1, EventKind::Switch, 0, 7));
+    busy.sort_by_key(|e| e.ts);
+    let opts = ReplayOptions {
+        config: Some("linux-6.18".into()),
+        out: None,
+    };
+    let high_at = |r: &ReplayReport, t: f64| -> i64 {
+        let (_, v) = r.high_pagealloc.iter().find(|x| x.0 == 1).expect("cpu 1");
+        v.iter().rev().find(|x| x.0 <= t + 1e-9).expect("sampled").1
+    };
+    let b = replay::replay(&h, &busy, &opts).expect("replays");
+    let i = replay::replay(&h, &idle, &opts).expect("replays");
+    let start = high_at(&b, 0.0);
+    assert_eq!(high_at(&i, 0.0), start);
+    assert!(high_at(&b, 1.5) < start, "busy: decayed at 1 s");
+    assert_eq!(high_at(&i, 2.4), start, "idle: no decay while idle");
+    assert!(high_at(&i, 2.9) < start, "idle: decayed as the CPU woke");
+    assert!(
+        i.notes.iter().any(|n| n.contains("1 decay ticks deferred")),
+        "{:?}",
+        i.notes
+    );
 }

@@ -15,7 +15,8 @@
 //!    kernel's `high` and count ([`Allocator::seed_pageset`]): each list holds the
 //!    blocks the stream takes from it before the kernel's first refill of it (the
 //!    deepest the stream takes the list below its start), the rest of the count on a
-//!    list the stream does not take from.
+//!    list the stream does not take from; its `alloc_factor` from the kernel's first
+//!    order-0 refill of it (`batch << alloc_factor` when uncapped).
 //! 3. Every allocation and free is replayed on its CPU in time order on a
 //!    [`ManualPlatform`] clock set to the event's time. Each CPU's decay tick
 //!    (`vmstat_update`) runs every second at the phase of the kernel's first drain that
@@ -517,6 +518,42 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         pagealloc::MigrateType::Movable,
         pagealloc::MigrateType::Reclaimable,
     ];
+    // Each pageset's first order-0 refill in the kernel: `batch << alloc_factor` when the
+    // room below `high` did not cap it, which tells the refill scale the trace began with.
+    let mut first_refill: HashMap<(u32, usize), u64> = HashMap::new();
+    {
+        let mut open: HashMap<u32, Option<(usize, u64)>> = HashMap::new();
+        let mut done: std::collections::HashSet<(u32, usize)> = Default::default();
+        for e in ev.iter().filter(|e| e.kind.is_page()) {
+            let refill0 = e.kind == EventKind::ZoneLocked && e.aux != 0 && e.order == 0;
+            let cur = open.entry(e.cpu).or_insert(None);
+            match (refill0, *cur) {
+                (true, Some((z, n))) if z == zone_of(e.pfn) => *cur = Some((z, n + 1)),
+                (true, _) => {
+                    if let Some((z, n)) = cur.take() {
+                        if done.insert((e.cpu, z)) {
+                            first_refill.insert((e.cpu, z), n);
+                        }
+                    }
+                    *cur = Some((zone_of(e.pfn), 1));
+                }
+                (false, _) => {
+                    if let Some((z, n)) = cur.take() {
+                        if done.insert((e.cpu, z)) {
+                            first_refill.insert((e.cpu, z), n);
+                        }
+                    }
+                }
+            }
+        }
+        for (c, cur) in open {
+            if let Some((z, n)) = cur {
+                if done.insert((c, z)) {
+                    first_refill.insert((c, z), n);
+                }
+            }
+        }
+    }
     for kz in zi.populated() {
         let Some(z) = built.zone_index(kz.node, &kz.name) else {
             continue;
@@ -563,13 +600,19 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
                     blocks: ((rest + (1 << park.0) - 1) >> park.0) as u32,
                 });
             }
+            let batch = u64::from(a.pcp_info(c, z).map_or(1, |i| i.batch.max(1) as u32));
+            let alloc_factor = first_refill
+                .get(&(c as u32, z))
+                .and_then(|&n| (1..=7u8).find(|&k| n == batch << k))
+                .unwrap_or(0);
             a.seed_pageset(
                 c,
                 z,
                 &pagealloc::PagesetSeed {
                     high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
                     lists: &lists,
-                    ..Default::default()
+                    alloc_factor,
+                    free_count: 0,
                 },
             )
             .map_err(|e| TraceError::Failed(format!("seeding CPU {c}'s pageset: {e}")))?;
