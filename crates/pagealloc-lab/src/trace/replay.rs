@@ -618,6 +618,11 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             .map_err(|e| TraceError::Failed(format!("seeding CPU {c}'s pageset: {e}")))?;
         }
     }
+    // Setting the zones up (filling and freeing them) left flags a drain or kswapd
+    // would have cleared: the kernel's zones start above their high watermarks.
+    for z in 0..a.nr_zones() {
+        a.settle_zone_flags(z);
+    }
     let kstart = pcp_of(&zi);
     let kend = KernelZoneinfo::parse(&h.end.zoneinfo)
         .map(|z| pcp_of(&z))

@@ -23,7 +23,7 @@ use super::Allocator;
 use crate::frame::{MigrateType, NR_PCPTYPES};
 use crate::stats::PcpInfo;
 use crate::tune;
-use crate::zone::WMARK_LOW;
+use crate::zone::{WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH, ZONE_BOOSTED_WATERMARK};
 use core::fmt;
 
 /// One list of a [`PagesetSeed`]: `blocks` blocks of `order` on the list of `mt`.
@@ -159,5 +159,44 @@ impl Allocator {
             pcp.resized = !pcp.within_bounds();
         }
         Ok(self.pcp_info(cpu, zone).expect("checked above"))
+    }
+
+    /// Settle the flags of zone `zone` as the kernel's own paths clear them once its free
+    /// pages allow, for a zone whose contents were just set up (by allocating and freeing)
+    /// rather than reached by a workload: `ZONE_BELOW_HIGH` cleared when an order-0
+    /// request passes the high watermark (`free_frozen_page_commit`'s test after a drain),
+    /// `ZONE_RECLAIM_ACTIVE` and the watermark boost when free pages are at the high mark
+    /// (kswapd's end of balancing), `ZONE_BOOSTED_WATERMARK` when no boost is left.
+    /// Returns false for a zone that does not exist.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout};
+    ///
+    /// let a = Allocator::new(&Layout::single(65_536, 1), Config::default())?;
+    /// let mut held = Vec::new();
+    /// while let Ok(f) = a.alloc_on(0, 4, Gfp::MOVABLE, None) {
+    ///     held.push(f); // fills the zone: an allocation fails the high mark
+    /// }
+    /// for f in held {
+    ///     a.free_on(0, f)?;
+    /// }
+    /// assert!(a.zone_info(0).unwrap().below_high); // set up, but no drain cleared it
+    /// assert!(a.settle_zone_flags(0));
+    /// assert!(!a.zone_info(0).unwrap().below_high);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle_zone_flags(&self, zone: usize) -> bool {
+        let Some(z) = self.zones.get(zone) else {
+            return false;
+        };
+        let fa = self.cfg.highatomic_free_accounting;
+        if z.has_flag(ZONE_BELOW_HIGH) && z.watermark_ok(0, z.wmark(WMARK_HIGH), 0, fa) {
+            z.clear_flag(ZONE_BELOW_HIGH);
+        }
+        self.reclaim_progress(z);
+        if z.boost() == 0 {
+            z.clear_flag(ZONE_BOOSTED_WATERMARK);
+        }
+        true
     }
 }
