@@ -311,6 +311,15 @@ fn record_and_replay_live() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r = replay::replay_file(&out, &ReplayOptions::default()).expect("replays");
     assert!(r.replayed > 0);
+    // The free lists per order and type are saved beside zoneinfo (root reads them).
+    let (h, _) = format::read(&out).expect("reads");
+    assert!(
+        h.start
+            .pagetypeinfo
+            .contains("Free pages count per migrate type"),
+        "{}",
+        h.start.pagetypeinfo
+    );
 }
 
 /// Which preset fits the recording kernel: said for any release, none for one before 6.0.

@@ -6,8 +6,8 @@
 //!    process, `kmem:mm_page_alloc`, `mm_page_free`, `mm_page_free_batched`,
 //!    `mm_page_alloc_zone_locked` (each block a refill or a direct allocation took from
 //!    the buddy lists), `mm_page_pcpu_drain` (each block a pageset gave back),
-//!    `lock:contention_begin/end` and `sched:sched_switch`, plus `/proc/zoneinfo` and
-//!    the `vm` sysctls at the start and the end; a trace that lost an event is refused.
+//!    `lock:contention_begin/end` and `sched:sched_switch`, plus `/proc/zoneinfo`,
+//!    `/proc/pagetypeinfo` and the `vm` sysctls at the start and the end; a trace that lost an event is refused.
 //! 2. [`format`](mod@format): the compact file (magic, zlib of a JSON header and varint records).
 //! 3. [`replay`]: builds pagealloc from the trace's own zones and sysctls (the twin's
 //!    [`crate::twin::layout::build`]), starts each CPU's pagesets at the recorded count
