@@ -707,7 +707,7 @@ impl Allocator {
     /// The access seam is tested once, here: the hold runs a copy of the refill whose
     /// report sites are compiled in (a sink is installed) or compiled away.
     #[allow(clippy::too_many_arguments)]
-    fn rmqueue_bulk(
+    pub(crate) fn rmqueue_bulk(
         &self,
         cpu: usize,
         zone: &Zone,

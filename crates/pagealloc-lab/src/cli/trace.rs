@@ -55,7 +55,12 @@ pub struct ReplayArgs {
     /// kernel, as `twin` picks it: `linux-6.18` on 6.18.7 and later, `base` before 6.7).
     #[arg(long)]
     pub config: Option<String>,
-    /// Print the whole result as one JSON object instead of the table.
+    /// Also replay through these configs (repeatable; e.g. `--versus linux-6.12`) and
+    /// print their columns beside the first: kernel, `--config`, each `--versus`.
+    #[arg(long)]
+    pub versus: Vec<String>,
+    /// Print the whole result as one JSON object instead of the table (one line per
+    /// config with `--versus`).
     #[arg(long)]
     pub json: bool,
     /// Write `replay.json` and a plot per CPU (PNG and SVG) into this directory.
@@ -123,16 +128,30 @@ pub fn cmd_trace(a: &TraceArgs) -> Result<(), CliError> {
                     .unwrap_or("the one that fits the trace's kernel")
             );
             let rep = replay::replay_file(&r.file, &opts)?;
+            let mut all = vec![rep];
+            for v in &r.versus {
+                eprintln!("replaying {} (config: {v})", r.file.display());
+                let o = replay::ReplayOptions {
+                    config: Some(v.clone()),
+                    out: None,
+                };
+                all.push(replay::replay_file(&r.file, &o)?);
+            }
             if let Some(s) = staged {
                 s.commit_files().map_err(CliError::usage)?;
             }
             if r.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&rep).map_err(|e| CliError::run(e.to_string()))?
-                );
+                for rep in &all {
+                    println!(
+                        "{}",
+                        serde_json::to_string(rep).map_err(|e| CliError::run(e.to_string()))?
+                    );
+                }
+            } else if all.len() == 1 {
+                print!("{}", replay::text(&all[0]));
             } else {
-                print!("{}", replay::text(&rep));
+                print!("{}", replay::text(&all[0]));
+                print!("{}", replay::side_by_side(&all));
             }
             Ok(())
         }

@@ -158,6 +158,11 @@ impl Losses {
 pub struct Snapshot {
     /// `/proc/zoneinfo`, verbatim.
     pub zoneinfo: String,
+    /// `/proc/pagetypeinfo`, verbatim: the free blocks per order and migratetype and
+    /// the pageblocks per type of each zone (empty in files written before it was
+    /// recorded, and where the kernel has none).
+    #[serde(default)]
+    pub pagetypeinfo: String,
     /// The `vm` sysctls (and THP) that size zones and pagesets.
     pub vm: VmSysctls,
 }

@@ -6,14 +6,16 @@
 //!    process, `kmem:mm_page_alloc`, `mm_page_free`, `mm_page_free_batched`,
 //!    `mm_page_alloc_zone_locked` (each block a refill or a direct allocation took from
 //!    the buddy lists), `mm_page_pcpu_drain` (each block a pageset gave back),
-//!    `lock:contention_begin/end` and `sched:sched_switch`, plus `/proc/zoneinfo` and
-//!    the `vm` sysctls at the start and the end; a trace that lost an event is refused.
+//!    `lock:contention_begin/end` and `sched:sched_switch`, plus `/proc/zoneinfo`,
+//!    `/proc/pagetypeinfo` and the `vm` sysctls at the start and the end; a trace that lost an event is refused.
 //! 2. [`format`](mod@format): the compact file (magic, zlib of a JSON header and varint records).
 //! 3. [`replay`]: builds pagealloc from the trace's own zones and sysctls (the twin's
-//!    [`crate::twin::layout::build`]), brings each CPU's pageset to the recorded count,
-//!    replays every allocation and free on its CPU in time order on a clock that follows
-//!    the trace (a decay tick each second of it), and puts the kernel's refill and drain
-//!    trips beside pagealloc's, per CPU and in total, with a verdict per line.
+//!    [`crate::twin::layout::build`]), starts each CPU's pagesets at the recorded count
+//!    and `high` ([`pagealloc::Allocator::seed_pageset`]), replays every allocation and
+//!    free on its CPU in time order on a clock that follows the trace (each CPU's decay
+//!    tick once a second, on the kernel's phase, deferred while the CPU is idle), and
+//!    puts the kernel's refill and drain trips beside pagealloc's, per CPU and in total,
+//!    with a verdict per line.
 //!
 //! # What the kernel's events say and what they do not
 //! A refill trip is a run of `mm_page_alloc_zone_locked` events with `percpu_refill=1`

@@ -319,6 +319,8 @@ fn decode_page(page: &[u8], cpu: u32, dec: &Decoders, out: &mut Vec<Event>) -> b
 fn snapshot() -> Result<Snapshot, TraceError> {
     Ok(Snapshot {
         zoneinfo: read_text(Path::new("/proc/zoneinfo"))?,
+        // Root-only; a kernel without it records an empty string.
+        pagetypeinfo: read_text(Path::new("/proc/pagetypeinfo")).unwrap_or_default(),
         vm: VmSysctls::read().map_err(|e| TraceError::Failed(e.to_string()))?,
     })
 }

@@ -9,17 +9,25 @@
 //!    other one is the decay tick's or a drain of the whole CPU.
 //! 2. pagealloc is built from the trace's start zoneinfo and sysctls (the twin's
 //!    [`crate::twin::layout::build`]; CPU `c` is kernel CPU `c`, pfns are the kernel's),
-//!    its zones brought to the kernel's free pages, the blocks that the trace frees
-//!    without having seen them allocated (allocated before it began) allocated up
-//!    front, and each CPU's lists filled with the blocks the trace shows they held at
-//!    the start (the deepest the stream takes each list below zero: allocations served
-//!    without a refill).
+//!    its zones brought to the kernel's free pages plus its pagesets' pages, the blocks
+//!    that the trace frees without having seen them allocated (allocated before it
+//!    began) allocated up front, and every CPU's pageset in every zone started at the
+//!    kernel's `high` and count ([`Allocator::seed_pageset`]): each list holds the
+//!    blocks the stream takes from it before the kernel's first refill of it (the
+//!    deepest the stream takes the list below its start), the rest of the count on a
+//!    list the stream does not take from; its `alloc_factor` from the kernel's first
+//!    order-0 refill of it (`batch << alloc_factor` when uncapped).
 //! 3. Every allocation and free is replayed on its CPU in time order on a
-//!    [`ManualPlatform`] clock set to the event's time; every CPU ticks once per second
-//!    of trace time (the decay, `vmstat_update`). A kernel pfn maps to the frame
-//!    pagealloc handed out for it; pagealloc chooses its own frames, so a block is never
-//!    the kernel's pfn unless both allocators pick the same one. Each operation's trips
-//!    are the difference of its CPU's counters around it.
+//!    [`ManualPlatform`] clock set to the event's time. Each CPU's decay tick
+//!    (`vmstat_update`) runs every second at the phase of the kernel's first drain that
+//!    followed no free (a decay's; a second after the start when there is none), and
+//!    waits while the CPU is idle (`sched_switch` to pid 0: the work is deferrable). A
+//!    kernel pfn maps to the frame pagealloc handed out for it; pagealloc chooses its
+//!    own frames, so a block is never the kernel's pfn unless both allocators pick the
+//!    same one. Each operation's trips are the difference of its CPU's counters around
+//!    it; a tick's drains are one trip, as the kernel's events show 6.18.7's chunks.
+//!
+//! What still differs from the kernel and why: tests/data/traces/README.md.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -36,9 +44,6 @@ use crate::twin::layout;
 
 /// Relative tolerance of a verdict.
 pub const TOLERANCE: f64 = 0.05;
-
-/// At most this many rounds of refills raise a CPU's high to the kernel's before the replay.
-const MAX_WARM_ROUNDS: usize = 60;
 
 /// Trace seconds between samples of `high`.
 const SAMPLE_NS: u64 = 10_000_000;
@@ -421,21 +426,27 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             block_mt.entry(e.pfn >> 9).or_insert(e.mt);
         }
     }
-    // Blocks freed before being allocated in the trace, and each list's depth.
+    // Blocks freed before being allocated in the trace, and each list's depth: per
+    // (CPU, zone, order, migratetype), the deepest the stream takes the list below
+    // where it started (allocations served without a refill), counting the kernel's own
+    // refills and drains.
+    let zone_of = |pfn: u64| a.zone_of_pfn(pagealloc::Pfn(pfn)).unwrap_or(usize::MAX);
     let mut live: Live<i8> = Live::new();
     let mut pre: Vec<(u64, u8, i8)> = Vec::new();
-    let mut depth: HashMap<(u32, u8, i8), (i64, i64)> = HashMap::new(); // (running, min)
-    let mut bump = |k: (u32, u8, i8), d: i64| {
+    type ListKey = (u32, usize, u8, i8);
+    let mut depth: HashMap<ListKey, (i64, i64)> = HashMap::new(); // (running, min)
+    let mut bump = |k: ListKey, d: i64| {
         let e = depth.entry(k).or_insert((0, 0));
         e.0 += d;
         e.1 = e.1.min(e.0);
     };
     for e in ev {
+        let key = |mt: i8| (e.cpu, zone_of(e.pfn), e.order, mt.max(0));
         match e.kind {
             EventKind::Alloc => {
                 live.insert(e.pfn, e.order, e.mt);
                 if pcp_cached(e.order, thp) {
-                    bump((e.cpu, e.order, e.mt.max(0)), -1);
+                    bump(key(e.mt), -1);
                 }
             }
             EventKind::Free => {
@@ -449,37 +460,29 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
                     }
                 };
                 if pcp_cached(e.order, thp) {
-                    bump((e.cpu, e.order, mt.max(0)), 1);
+                    bump(key(mt), 1);
                 }
             }
-            EventKind::ZoneLocked if e.aux != 0 => bump((e.cpu, e.order, e.mt.max(0)), 1),
-            EventKind::PcpuDrain => bump((e.cpu, e.order, e.mt.max(0)), -1),
+            EventKind::ZoneLocked if e.aux != 0 => bump(key(e.mt), 1),
+            EventKind::PcpuDrain => bump(key(e.mt), -1),
             _ => {}
         }
     }
-    // Zones to the kernel's free pages, plus what the setup below takes from them.
+    // Each zone to the kernel's free pages plus its pagesets' pages (the seeds below
+    // take those) plus, in the highest zone, the blocks allocated before the trace.
     let pre_pages: u64 = pre.iter().map(|p| 1u64 << p.1).sum();
-    let fill_pages: u64 = depth
-        .iter()
-        .map(|(k, v)| (-v.1) as u64 * (1u64 << k.1))
-        .sum();
     let targets: Vec<(usize, u64)> = zi
         .populated()
-        .filter_map(|z| built.zone_index(z.node, &z.name).map(|i| (i, z.free)))
+        .filter_map(|z| {
+            built
+                .zone_index(z.node, &z.name)
+                .map(|i| (i, z.free + z.pcp_pages().max(0) as u64))
+        })
         .collect();
     let normal = targets.iter().map(|t| t.0).max().unwrap_or(0);
     let targets: Vec<(usize, u64)> = targets
         .into_iter()
-        .map(|(z, f)| {
-            (
-                z,
-                if z == normal {
-                    f + pre_pages + fill_pages
-                } else {
-                    f
-                },
-            )
-        })
+        .map(|(z, f)| (z, if z == normal { f + pre_pages } else { f }))
         .collect();
     let (_occupied, short) = crate::twin::model::occupy(&a, &targets);
     for z in short {
@@ -500,71 +503,125 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         }
     }
     a.drain_all_pages();
-    // Each CPU's high in the zone the stream mostly uses, raised to the kernel's as the
-    // kernel raised it (refills, then frees, then a drain), as the twin does.
+    // Each CPU's pagesets as the kernel's were (`Allocator::seed_pageset`): its `high`,
+    // each list the blocks the stream takes from it before its first refill, and the
+    // rest of the kernel's count on a list the stream never takes from (so that the
+    // count that decides drains starts where the kernel's did).
     let kzone = &built.zones[normal];
     let kps = |c: usize| {
         zi.zone(kzone.0, &kzone.1)
             .and_then(|z| z.pageset(c))
             .map_or((0, 0), |p| (p.count, p.high))
     };
-    for c in 0..ncpus {
-        let (kc, kh) = kps(c);
-        // Refills raise high (`nr_pcp_alloc`): pages allocated and freed on the CPU,
-        // then a drain, as the twin warms its pagesets, until high is the kernel's
-        // less what parking the kernel's pages below will add.
-        let target = kh - kc / 2;
-        for _ in 0..MAX_WARM_ROUNDS {
-            let high = i64::from(a.pcp_info(c, normal).unwrap_or_default().high);
-            if high >= target {
-                break;
+    let mts = [
+        pagealloc::MigrateType::Unmovable,
+        pagealloc::MigrateType::Movable,
+        pagealloc::MigrateType::Reclaimable,
+    ];
+    // Each pageset's first order-0 refill in the kernel: `batch << alloc_factor` when the
+    // room below `high` did not cap it, which tells the refill scale the trace began with.
+    let mut first_refill: HashMap<(u32, usize), u64> = HashMap::new();
+    {
+        let mut open: HashMap<u32, Option<(usize, u64)>> = HashMap::new();
+        let mut done: std::collections::HashSet<(u32, usize)> = Default::default();
+        for e in ev.iter().filter(|e| e.kind.is_page()) {
+            let refill0 = e.kind == EventKind::ZoneLocked && e.aux != 0 && e.order == 0;
+            let cur = open.entry(e.cpu).or_insert(None);
+            match (refill0, *cur) {
+                (true, Some((z, n))) if z == zone_of(e.pfn) => *cur = Some((z, n + 1)),
+                (true, _) => {
+                    if let Some((z, n)) = cur.take() {
+                        if done.insert((e.cpu, z)) {
+                            first_refill.insert((e.cpu, z), n);
+                        }
+                    }
+                    *cur = Some((zone_of(e.pfn), 1));
+                }
+                (false, _) => {
+                    if let Some((z, n)) = cur.take() {
+                        if done.insert((e.cpu, z)) {
+                            first_refill.insert((e.cpu, z), n);
+                        }
+                    }
+                }
             }
-            crate::twin::model::cycle_pages(
-                &a,
+        }
+        for (c, cur) in open {
+            if let Some((z, n)) = cur {
+                if done.insert((c, z)) {
+                    first_refill.insert((c, z), n);
+                }
+            }
+        }
+    }
+    for kz in zi.populated() {
+        let Some(z) = built.zone_index(kz.node, &kz.name) else {
+            continue;
+        };
+        for p in &kz.pagesets {
+            let c = p.cpu;
+            if c >= ncpus {
+                continue;
+            }
+            let mut lists = Vec::new();
+            let mut used = std::collections::HashSet::new();
+            let mut have = 0i64;
+            for (&(cpu, zz, order, mt), &(_, min)) in &depth {
+                if cpu as usize != c || zz != z {
+                    continue;
+                }
+                used.insert((order, mt));
+                if min < 0 && (mt as usize) < mts.len() {
+                    lists.push(pagealloc::SeedList {
+                        order,
+                        mt: mts[mt as usize],
+                        blocks: (-min) as u32,
+                    });
+                    have += -min << order;
+                }
+            }
+            lists.sort_unstable_by_key(|l| (l.order, l.mt as u8));
+            let rest = p.count - have;
+            if rest > 0 {
+                // Order 0 of a type the stream does not use here, else the order-3 list
+                // of the least used type (blocks of 8 pages, rounded up).
+                let park = (0..3i8)
+                    .find(|&m| !used.contains(&(0, m)))
+                    .map(|m| (0u8, m))
+                    .or_else(|| {
+                        (0..3i8)
+                            .find(|&m| !used.contains(&(3, m)))
+                            .map(|m| (3u8, m))
+                    })
+                    .unwrap_or((0, 2));
+                lists.push(pagealloc::SeedList {
+                    order: park.0,
+                    mt: mts[park.1 as usize],
+                    blocks: ((rest + (1 << park.0) - 1) >> park.0) as u32,
+                });
+            }
+            let batch = u64::from(a.pcp_info(c, z).map_or(1, |i| i.batch.max(1) as u32));
+            let alloc_factor = first_refill
+                .get(&(c as u32, z))
+                .and_then(|&n| (1..=7u8).find(|&k| n == batch << k))
+                .unwrap_or(0);
+            a.seed_pageset(
                 c,
-                Gfp::USER,
-                ((target - high) / 3).max(64),
-                || format!("warming CPU {c}'s pageset"),
+                z,
+                &pagealloc::PagesetSeed {
+                    high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
+                    lists: &lists,
+                    alloc_factor,
+                    free_count: 0,
+                },
             )
-            .map_err(|e| TraceError::Failed(e.to_string()))?;
-            a.drain_cpu(c);
+            .map_err(|e| TraceError::Failed(format!("seeding CPU {c}'s pageset: {e}")))?;
         }
     }
-    // Each list's blocks at the start.
-    let mut lists: Vec<_> = depth
-        .iter()
-        .filter(|(_, v)| v.1 < 0)
-        .map(|(k, v)| (*k, -v.1))
-        .collect();
-    lists.sort_unstable();
-    for ((cpu, order, mt), n) in lists {
-        let mut got = Vec::new();
-        for _ in 0..n {
-            match a.alloc_on(cpu as usize, order, gfp_of(1 << 10 | 1 << 11, mt), None) {
-                Ok(f) => got.push(f),
-                Err(_) => break,
-            }
-        }
-        for f in got {
-            a.free_on(cpu as usize, f)
-                .map_err(|e| TraceError::Failed(format!("filling CPU {cpu}'s pageset: {e}")))?;
-        }
-    }
-    // The rest of each CPU's pages in that zone: on a list the stream never takes
-    // from (unmovable order 0 where the stream takes none), so that the count that
-    // decides drains starts where the kernel's did.
-    for c in 0..ncpus {
-        let (kc, _) = kps(c);
-        for _ in 0..3 {
-            let have = i64::from(a.pcp_info(c, normal).unwrap_or_default().count);
-            if have >= kc {
-                break;
-            }
-            crate::twin::model::cycle_pages(&a, c, Gfp::KERNEL, kc - have, || {
-                format!("parking pages on CPU {c}")
-            })
-            .map_err(|e| TraceError::Failed(e.to_string()))?;
-        }
+    // Setting the zones up (filling and freeing them) left flags a drain or kswapd
+    // would have cleared: the kernel's zones start above their high watermarks.
+    for z in 0..a.nr_zones() {
+        a.settle_zone_flags(z);
     }
     let kstart = pcp_of(&zi);
     let kend = KernelZoneinfo::parse(&h.end.zoneinfo)
@@ -587,51 +644,81 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     a.reset_counters();
 
     // The replay.
+    let ktrips = kernel_trips(ev);
+    let ticks = TickPlan::of(ev, &ktrips, ncpus);
+    if let Some(p) = ticks.phase_ns {
+        notes.push(format!(
+            "decay ticks at {:.3} s past each second of the trace (the kernel's first drain not on a free)",
+            p as f64 / 1e9
+        ));
+    }
     let mut ours: HashMap<u32, Side> = HashMap::new();
     let mut high: Vec<Vec<(f64, i64)>> = vec![Vec::new(); ncpus];
-    let mut next_tick = 1_000_000_000u64;
+    let mut next_tick = vec![ticks.first_ns(); ncpus];
+    let mut idle = ticks.idle_at_start.clone();
+    let mut deferred = vec![false; ncpus];
+    let mut deferred_ticks = 0u64;
     let mut next_sample = 0u64;
     let (mut replayed, mut interrupt_ops, mut freed_before, mut order9, mut failed) =
         (0u64, 0, 0, 0, 0);
     let mut free_high = 0u64;
     let (mut split_pages, mut realloc) = (0u64, 0u64);
+    // One CPU's decay tick (`vmstat_update`), its drain chunks one run of zone-lock work.
+    let tick_one = |a: &Allocator, c: usize, nt: u64, ours: &mut HashMap<u32, Side>| {
+        let before = a.cpu_counters(c).unwrap_or_default();
+        a.tick(c);
+        let after = a.cpu_counters(c).unwrap_or_default();
+        push_trips(
+            ours.entry(c as u32).or_default(),
+            &before,
+            &after,
+            nt,
+            Cause::Tick,
+        );
+    };
     let tick_to = |a: &Allocator,
                    t: u64,
                    ours: &mut HashMap<u32, Side>,
                    high: &mut Vec<Vec<(f64, i64)>>,
-                   next_tick: &mut u64,
+                   next_tick: &mut Vec<u64>,
+                   deferred: &mut Vec<bool>,
+                   idle: &[bool],
                    next_sample: &mut u64| {
         loop {
-            let nt = (*next_tick).min(*next_sample);
+            let (c, tt) = next_tick
+                .iter()
+                .copied()
+                .enumerate()
+                .min_by_key(|x| x.1)
+                .unwrap_or((0, u64::MAX));
+            let nt = tt.min(*next_sample);
             if nt > t {
                 break;
             }
             clock.set_now(nt);
-            if *next_sample <= *next_tick {
+            if *next_sample <= tt {
                 for (c, hs) in high.iter_mut().enumerate() {
                     hs.push((nt as f64 / 1e9, pcp_now(a, c).1));
                 }
                 *next_sample += SAMPLE_NS;
             } else {
-                for c in 0..a.nr_cpus() {
-                    let before = a.cpu_counters(c).unwrap_or_default();
-                    a.tick(c);
-                    let after = a.cpu_counters(c).unwrap_or_default();
-                    push_trips(
-                        ours.entry(c as u32).or_default(),
-                        &before,
-                        &after,
-                        nt,
-                        false,
-                    );
+                // The vmstat work is deferrable: on an idle CPU it waits for the CPU to
+                // wake (the sched_switch away from the idle task).
+                if idle[c] {
+                    deferred[c] = true;
+                } else {
+                    tick_one(a, c, nt, ours);
                 }
-                *next_tick += 1_000_000_000;
+                next_tick[c] += 1_000_000_000;
             }
         }
         clock.set_now(t);
     };
     for e in ev {
-        if !matches!(e.kind, EventKind::Alloc | EventKind::Free) {
+        if !matches!(
+            e.kind,
+            EventKind::Alloc | EventKind::Free | EventKind::Switch
+        ) {
             continue;
         }
         tick_to(
@@ -640,8 +727,23 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             &mut ours,
             &mut high,
             &mut next_tick,
+            &mut deferred,
+            &idle,
             &mut next_sample,
         );
+        if e.kind == EventKind::Switch {
+            let c = e.cpu as usize;
+            let to_idle = e.aux == 0;
+            if idle[c] && !to_idle && deferred[c] {
+                // The deferred tick runs as the CPU wakes; the next is re-armed a
+                // second on (`round_jiffies_relative`: on the same phase).
+                deferred[c] = false;
+                deferred_ticks += 1;
+                tick_one(&a, c, e.ts, &mut ours);
+            }
+            idle[c] = to_idle;
+            continue;
+        }
         let c = e.cpu as usize;
         replayed += 1;
         if e.in_interrupt() {
@@ -694,7 +796,7 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             &before,
             &after,
             e.ts,
-            is_free,
+            if is_free { Cause::Free } else { Cause::Alloc },
         );
     }
     let end_ts = ev.last().map_or(0, |e| e.ts);
@@ -704,8 +806,15 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         &mut ours,
         &mut high,
         &mut next_tick,
+        &mut deferred,
+        &idle,
         &mut next_sample,
     );
+    if deferred_ticks > 0 {
+        notes.push(format!(
+            "{deferred_ticks} decay ticks deferred to the end of an idle period (sched_switch)"
+        ));
+    }
     for (_, (_, _, f)) in map.blocks.drain() {
         let _ = a.free_on(0, f);
     }
@@ -717,7 +826,6 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     a.validate()
         .map_err(|e| TraceError::Failed(format!("pagealloc invariants after the replay: {e}")))?;
 
-    let ktrips = kernel_trips(ev);
     let mut cpus: Vec<u32> = ktrips.keys().chain(ours.keys()).copied().collect();
     cpus.sort_unstable();
     cpus.dedup();
@@ -861,8 +969,19 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     })
 }
 
-/// Adds the trips one operation (or tick) made, from its CPU's counters around it.
-fn push_trips(s: &mut Side, before: &Counters, after: &Counters, ts: u64, on_free: bool) {
+/// What ran the zone-lock work [`push_trips`] records.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Alloc,
+    Free,
+    Tick,
+}
+
+/// Adds the trips one operation (or tick) made, from its CPU's counters around it. A
+/// tick's drains are one run (the kernel's events cannot tell the chunks of one
+/// `decay_pcp_high` apart: nothing else of the CPU runs between them), an operation's
+/// each refill or drain its own.
+fn push_trips(s: &mut Side, before: &Counters, after: &Counters, ts: u64, cause: Cause) {
     let t = ts as f64 / 1e9;
     let split = |n: u64, pages: u64| -> Vec<u64> {
         (0..n)
@@ -881,13 +1000,54 @@ fn push_trips(s: &mut Side, before: &Counters, after: &Counters, ts: u64, on_fre
     }
     let nd = after.pcp_drain - before.pcp_drain;
     if nd > 0 {
-        for p in split(nd, after.pcp_drain_pages - before.pcp_drain_pages) {
+        let pages = after.pcp_drain_pages - before.pcp_drain_pages;
+        let n = if cause == Cause::Tick { 1 } else { nd };
+        for p in split(n, pages) {
             s.drains.push(Trip {
                 t,
                 pages: p,
-                on_free,
+                on_free: cause == Cause::Free,
             });
         }
+    }
+}
+
+/// When the replay runs each CPU's decay tick.
+struct TickPlan {
+    /// Offset of the ticks into each second of the trace: the time of the kernel's
+    /// first drain that followed no free (a decay's), if any.
+    phase_ns: Option<u64>,
+    /// Per CPU: idle when the trace began (its first sched_switch leaves the idle task).
+    idle_at_start: Vec<bool>,
+}
+
+impl TickPlan {
+    fn of(ev: &[Event], kernel: &HashMap<u32, Side>, ncpus: usize) -> TickPlan {
+        let phase_ns = kernel
+            .values()
+            .flat_map(|s| s.drains.iter())
+            .filter(|d| !d.on_free)
+            .map(|d| (d.t * 1e9) as u64)
+            .min()
+            .map(|t| t % 1_000_000_000);
+        let mut idle_at_start = vec![false; ncpus];
+        let mut seen = vec![false; ncpus];
+        for e in ev.iter().filter(|e| e.kind == EventKind::Switch) {
+            let c = e.cpu as usize;
+            if c < ncpus && !seen[c] {
+                seen[c] = true;
+                idle_at_start[c] = e.pfn == 0;
+            }
+        }
+        TickPlan {
+            phase_ns,
+            idle_at_start,
+        }
+    }
+
+    /// The first tick: at the phase, else a second into the trace.
+    fn first_ns(&self) -> u64 {
+        self.phase_ns.unwrap_or(1_000_000_000)
     }
 }
 
@@ -951,6 +1111,40 @@ pub fn text(r: &ReplayReport) -> String {
     );
     for n in &r.notes {
         let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+/// The kernel beside several replays of one trace (the first report's lines; each
+/// config's value, and `=` where it agrees with the kernel, `≠` where not).
+pub fn side_by_side(reports: &[ReplayReport]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let Some(first) = reports.first() else {
+        return s;
+    };
+    let names: Vec<&str> = reports
+        .iter()
+        .map(|r| r.config.split(',').next().unwrap_or(""))
+        .collect();
+    let _ = write!(s, "{:<8} {:<24} {:>10}", "scope", "what", "kernel");
+    for n in &names {
+        let _ = write!(s, " {n:>12}");
+    }
+    s.push('\n');
+    for l in &first.lines {
+        let _ = write!(s, "{:<8} {:<24} {:>10}", l.scope, l.what, l.kernel);
+        for r in reports {
+            let cell = r
+                .lines
+                .iter()
+                .find(|x| x.scope == l.scope && x.what == l.what)
+                .map_or("-".to_string(), |x| {
+                    format!("{} {}", x.pagealloc, if x.agree { "=" } else { "≠" })
+                });
+            let _ = write!(s, " {cell:>12}");
+        }
+        s.push('\n');
     }
     s
 }

@@ -12,8 +12,9 @@
 //! # Files
 //! The struct and its shared types live here; the `impl Allocator` blocks are split by
 //! concept: `build` (construction), `alloc` (allocation, the zonelist walk, the slow
-//! path), `free`, `hotplug` (CPU hotplug, drains, the tick, pageset sizing) and
-//! `inspect` (getters, counters, zone and pageblock queries).
+//! path), `free`, `hotplug` (CPU hotplug, drains, the tick, pageset sizing),
+//! `inspect` (getters, counters, zone and pageblock queries) and `seed` (a pageset
+//! started from a given state).
 
 mod alloc;
 mod build;
@@ -22,6 +23,8 @@ mod free;
 mod hotplug;
 mod inspect;
 mod nolock;
+mod seed;
+pub use seed::{PagesetSeed, SeedError, SeedList};
 
 use crate::config::{Config, ConfigError};
 use crate::frame::FreeError;
