@@ -159,3 +159,27 @@ fn a_sleeping_receiver_is_idle_on_threads() {
     println!("threads, 200 µs sender: idle {:.1} %", idle(&r));
     assert!(idle(&r) > 35.0, "idle {:.1} %", idle(&r));
 }
+
+/// TCP over loopback (`frag_bytes` = 32 KiB, as the live kernel allocates a TCP stream:
+/// one order-3 page fragment per 32 KiB): 16 KiB writes allocate one order-3 block per
+/// two writes and nothing else, and the score still counts writes; SCTP (the default)
+/// allocates one order-2 block per 10 KB message.
+#[test]
+fn netperf_tcp_allocates_one_order3_fragment_per_32_kib() {
+    let tcp = desktop(
+        "netperf",
+        &[
+            ("messages", "1000"),
+            ("message_bytes", "16384"),
+            ("frag_bytes", "32768"),
+        ],
+        "",
+    );
+    assert_eq!(tcp.extra["alloc_blocks_o3"], 4.0 * 500.0);
+    assert!(!tcp.extra.contains_key("alloc_blocks_o2"));
+    let writes = tcp.score.unwrap() * tcp.extra["elapsed_s"];
+    assert!((writes - 4000.0).abs() < 1.0, "{writes}");
+    let sctp = desktop("netperf", &[("messages", "1000")], "");
+    assert_eq!(sctp.extra["alloc_blocks_o2"], 4000.0);
+    assert!(!sctp.extra.contains_key("alloc_blocks_o3"));
+}

@@ -134,6 +134,7 @@ pub fn sim_workload(
                 ("pairs", 1),
                 ("messages", s.count),
                 ("message_bytes", s.extra),
+                ("frag_bytes", 32_768),
             ]),
         ),
         _ => return None,
@@ -212,13 +213,7 @@ pub struct Figures {
     pub pcp_end: f64,
 }
 
-fn lines_of(
-    name: &str,
-    cpus: u32,
-    k: &Figures,
-    s: Option<&Figures>,
-    mt: &[String; 11],
-) -> Vec<Line> {
+fn lines_of(name: &str, cpus: u32, k: &Figures, s: Option<&Figures>) -> Vec<Line> {
     let mut v = Vec::new();
     let mut push = |metric: String, kv: f64, sv: Option<f64>, t: Tolerance| {
         let verdict = match sv {
@@ -235,12 +230,12 @@ fn lines_of(
         });
     };
     // Orders either side allocates at least once per ten thousand operations.
-    for (o, label) in mt.iter().enumerate() {
+    for o in 0..k.alloc_per_op.len() {
         let ka = k.alloc_per_op[o];
         let sa = s.map_or(0.0, |s| s.alloc_per_op[o]);
         if ka >= 1e-4 || sa >= 1e-4 {
             push(
-                format!("blocks allocated/op, order {o}{label}"),
+                format!("blocks allocated/op, order {o}"),
                 ka,
                 s.map(|s| s.alloc_per_op[o]),
                 EVENTS,
@@ -424,14 +419,21 @@ pub fn predict(
         ));
         (None, None)
     };
+    let mts: Vec<String> = k
+        .mt_labels
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(o, l)| format!("order {o}{l}"))
+        .collect();
+    if !mts.is_empty() {
+        notes.push(format!(
+            "kernel: the allocations' main migratetype by order: {}",
+            mts.join(", ")
+        ));
+    }
     notes.push(format!("simulator: machine host, config {config}"));
-    let lines = lines_of(
-        &opts.workload,
-        opts.cpus,
-        &k.figures,
-        sim.as_ref(),
-        &k.mt_labels,
-    );
+    let lines = lines_of(&opts.workload, opts.cpus, &k.figures, sim.as_ref());
     Ok(Prediction {
         lines,
         kernel: k.figures,
@@ -473,7 +475,7 @@ pub fn text(opts: &PredictOptions, p: &Prediction) -> String {
     for l in &p.lines {
         let _ = writeln!(
             s,
-            "{:<44} {:>12} {:>12}  {}",
+            "{:<32} {:>12} {:>12}  {}",
             l.metric,
             fmt_v(l.kernel),
             fmt_v(l.sim),

@@ -65,6 +65,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("create_ns", MAX_NS, "ns"),
     ("fill_pages", MAX_PAGES, "pages"),
     ("fragment_order", 10.0, "order"),
+    ("frag_bytes", MAX_BYTES, "bytes"),
     ("head_bytes", MAX_BYTES, "bytes"),
     ("interval_ns", MAX_NS, "ns"),
     ("loops", MAX_COUNT, "loops"),
