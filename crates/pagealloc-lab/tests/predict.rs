@@ -82,6 +82,7 @@ fn the_kernel_side_counts_each_block_once_inside_the_windows() {
         },
         config: None,
         exe: "x".into(),
+        runs: 1,
     };
     // t0 = 1000: the program's window is [1000 + 10, 1000 + 1010] on the monotonic clock.
     let prog = ProgramResult {
@@ -162,6 +163,8 @@ fn live_unix_stream_allocates_as_the_simulator_does() {
             "2",
             "--count",
             "256",
+            "--runs",
+            "2",
             "--json",
         ],
         &[],
@@ -186,4 +189,19 @@ fn live_unix_stream_allocates_as_the_simulator_does() {
         assert_eq!(l["sim"].as_f64(), Some(1.0), "{l}");
         assert_eq!(l["verdict"], "ok");
     }
+}
+
+/// `--runs`: each kernel figure is the median of the runs, figure by figure.
+#[test]
+fn runs_give_each_figure_its_median() {
+    use pagealloc_lab::predict::Figures;
+    let f = |rate: f64, refills: f64| Figures {
+        rate,
+        refills_per_op: refills,
+        ..Figures::default()
+    };
+    let m = Figures::median_of(&[f(3.0, 0.1), f(1.0, 0.3), f(2.0, 0.2)]);
+    assert_eq!((m.rate, m.refills_per_op), (2.0, 0.2));
+    let m = Figures::median_of(&[f(1.0, 0.0), f(2.0, 1.0)]);
+    assert_eq!((m.rate, m.refills_per_op), (1.5, 0.5));
 }

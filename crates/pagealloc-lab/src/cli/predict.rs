@@ -36,6 +36,10 @@ pub struct PredictArgs {
     /// Bytes per message (streams), 1 ..= 1 048 576.
     #[arg(long)]
     pub bytes: Option<u64>,
+    /// Kernel runs, 1 ..= 20: each kernel figure is their median (the simulator is
+    /// deterministic and runs once).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub runs: u32,
     /// One JSON object per compared line (workload, cpus, metric, kernel, sim, verdict).
     #[arg(long)]
     pub json: bool,
@@ -120,6 +124,7 @@ pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
         size,
         config: a.config.clone(),
         exe,
+        runs: a.runs,
     };
     let p = predict::predict(&opts, &mut |m| eprintln!("{m}"))?;
     if a.json {

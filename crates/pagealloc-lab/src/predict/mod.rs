@@ -335,6 +335,43 @@ pub struct PredictOptions {
     pub config: Option<String>,
     /// The binary that runs the programs (`pagealloc predict-program`).
     pub exe: std::path::PathBuf,
+    /// Kernel runs; each kernel figure is their median (the simulator is deterministic).
+    pub runs: u32,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+impl Figures {
+    /// Each figure's median over `runs`.
+    pub fn median_of(runs: &[Figures]) -> Figures {
+        let m = |f: &dyn Fn(&Figures) -> f64| median(runs.iter().map(f).collect());
+        let mut out = Figures::default();
+        for o in 0..out.alloc_per_op.len() {
+            out.alloc_per_op[o] = m(&|r| r.alloc_per_op[o]);
+            out.free_per_op[o] = m(&|r| r.free_per_op[o]);
+        }
+        out.refills_per_op = m(&|r| r.refills_per_op);
+        out.pages_per_refill = m(&|r| r.pages_per_refill);
+        out.drains_per_op = m(&|r| r.drains_per_op);
+        out.pages_per_drain = m(&|r| r.pages_per_drain);
+        out.rate = m(&|r| r.rate);
+        out.cpu_us_per_op = m(&|r| r.cpu_us_per_op);
+        out.idle_pct = m(&|r| r.idle_pct);
+        out.zone_lock_pct = m(&|r| r.zone_lock_pct);
+        out.pcp_peak = m(&|r| r.pcp_peak);
+        out.pcp_end = m(&|r| r.pcp_end);
+        out
+    }
 }
 
 /// Simulates `opts` on `host`.
@@ -405,8 +442,25 @@ pub fn predict(
             .0
             .unwrap_or_else(|| crate::trace::DEFAULT_CONFIG.to_owned()),
     };
-    let k = kernel::measure(opts, progress)?;
+    let mut runs = Vec::new();
+    let mut k = kernel::measure(opts, progress)?;
+    runs.push(k.figures.clone());
+    for i in 1..opts.runs.max(1) {
+        progress(&format!("kernel run {} of {}", i + 1, opts.runs));
+        runs.push(kernel::measure(opts, progress)?.figures);
+    }
     let mut notes = k.notes.clone();
+    if runs.len() > 1 {
+        k.figures = Figures::median_of(&runs);
+        notes.push(format!(
+            "kernel: medians of {} runs (the notes are the first run's); rate per run: {}",
+            runs.len(),
+            runs.iter()
+                .map(|r| format!("{:.0}", r.rate))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let (sim, hash) = if simulable(&opts.workload, opts.cpus) {
         progress(&format!(
             "simulating {} on host at {} CPU(s), config {config}",
