@@ -105,6 +105,7 @@ pub fn sim_workload(
                 ("pages_per_loop", s.pages),
                 ("loops", s.count),
                 ("order", 0),
+                ("pte_tables", 1),
             ]),
         ),
         "parallel_free" => (
@@ -122,6 +123,7 @@ pub fn sim_workload(
                 ("pages_per_loop", s.pages),
                 ("loops", s.count),
                 ("break_pages_per_cpu", s.extra),
+                ("pte_tables", 1),
             ]),
         ),
         "unix_stream" => (

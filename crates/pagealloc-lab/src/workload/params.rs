@@ -80,6 +80,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("pagetable_per_mille", 1000.0, "‰"),
     ("pairs", MAX_CPUS, "pairs"),
     ("path_mtu_bytes", MAX_BYTES, "bytes"),
+    ("pte_tables", 1.0, "(0 or 1)"),
     ("rcvbuf_bytes", MAX_BYTES, "bytes"),
     ("recv_protocol_ns", MAX_NS, "ns"),
     ("region_pages", MAX_PAGES, "pages"),
