@@ -26,6 +26,7 @@ pub mod limits;
 pub mod output;
 pub mod peers;
 pub mod policies;
+pub mod predict;
 pub mod report;
 pub mod row;
 pub mod sim;

@@ -159,3 +159,82 @@ fn a_sleeping_receiver_is_idle_on_threads() {
     println!("threads, 200 µs sender: idle {:.1} %", idle(&r));
     assert!(idle(&r) > 35.0, "idle {:.1} %", idle(&r));
 }
+
+/// TCP over loopback (`frag_bytes` = 32 KiB, as the live kernel allocates a TCP stream:
+/// one order-3 page fragment per 32 KiB): 16 KiB writes allocate one order-3 block per
+/// two writes and nothing else, and the score still counts writes; SCTP (the default)
+/// allocates one order-2 block per 10 KB message.
+#[test]
+fn netperf_tcp_allocates_one_order3_fragment_per_32_kib() {
+    let tcp = desktop(
+        "netperf",
+        &[
+            ("messages", "1000"),
+            ("message_bytes", "16384"),
+            ("frag_bytes", "32768"),
+        ],
+        "",
+    );
+    assert_eq!(tcp.extra["alloc_blocks_o3"], 4.0 * 500.0);
+    assert!(!tcp.extra.contains_key("alloc_blocks_o2"));
+    let writes = tcp.score.unwrap() * tcp.extra["elapsed_s"];
+    assert!((writes - 4000.0).abs() < 1.0, "{writes}");
+    let sctp = desktop("netperf", &[("messages", "1000")], "");
+    assert_eq!(sctp.extra["alloc_blocks_o2"], 4000.0);
+    assert!(!sctp.extra.contains_key("alloc_blocks_o3"));
+}
+
+/// TCP's fragments freed on the sender's CPU (`sender_free_pct`): the receiver hands
+/// back that share of the blocks after copying them out and the sender frees them, in
+/// the dry run (every op, no time) and in the simulator, on real threads too; every
+/// message is still copied in and out once and counted once.
+#[test]
+fn netperf_sender_frees_its_share_of_the_fragments() {
+    use pagealloc_lab::workload::DryRun;
+    let p = kv(&[
+        ("pairs", "1"),
+        ("messages", "800"),
+        ("message_bytes", "16384"),
+        ("frag_bytes", "32768"),
+        ("sender_free_pct", "75"),
+    ]);
+    let w = workload::build("netperf", Scale::Laptop, &p).unwrap();
+    let d = DryRun::new(2, 1).run(&*w).unwrap();
+    // 400 fragments: 300 freed by the sender (CPU 0), 100 by the receiver.
+    assert_eq!(d.per_cpu[0].frees[3], 300);
+    assert_eq!(d.per_cpu[1].frees[3], 100);
+    assert_eq!(d.per_cpu[0].allocs[3], 400);
+    assert_eq!(
+        w.work_units(&pagealloc_lab::workload::OpCounts::sum(&d.per_cpu)),
+        800.0
+    );
+    let r = desktop(
+        "netperf",
+        &[
+            ("messages", "800"),
+            ("message_bytes", "16384"),
+            ("frag_bytes", "32768"),
+            ("sender_free_pct", "75"),
+        ],
+        "",
+    );
+    assert_eq!(r.extra["free_blocks_o3"], 4.0 * 400.0);
+    let writes = r.score.unwrap() * r.extra["elapsed_s"];
+    assert!((writes - 3200.0).abs() < 1.0, "{writes}");
+    let t = pagealloc_lab::exec::run_named(
+        &*w,
+        "pagealloc",
+        &Config::default(),
+        &pagealloc_lab::exec::ExecOptions {
+            latency: false,
+            sample_ms: 0,
+            pin: false,
+            ..pagealloc_lab::exec::ExecOptions::new(2)
+        },
+        Some(1 << 14),
+    )
+    .expect("threads run it")
+    .row();
+    assert_eq!(t.extra["pgalloc"], t.extra["pgfree"]);
+    assert_eq!(t.extra["pgalloc"], 400.0 * 8.0);
+}

@@ -605,3 +605,43 @@ impl Workload for LeakyWorkload {
 fn dry_run_catches_a_leak() {
     dry_run(&LeakyWorkload, 1, 0);
 }
+
+/// `pte_tables=1`: one order-0 page-table page per 2 MiB of the region before its
+/// faults (one per THP), freed after the unmap, as the live kernel allocates them; the
+/// work is still the pages faulted.
+#[test]
+fn page_tables_one_per_2_mib() {
+    let kv = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, x)| ((*k).to_owned(), (*x).to_owned()))
+            .collect()
+    };
+    let w = pagealloc_lab::workload::by_name(
+        "page_fault1",
+        &kv(&[
+            ("pages_per_loop", "1024"),
+            ("loops", "2"),
+            ("pte_tables", "1"),
+        ]),
+    )
+    .unwrap();
+    let d = DryRun::new(1, 1).run(&*w).unwrap();
+    assert_eq!(d.per_cpu[0].allocs[0], 2 * 1024 + 2 * 2);
+    assert_eq!(d.per_cpu[0].frees[0], 2 * 1024 + 2 * 2);
+    assert_eq!(w.work_units(&d.per_cpu[0]), 2048.0);
+    let thp = pagealloc_lab::workload::by_name(
+        "thp_mix",
+        &kv(&[
+            ("pages_per_loop", "1024"),
+            ("loops", "1"),
+            ("thp_cpus", "1"),
+            ("break_pages_per_cpu", "16"),
+            ("pte_tables", "1"),
+        ]),
+    )
+    .unwrap();
+    let d = DryRun::new(1, 1).run(&*thp).unwrap();
+    assert_eq!(d.measured_per_cpu[0].allocs[9], 2);
+    assert_eq!(d.measured_per_cpu[0].allocs[0], 2);
+    assert_eq!(thp.work_units(&d.measured_per_cpu[0]), 1024.0);
+}

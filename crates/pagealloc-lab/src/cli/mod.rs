@@ -1,5 +1,5 @@
 //! The `pagealloc` command line: `run`, `compare`, `bench`, `report`, `list`, `sim`,
-//! `calibrate`, `stress`, `twin`, `trace`.
+//! `calibrate`, `stress`, `twin`, `trace`, `predict`.
 //!
 //! # Design
 //! The command line sits on top of the lab: the executors, the simulator and the
@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use pagealloc::Preset;
 
+pub mod predict;
 pub mod sim;
 pub mod trace;
 pub mod twin;
@@ -135,6 +136,14 @@ pub enum Command {
     /// runs (`trace record -- CMD`), and replay a recording through pagealloc beside the
     /// kernel's own refills and drains (`trace replay FILE`).
     Trace(trace::TraceArgs),
+    /// The simulator beside the live kernel: a workload as a real program on this
+    /// machine's kernel with the recorder on (root and tracefs) and the same workload in
+    /// the simulator on `--machine host`, allocator events per operation, rate, CPU time,
+    /// idle, zone-lock wait and pageset pages side by side, a verdict per line.
+    Predict(predict::PredictArgs),
+    /// `predict`'s real programs (run by the recorder; not for direct use).
+    #[command(hide = true)]
+    PredictProgram(predict::ProgramArgs),
 }
 
 /// Options of every workload run, on threads (`run`, `compare`) or in the simulator
@@ -466,6 +475,8 @@ pub fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Calibrate(a) => sim::cmd_calibrate(&a),
         Command::Twin(a) => twin::cmd_twin(&a),
         Command::Trace(a) => trace::cmd_trace(&a),
+        Command::Predict(a) => predict::cmd_predict(&a),
+        Command::PredictProgram(a) => predict::cmd_program(&a),
         Command::List(a) => {
             if a.json {
                 println!("{}", list_json());

@@ -748,6 +748,25 @@ impl<'s> ThreadBackend<'s, '_> {
     fn now_ns(&self) -> u64 {
         self.sh.epoch.elapsed().as_nanos() as u64
     }
+
+    /// A block this CPU received has left it (freed, or sent on): once every block it
+    /// received is gone, they stop counting against its inbox and a blocked sender may
+    /// be woken.
+    fn release_received(&mut self, cpu: usize, b: Block) -> Result<(), ExecError> {
+        if let Some(e) = self.received.iter_mut().find(|e| **e == Some(b)) {
+            *e = None;
+            if self.received.iter().all(Option::is_none) {
+                let n = self.received.len();
+                self.received.clear();
+                let inbox = self.inbox(cpu, cpu)?;
+                inbox.held.fetch_sub(n, Ordering::SeqCst);
+                if inbox.held() <= self.sh.resume {
+                    inbox.space.wake();
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Backend for ThreadBackend<'_, '_> {
@@ -782,19 +801,7 @@ impl Backend for ThreadBackend<'_, '_> {
         if let Some(t0) = t0 {
             self.timed(cpu, clock::since_ns(t0), None);
         }
-        if let Some(e) = self.received.iter_mut().find(|e| **e == Some(b)) {
-            *e = None;
-            if self.received.iter().all(Option::is_none) {
-                let n = self.received.len();
-                self.received.clear();
-                let inbox = self.inbox(cpu, cpu)?;
-                inbox.held.fetch_sub(n, Ordering::SeqCst);
-                if inbox.held() <= self.sh.resume {
-                    inbox.space.wake();
-                }
-            }
-        }
-        Ok(())
+        self.release_received(cpu, b)
     }
 
     fn touch(&mut self, _: usize, b: Block) -> Result<(), ExecError> {
@@ -834,7 +841,7 @@ impl Backend for ThreadBackend<'_, '_> {
             return Ok(Flow::Blocked);
         }
         inbox.held.fetch_add(1, Ordering::SeqCst);
-        Ok(match inbox.queue.push(b) {
+        let flow = match inbox.queue.push(b) {
             Ok(()) => {
                 inbox.data.wake();
                 Flow::Done
@@ -843,7 +850,12 @@ impl Backend for ThreadBackend<'_, '_> {
                 inbox.held.fetch_sub(1, Ordering::SeqCst);
                 Flow::Blocked
             }
-        })
+        };
+        if flow == Flow::Done {
+            // A received block sent on leaves this CPU's socket as a freed one does.
+            self.release_received(cpu, b)?;
+        }
+        Ok(flow)
     }
 
     fn recv(&mut self, cpu: usize) -> Result<Option<Block>, ExecError> {

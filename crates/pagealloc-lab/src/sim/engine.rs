@@ -31,7 +31,7 @@
 //! idle time) and then pays `switch_ns` (the context switch back into the task). A
 //! sender blocked on a full inbox is woken only once the inbox has drained to
 //! [`Workload::inbox_resume`]; blocks received count against the inbox until the
-//! receiver has freed all it took (a whole message). Every tick interval
+//! receiver has freed (or sent on) all it took (a whole message). Every tick interval
 //! of virtual time each CPU gets [`pagealloc::Allocator::tick`] (decay) at its own
 //! skewed instant ([`tick_phase_ns`]: CPU n 3n jiffies before the whole second, as the
 //! kernel's `round_jiffies_relative` places `vmstat_update`), and the total of
@@ -1154,6 +1154,24 @@ impl Engine<'_> {
         debug_assert!(self.a.validate().is_ok());
         self.out
     }
+
+    /// A block `cpu` received has left it (freed, or sent on): once every block it
+    /// received is gone, they stop counting against its inbox and a blocked sender
+    /// is woken.
+    fn release_received(&mut self, cpu: usize, f: Frame) {
+        let held = &mut self.unfreed[cpu];
+        if let Some(e) = held.iter_mut().find(|e| **e == Some(f.pfn.0)) {
+            *e = None;
+            if held.iter().all(Option::is_none) {
+                held.clear();
+                if self.inboxes[cpu].len() <= self.resume {
+                    if let Some(s) = self.blocked_senders[cpu].pop_front() {
+                        self.wake(cpu, s as usize);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The effects of ops in virtual time: the real allocator as the virtual CPU, costs
@@ -1210,18 +1228,7 @@ impl Backend for Engine<'_> {
         self.replay(cpu, Call::Free, self.cpus[cpu].time);
         let v = &mut self.cpus[cpu];
         v.sys += v.busy - busy;
-        let held = &mut self.unfreed[cpu];
-        if let Some(e) = held.iter_mut().find(|e| **e == Some(f.pfn.0)) {
-            *e = None;
-            if held.iter().all(Option::is_none) {
-                held.clear();
-                if self.inboxes[cpu].len() <= self.resume {
-                    if let Some(s) = self.blocked_senders[cpu].pop_front() {
-                        self.wake(cpu, s as usize);
-                    }
-                }
-            }
-        }
+        self.release_received(cpu, f);
         Ok(())
     }
 
@@ -1273,6 +1280,7 @@ impl Backend for Engine<'_> {
         if self.cpus[to].parked_on == Some(Park::Recv) {
             self.wake(cpu, to);
         }
+        self.release_received(cpu, f);
         Ok(Flow::Done)
     }
 

@@ -394,6 +394,19 @@ fn row_of(
     ] {
         r.extra.insert(k.into(), v);
     }
+    // Blocks allocated and freed by order in the measured window, and the pages the
+    // refill and drain trips moved (`predict` divides them by its operations).
+    let measured = crate::workload::OpCounts::sum(out.measured_per_cpu.iter());
+    for (o, (&a, &f)) in measured.allocs.iter().zip(&measured.frees).enumerate() {
+        if a > 0 || f > 0 {
+            r.extra.insert(format!("alloc_blocks_o{o}"), a as f64);
+            r.extra.insert(format!("free_blocks_o{o}"), f as f64);
+        }
+    }
+    r.extra
+        .insert("pcp_refill_pages".into(), c.pcp_refill_pages as f64);
+    r.extra
+        .insert("pcp_drain_pages".into(), c.pcp_drain_pages as f64);
     for (i, &(wait, trips)) in out.wait_by_tick.iter().enumerate() {
         r.extra.insert(format!("tick{i}_wait_s"), wait * 1e-9);
         r.extra.insert(format!("tick{i}_trips"), trips as f64);

@@ -17,7 +17,7 @@
 //!                     order u8, migratetype u8 (+1: -1 is 0), aux varint
 //!                     (alloc: gfp flags; zone_locked: percpu_refill)
 //!       lock events   lock address varint, aux varint (begin: flags; end: ret)
-//!       sched_switch  prev_pid varint, next_pid varint
+//!       sched_switch  prev_pid varint, next_pid | prev_state << 32 varint
 //!   end marker  u8 0xFF
 //! ```
 //! Varints are LEB128 (7 bits a byte, low first). A file that ends early, has a bad
@@ -113,7 +113,8 @@ pub struct Event {
     /// Page events: migratetype (-1: none).
     pub mt: i8,
     /// Alloc: gfp flags; ZoneLocked: percpu_refill; lock events: flags / ret;
-    /// sched_switch: next_pid.
+    /// sched_switch: next_pid in the low 32 bits, prev_state in the high 32 (its low
+    /// byte 0: the task left runnable, preempted).
     pub aux: u64,
 }
 

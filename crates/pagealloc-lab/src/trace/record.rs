@@ -294,7 +294,10 @@ fn decode_page(page: &[u8], cpu: u32, dec: &Decoders, out: &mut Vec<Event>) -> b
                     }
                     EventKind::Switch => {
                         e.pfn = g("prev_pid");
-                        e.aux = g("next_pid");
+                        // The task's state as it left (0: still runnable, preempted)
+                        // in the high half.
+                        e.aux =
+                            (g("next_pid") & 0xffff_ffff) | ((g("prev_state") & 0xffff_ffff) << 32);
                     }
                     _ => {
                         e.pfn = g("pfn");
@@ -358,6 +361,9 @@ pub fn record(
     let p = |s: &str| inst.path.join(s);
     write_text(&p("tracing_on"), "0")?;
     write_text(&p("options/overwrite"), "0")?;
+    // CLOCK_MONOTONIC: a program under the recorder can stamp its own phases on the
+    // events' clock (`predict` counts each task's events inside its own window).
+    write_text(&p("trace_clock"), "mono")?;
     write_text(&p("buffer_size_kb"), &opts.buffer_kb.to_string())?;
     let mut dec: Decoders = HashMap::new();
     for (kind, ev) in EventKind::ALL {

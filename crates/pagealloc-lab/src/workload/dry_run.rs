@@ -104,6 +104,20 @@ struct World {
     peak_inbox: usize,
 }
 
+impl World {
+    /// A block `cpu` received has left it (freed, or sent on): once every block it
+    /// received is gone, they stop counting against its inbox.
+    fn release_received(&mut self, cpu: usize, id: u64) {
+        let held = &mut self.unfreed[cpu];
+        if let Some(e) = held.iter_mut().find(|e| **e == Some(id)) {
+            *e = None;
+            if held.iter().all(Option::is_none) {
+                held.clear();
+            }
+        }
+    }
+}
+
 impl Backend for World {
     type Block = Block;
     type Error = ContractError;
@@ -136,13 +150,7 @@ impl Backend for World {
         }
         *f = true;
         self.live_pages -= 1 << b.order;
-        let held = &mut self.unfreed[cpu];
-        if let Some(e) = held.iter_mut().find(|e| **e == Some(b.id)) {
-            *e = None;
-            if held.iter().all(Option::is_none) {
-                held.clear();
-            }
-        }
+        self.release_received(cpu, b.id);
         Ok(())
     }
 
@@ -167,6 +175,7 @@ impl Backend for World {
         *asleep = false;
         inbox.push_back(b);
         self.peak_inbox = self.peak_inbox.max(inbox.len());
+        self.release_received(cpu, b.id);
         Ok(Flow::Done)
     }
 

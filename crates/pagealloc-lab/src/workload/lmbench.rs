@@ -140,6 +140,7 @@ impl Lmbench {
             syscall_ns: p.syscall_ns,
             send_protocol_ns: p.send_protocol_ns,
             recv_protocol_ns: p.recv_protocol_ns,
+            sender_free_pct: 0,
         };
         Ok(Lmbench { params, shape })
     }

@@ -30,7 +30,7 @@
 //!    [`Workload::inbox_capacity`] blocks (the socket buffer); once blocked, it stays
 //!    blocked until the inbox has drained to [`Workload::inbox_resume`] blocks (the
 //!    socket's write-space hysteresis). Blocks a CPU took from its inbox count
-//!    against it until the CPU has freed all it took (a whole message), as an skb and
+//!    against it until the CPU has freed (or sent on) all it took (a whole message), as an skb and
 //!    its fragments count against the socket's buffer until `consume_skb` frees it. A blocked op is retried without calling `next`
 //!    again: the script sees each op complete exactly once.
 //!    A CPU blocked in `Send` or `Recv` *sleeps*, as a task blocked in `sendmsg` or

@@ -30,6 +30,12 @@ define_params! {
         loops: u32 = 512, full 4;
         /// Order of every block: 0, or 9 for THP.
         order: u8 = 0, full 0;
+        /// 1: each 2 MiB of the region takes a page-table page (order 0, unmovable)
+        /// just before its first fault, freed after the unmap (`free_pgtables`), as the
+        /// live kernel's PTE tables and THP's deposited table (`pagealloc predict`:
+        /// 1.004 blocks per 4 KiB fault, 1 per THP); 0: none (the published tables'
+        /// model, and the default).
+        pte_tables: u8 = 0, full 0;
     }
 }
 
@@ -118,9 +124,17 @@ impl Workload for PageFault1 {
     }
 
     fn work_units(&self, counts: &OpCounts) -> f64 {
-        counts.allocated_pages() as f64
+        // Pages faulted: every data block is touched, a page table is not.
+        if self.params.pte_tables > 0 {
+            counts.touched_pages as f64
+        } else {
+            counts.allocated_pages() as f64
+        }
     }
 }
+
+/// Base pages one page-table page maps (x86-64: 512 PTEs).
+const PTE_SPAN_PAGES: u32 = 512;
 
 /// The page_fault1 loop of one CPU (also thp_mix's, after its prelude).
 #[derive(Clone, Debug)]
@@ -128,6 +142,8 @@ pub(crate) struct FaultLoop {
     order: u8,
     blocks: Slot,
     loops_left: u32,
+    /// Page-table pages per loop (0: none), in slots `blocks..blocks + tables`.
+    tables: Slot,
 }
 
 impl FaultLoop {
@@ -136,13 +152,18 @@ impl FaultLoop {
             order: p.order,
             blocks: p.blocks(),
             loops_left: p.loops,
+            tables: if p.pte_tables > 0 {
+                p.pages_per_loop.div_ceil(PTE_SPAN_PAGES)
+            } else {
+                0
+            },
         }
     }
 }
 
 impl Program for FaultLoop {
     fn slot_count(&self) -> Slot {
-        self.blocks
+        self.blocks + self.tables
     }
 
     fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
@@ -150,10 +171,31 @@ impl Program for FaultLoop {
             return false;
         }
         self.loops_left -= 1;
-        out.push_back(Phase::Fill(
-            Fill::new(0..self.blocks, self.order, MigrateKind::Movable).touching(),
-        ));
+        if self.tables == 0 {
+            out.push_back(Phase::Fill(
+                Fill::new(0..self.blocks, self.order, MigrateKind::Movable).touching(),
+            ));
+            out.push_back(Phase::Free(0..self.blocks));
+            return true;
+        }
+        // Each 2 MiB: its page table, then its faults.
+        let per_table = (PTE_SPAN_PAGES >> self.order).max(1);
+        for t in 0..self.tables {
+            let first = t * per_table;
+            let end = (first + per_table).min(self.blocks);
+            out.push_back(Phase::Fill(Fill::new(
+                self.blocks + t..self.blocks + t + 1,
+                0,
+                MigrateKind::Unmovable,
+            )));
+            if first < end {
+                out.push_back(Phase::Fill(
+                    Fill::new(first..end, self.order, MigrateKind::Movable).touching(),
+                ));
+            }
+        }
         out.push_back(Phase::Free(0..self.blocks));
+        out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
         true
     }
 }

@@ -57,6 +57,26 @@ pub(crate) struct StreamShape {
     /// The protocol's work per message on the sender and on the receiver, ns.
     pub(crate) send_protocol_ns: u64,
     pub(crate) recv_protocol_ns: u64,
+    /// Share of messages whose blocks the sender frees, %: the receiver copies them
+    /// out and hands them back (as TCP over loopback drops a page fragment's last
+    /// reference in the sender's ACK processing); 0: the receiver frees every block.
+    pub(crate) sender_free_pct: u32,
+}
+
+impl StreamShape {
+    /// Whether message `j` (0-based) goes back to the sender to be freed: spread
+    /// evenly, `sender_free_pct` of them.
+    fn returns(&self, j: u32) -> bool {
+        let p = u64::from(self.sender_free_pct.min(100));
+        let j = u64::from(j);
+        (j + 1) * p / 100 > j * p / 100
+    }
+
+    /// Messages the sender runs ahead before it takes back the blocks of a returned
+    /// one: the window less one (its inbox then never holds a window's messages).
+    fn lag(&self) -> u32 {
+        self.window.saturating_sub(1).max(1)
+    }
 }
 
 /// At most this many parts per message (one per order).
@@ -126,10 +146,13 @@ impl StreamShape {
                         shape: *self,
                         to_cpu: cpu + 1,
                         left: self.messages,
+                        next: 0,
+                        taken_back: 0,
                     })
                 } else {
                     script(Receiver {
                         shape: *self,
+                        from_cpu: cpu - 1,
                         left: self.messages,
                     })
                 }
@@ -159,18 +182,52 @@ struct Sender {
     shape: StreamShape,
     to_cpu: u32,
     left: u32,
+    /// Index of the next message to send.
+    next: u32,
+    /// Messages below this index whose returned blocks were taken back (or did not
+    /// return).
+    taken_back: u32,
+}
+
+impl Sender {
+    /// Takes back and frees the blocks of returned messages below `upto`.
+    fn take_back(&mut self, upto: u32, out: &mut VecDeque<Phase>) {
+        let s = self.shape;
+        let back = s.blocks..2 * s.blocks;
+        while self.taken_back < upto {
+            if s.returns(self.taken_back) {
+                out.push_back(Phase::Recv(back.clone()));
+                out.push_back(Phase::Free(back.clone()));
+            }
+            self.taken_back += 1;
+        }
+    }
 }
 
 impl Program for Sender {
     fn slot_count(&self) -> Slot {
-        self.shape.blocks
+        // The message's blocks, and as many for the blocks a receiver hands back.
+        if self.shape.sender_free_pct > 0 {
+            2 * self.shape.blocks
+        } else {
+            self.shape.blocks
+        }
     }
 
     fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
         if self.left == 0 {
+            // The blocks of the last messages that come back.
+            if self.taken_back < self.next && self.shape.sender_free_pct > 0 {
+                self.take_back(self.next, out);
+                return true;
+            }
             return false;
         }
         self.left -= 1;
+        if self.shape.sender_free_pct > 0 {
+            self.take_back(self.next.saturating_sub(self.shape.lag()), out);
+        }
+        self.next += 1;
         let s = &self.shape;
         let blocks = 0..s.blocks;
         compute(out, s.syscall_ns);
@@ -199,6 +256,7 @@ impl Program for Sender {
 #[derive(Debug)]
 struct Receiver {
     shape: StreamShape,
+    from_cpu: u32,
     left: u32,
 }
 
@@ -211,6 +269,7 @@ impl Program for Receiver {
         if self.left == 0 {
             return false;
         }
+        let j = self.shape.messages - self.left;
         self.left -= 1;
         let s = &self.shape;
         let blocks = 0..s.blocks;
@@ -223,7 +282,14 @@ impl Program for Receiver {
                 into_block: false,
             });
         }
-        out.push_back(Phase::Free(blocks));
+        if s.returns(j) {
+            out.push_back(Phase::Send {
+                slots: blocks,
+                to_cpu: self.from_cpu,
+            });
+        } else {
+            out.push_back(Phase::Free(blocks));
+        }
         compute(out, s.recv_protocol_ns);
         true
     }

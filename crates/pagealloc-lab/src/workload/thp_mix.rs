@@ -30,6 +30,8 @@ define_params! {
         /// Prelude: order-0 pages each CPU takes (or fewer, at the first failure) to
         /// split every high-order block; full scale: skx-2s-112's 64 GiB / 112.
         break_pages_per_cpu: u32 = 16_384, full 149_796;
+        /// 1: page-table pages as page_fault1's `pte_tables`; 0: none (the default).
+        pte_tables: u8 = 0, full 0;
     }
 }
 
@@ -76,6 +78,7 @@ impl ThpMix {
             pages_per_loop: self.params.pages_per_loop,
             loops: self.params.loops,
             order,
+            pte_tables: self.params.pte_tables,
         }
     }
 }
@@ -112,7 +115,12 @@ impl Workload for ThpMix {
     }
 
     fn work_units(&self, counts: &OpCounts) -> f64 {
-        counts.allocated_pages() as f64
+        // Pages faulted: every data block is touched, a page table is not.
+        if self.params.pte_tables > 0 {
+            counts.touched_pages as f64
+        } else {
+            counts.allocated_pages() as f64
+        }
     }
 
     fn groups(&self, cpus: u32) -> Vec<CpuGroup> {

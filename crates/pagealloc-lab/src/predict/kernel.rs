@@ -1,0 +1,372 @@
+//! The live kernel's side of `predict`: the program under the recorder, its events
+//! counted when one of its tasks did them inside that task's window.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::program::{ProgramResult, TaskWindow};
+use super::{ops_of, Figures, PredictOptions};
+use crate::trace::format::{Event, EventKind};
+use crate::trace::record::{self, RecordOptions};
+use crate::trace::replay::kernel_trips;
+use crate::trace::TraceError;
+
+/// What the kernel did.
+#[derive(Clone, Debug, Default)]
+pub struct KernelMeasure {
+    /// The figures.
+    pub figures: Figures,
+    /// Per order, the migratetypes of the kernel's allocations (` (kernel: movable
+    /// 99.8 %)`), or empty.
+    pub mt_labels: [String; 11],
+    /// Kernel-only figures and conditions.
+    pub notes: Vec<String>,
+}
+
+/// Pagesets' pages on CPUs `0..cpus`, every zone, sampled every 10 ms until `stop`.
+fn sampler(cpus: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<i64>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        loop {
+            if let Ok(z) = pagealloc::os::zoneinfo::KernelZoneinfo::read() {
+                let n: i64 = z
+                    .populated()
+                    .flat_map(|z| z.pagesets.iter())
+                    .filter(|p| (p.cpu as u32) < cpus)
+                    .map(|p| p.count)
+                    .sum();
+                v.push(n);
+            }
+            if stop.load(Ordering::Acquire) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        v
+    })
+}
+
+fn mt_name(mt: i8) -> String {
+    match mt {
+        0 => "unmovable".into(),
+        1 => "movable".into(),
+        2 => "reclaimable".into(),
+        3 => "highatomic".into(),
+        m => format!("migratetype {m}"),
+    }
+}
+
+/// Runs the program under the recorder and returns the kernel's figures.
+///
+/// # Errors
+/// [`TraceError::Unsupported`] without root or tracefs; [`TraceError::Failed`] when the
+/// program failed.
+pub fn measure(
+    opts: &PredictOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<KernelMeasure, TraceError> {
+    record::check_host(&record::tracefs_root())?;
+    let result = std::env::temp_dir().join(format!(
+        "pagealloc-predict-{}-{}.json",
+        std::process::id(),
+        opts.cpus
+    ));
+    let _ = std::fs::remove_file(&result);
+    let s = opts.size;
+    let command: Vec<String> = [
+        opts.exe.display().to_string(),
+        "predict-program".into(),
+        opts.workload.clone(),
+        "--cpus".into(),
+        opts.cpus.to_string(),
+        "--pages".into(),
+        s.pages.to_string(),
+        "--count".into(),
+        s.count.to_string(),
+        "--extra".into(),
+        s.extra.to_string(),
+        "--result".into(),
+        result.display().to_string(),
+    ]
+    .into();
+    let stop = Arc::new(AtomicBool::new(false));
+    let samples = sampler(opts.cpus, stop.clone());
+    let rec = record::record(
+        &RecordOptions {
+            command,
+            buffer_kb: record::DEFAULT_BUFFER_KB,
+            all_events: true,
+        },
+        progress,
+    );
+    stop.store(true, Ordering::Release);
+    let pcp = samples.join().unwrap_or_default();
+    let (h, ev) = rec?;
+    let text = std::fs::read_to_string(&result);
+    let _ = std::fs::remove_file(&result);
+    if h.exit_status != Some(0) {
+        return Err(TraceError::Failed(format!(
+            "the program {} failed (exit status {:?})",
+            opts.workload, h.exit_status
+        )));
+    }
+    let prog: ProgramResult = text
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| TraceError::Failed("the program wrote no result".into()))?;
+    Ok(analyse(opts, h.t0_ns, &h.kernel_release, &ev, &prog, &pcp))
+}
+
+/// The kernel's figures from a recording of the program: `ev` as the recorder returns
+/// them (times from `t0_ns` on the monotonic clock), `pcp` the pagesets' pages sampled.
+pub fn analyse(
+    opts: &PredictOptions,
+    t0_ns: u64,
+    release: &str,
+    ev: &[Event],
+    prog: &ProgramResult,
+    pcp: &[i64],
+) -> KernelMeasure {
+    let ops = ops_of(&opts.workload, opts.cpus, opts.size).max(1) as f64;
+    let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
+    let abs = |e: &Event| e.ts + t0_ns;
+    let mine = |e: &Event| {
+        win.get(&e.pid)
+            .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&abs(e)))
+    };
+    let ours: Vec<Event> = ev.iter().filter(|e| mine(e)).copied().collect();
+    let mut f = Figures::default();
+    let mut by_mt: [HashMap<i8, u64>; 11] = Default::default();
+    for e in &ours {
+        let o = usize::from(e.order.min(10));
+        match e.kind {
+            EventKind::Alloc => {
+                f.alloc_per_op[o] += 1.0;
+                *by_mt[o].entry(e.mt).or_default() += 1;
+            }
+            // `free_unref_folios` emits `mm_page_free_batched` beside the
+            // `mm_page_free` of `free_pages_prepare`: the block is counted once.
+            EventKind::Free => f.free_per_op[o] += 1.0,
+            _ => {}
+        }
+    }
+    let mut mt_labels: [String; 11] = Default::default();
+    for o in 0..11 {
+        f.alloc_per_op[o] /= ops;
+        f.free_per_op[o] /= ops;
+        let total: u64 = by_mt[o].values().sum();
+        if let Some((&mt, &n)) = by_mt[o].iter().max_by_key(|(_, &n)| n) {
+            mt_labels[o] = format!(
+                " ({} {:.0} %)",
+                mt_name(mt),
+                100.0 * n as f64 / total.max(1) as f64
+            );
+        }
+    }
+    let sides = kernel_trips(&ours);
+    let (mut rt, mut rp, mut dt, mut dp) = (0u64, 0u64, 0u64, 0u64);
+    for s in sides.values() {
+        rt += s.refills.len() as u64;
+        rp += s.refills.iter().map(|t| t.pages).sum::<u64>();
+        dt += s.drains.len() as u64;
+        dp += s.drains.iter().map(|t| t.pages).sum::<u64>();
+    }
+    f.refills_per_op = rt as f64 / ops;
+    f.pages_per_refill = rp as f64 / rt.max(1) as f64;
+    f.drains_per_op = dt as f64 / ops;
+    f.pages_per_drain = dp as f64 / dt.max(1) as f64;
+    // The machine is shared: time a task spent preempted (switched out runnable) by
+    // another process is taken out of its window; time it slept stays (idle).
+    let preempted = preempted_ns(ev, t0_ns, &win);
+    let eff = |t: &TaskWindow| {
+        t.end_ns
+            .saturating_sub(t.start_ns)
+            .saturating_sub(preempted.get(&t.pid).copied().unwrap_or(0))
+    };
+    let span = prog.tasks.iter().map(eff).max().unwrap_or(0);
+    f.rate = ops / (span as f64 * 1e-9).max(1e-12);
+    let cpu_ns: u64 = prog.tasks.iter().map(|t| t.cpu_ns).sum();
+    let win_ns: u64 = prog.tasks.iter().map(eff).sum();
+    f.cpu_us_per_op = cpu_ns as f64 * 1e-3 / ops;
+    f.idle_pct = (100.0 * (1.0 - cpu_ns as f64 / win_ns.max(1) as f64)).max(0.0);
+    let raw_win: u64 = prog
+        .tasks
+        .iter()
+        .map(|t| t.end_ns.saturating_sub(t.start_ns))
+        .sum();
+    let zone_locks = zone_locks(ev);
+    let wait = lock_wait(ev, &zone_locks, &mine);
+    f.zone_lock_pct = 100.0 * wait as f64 / cpu_ns.max(1) as f64;
+    let (peak, end) = own_pcp_pages(&ours);
+    f.pcp_peak = peak as f64;
+    f.pcp_end = end as f64;
+    let first = pcp.first().copied().unwrap_or(0);
+    let pids: HashSet<u32> = win.keys().copied().collect();
+    let switches = ev
+        .iter()
+        .filter(|e| e.kind == EventKind::Switch && pids.contains(&(e.pfn as u32)) && mine(e))
+        .count();
+    let interrupt_frees = ours
+        .iter()
+        .filter(|e| e.kind == EventKind::Free && e.in_interrupt())
+        .count();
+    let frees = ours.iter().filter(|e| e.kind == EventKind::Free).count();
+    let mut notes = vec![
+        format!(
+            "kernel {}: the program's tasks were switched out {:.4} times per op ({} switches)",
+            release,
+            switches as f64 / ops,
+            switches
+        ),
+        format!(
+            "kernel: {:.1} % of the program's frees in interrupt context; zone lock(s) seen: {}",
+            100.0 * interrupt_frees as f64 / frees.max(1) as f64,
+            zone_locks.len()
+        ),
+        format!(
+            "kernel: preempted by other processes {:.1} % of the tasks' windows (taken out of rate and idle)",
+            100.0 * (raw_win.saturating_sub(win_ns)) as f64 / raw_win.max(1) as f64
+        ),
+        format!(
+            "kernel: all pagesets of the program's CPUs (/proc/zoneinfo, {} samples, every process): peak rise {}, end − start {}; load average at the end {}",
+            pcp.len(),
+            pcp.iter().copied().max().unwrap_or(0) - first,
+            pcp.last().copied().unwrap_or(0) - first,
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    ];
+    // Where the frees happened, by the freeing task's CPU.
+    if opts.workload.ends_with("_stream") {
+        let mut by_cpu: HashMap<u32, u64> = HashMap::new();
+        for e in ours.iter().filter(|e| e.kind == EventKind::Free) {
+            *by_cpu.entry(e.cpu).or_default() += 1;
+        }
+        let mut v: Vec<_> = by_cpu.into_iter().collect();
+        v.sort_unstable();
+        notes.push(format!(
+            "kernel: frees by CPU (writer on CPU 0): {}",
+            v.iter()
+                .map(|(c, n)| format!("cpu {c}: {:.1} %", 100.0 * *n as f64 / frees.max(1) as f64))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    KernelMeasure {
+        figures: f,
+        mt_labels,
+        notes,
+    }
+}
+
+/// The zone locks' addresses: a lock whose contention ended right before a refill or
+/// drain event on the same CPU (`rmqueue_bulk` and `free_pcppages_bulk` take the zone
+/// lock and then emit their first event).
+pub fn zone_locks(ev: &[Event]) -> HashSet<u64> {
+    let mut last: HashMap<u32, Option<u64>> = HashMap::new();
+    let mut out = HashSet::new();
+    for e in ev {
+        match e.kind {
+            EventKind::LockEnd => {
+                last.insert(e.cpu, Some(e.pfn));
+            }
+            EventKind::ZoneLocked | EventKind::PcpuDrain => {
+                if let Some(Some(a)) = last.get(&e.cpu) {
+                    out.insert(*a);
+                }
+                last.insert(e.cpu, None);
+            }
+            EventKind::LockBegin => {}
+            _ => {
+                last.insert(e.cpu, None);
+            }
+        }
+    }
+    out
+}
+
+/// Nanoseconds the program's tasks waited for the locks in `locks`: each
+/// `contention_begin` to the next `contention_end` on its CPU.
+fn lock_wait(ev: &[Event], locks: &HashSet<u64>, mine: &dyn Fn(&Event) -> bool) -> u64 {
+    let mut open: HashMap<u32, u64> = HashMap::new();
+    let mut total = 0;
+    for e in ev {
+        match e.kind {
+            EventKind::LockBegin if locks.contains(&e.pfn) && mine(e) => {
+                open.insert(e.cpu, e.ts);
+            }
+            EventKind::LockEnd => {
+                if let Some(t) = open.remove(&e.cpu) {
+                    total += e.ts.saturating_sub(t);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
+/// Per task, the nanoseconds it spent switched out while runnable (preempted) inside
+/// its window: from a `sched_switch` away from it with `prev_state` 0 to the next one
+/// back to it.
+fn preempted_ns(ev: &[Event], t0: u64, win: &HashMap<u32, TaskWindow>) -> HashMap<u32, u64> {
+    let mut out_since: HashMap<u32, u64> = HashMap::new();
+    let mut total: HashMap<u32, u64> = HashMap::new();
+    for e in ev.iter().filter(|e| e.kind == EventKind::Switch) {
+        let t = e.ts + t0;
+        let prev = e.pfn as u32;
+        let next = (e.aux & 0xffff_ffff) as u32;
+        let state = (e.aux >> 32) & 0xff;
+        if let Some(s) = out_since.remove(&next) {
+            if let Some(w) = win.get(&next) {
+                let (a, b) = (s.max(w.start_ns), t.min(w.end_ns));
+                *total.entry(next).or_default() += b.saturating_sub(a);
+            }
+        }
+        if win.contains_key(&prev) && state == 0 {
+            out_since.insert(prev, t);
+        }
+    }
+    total
+}
+
+/// The pages the program's own events put on the pagesets, as a running sum from its
+/// start: + each refill's pages and each free of a cached order (0-3, and THPs), −
+/// each allocation of a cached order and each drained block; its peak and its end.
+fn own_pcp_pages(ours: &[Event]) -> (i64, i64) {
+    let cached = |o: u8| o <= 3 || o == 9;
+    let (mut n, mut peak) = (0i64, 0i64);
+    // Per CPU: whether the last page event was a direct (not refill) zone allocation.
+    let mut direct: HashMap<u32, bool> = HashMap::new();
+    for e in ours {
+        let pages = 1i64 << e.order.min(20);
+        match e.kind {
+            EventKind::ZoneLocked => {
+                if e.aux != 0 {
+                    n += pages;
+                }
+                direct.insert(e.cpu, e.aux == 0);
+                continue;
+            }
+            EventKind::Alloc
+                if cached(e.order) && !direct.get(&e.cpu).copied().unwrap_or(false) =>
+            {
+                n -= pages;
+            }
+            EventKind::Free if cached(e.order) => n += pages,
+            EventKind::PcpuDrain => n -= pages,
+            _ => {}
+        }
+        if e.kind.is_page() {
+            direct.insert(e.cpu, false);
+        }
+        peak = peak.max(n);
+    }
+    (peak, n)
+}

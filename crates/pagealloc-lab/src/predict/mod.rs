@@ -1,0 +1,549 @@
+//! `pagealloc predict`: the same workload as a real program on the live kernel (its
+//! allocator events recorded with [`crate::trace::record`]) and in the simulator on
+//! `--machine host`, side by side, a verdict per line.
+//!
+//! # Design
+//! 1. [`program`]: the real programs, run by the recorder as `pagealloc
+//!    predict-program`; each task reports its measured window on `CLOCK_MONOTONIC`,
+//!    the clock the recorder's tracefs instance stamps events with, its CPU time, and
+//!    its pid; the kernel's events count when a task of the program did them inside
+//!    its own window.
+//! 2. [`kernel`]: the kernel's figures from those events: blocks allocated and freed by
+//!    order (and migratetype), refill and drain trips ([`crate::trace::replay::kernel_trips`]),
+//!    zone-lock wait (`lock:contention_begin/end` on the zone lock, found as the lock
+//!    whose contention ends right before a refill or drain on the same CPU), CPU time
+//!    and idle share from the program's own clocks, and the pagesets' pages sampled
+//!    from `/proc/zoneinfo` every 10 ms.
+//! 3. The simulator runs the lab workload of the same name and size on `host` with the
+//!    preset that models the running kernel ([`crate::trace::replay::preset_for`]).
+//!
+//! Both sides divide by the same operation count (pages faulted, pages freed or
+//! messages), fixed by the size: the work is the same by construction, what differs is
+//! what each side did for it and how long it took.
+//!
+//! # Verdicts
+//! Events per operation and pages per trip: within ±5 %; times (rate, CPU time per
+//! operation) and pages on the pagesets: ±15 %; idle and zone-lock wait, shares of CPU
+//! time: within 5 percentage points. A value the simulator cannot give (a stream with
+//! both ends on one CPU: the simulator runs one script per CPU) reads `differs`.
+//!
+//! # What it cannot see
+//! Frees the kernel does outside the program's tasks (RCU callbacks, `ksoftirqd`,
+//! the vmstat worker's decay drains) are not the program's and are not counted; the
+//! simulator's decay drains are left out to match. The machine is shared: other
+//! processes' pages pass through the same pagesets, and their CPU time through the same
+//! CPUs (the load is printed).
+
+pub mod kernel;
+pub mod program;
+
+use serde::Serialize;
+
+use crate::sim::{Machine, SimOptions};
+use crate::trace::TraceError;
+use crate::workload::{self, Scale};
+use program::Size;
+
+/// The workloads `predict` knows: name, lab workload it is simulated with, what an
+/// operation is.
+pub const WORKLOADS: &[(&str, &str, &str)] = &[
+    ("page_fault1", "page_fault1", "page faulted"),
+    ("parallel_free", "parallel_free", "page freed"),
+    ("unix_stream", "lmbench", "64 KiB message"),
+    ("tcp_stream", "netperf", "message"),
+    ("thp_mix", "thp_mix", "base page faulted"),
+];
+
+/// The default size of each program: a second or two on a laptop.
+pub fn default_size(name: &str) -> Option<Size> {
+    Some(match name {
+        "page_fault1" => Size {
+            pages: 4096,
+            count: 16,
+            extra: 0,
+        },
+        "parallel_free" => Size {
+            pages: 65_536,
+            count: 1,
+            extra: 0,
+        },
+        "thp_mix" => Size {
+            pages: 4096,
+            count: 16,
+            extra: 16_384,
+        },
+        "unix_stream" => Size {
+            pages: 0,
+            count: 4096,
+            extra: 65_536,
+        },
+        "tcp_stream" => Size {
+            pages: 0,
+            count: 16_384,
+            extra: 16_384,
+        },
+        _ => return None,
+    })
+}
+
+/// The lab workload and its overrides that do what program `name` does at `s` on
+/// `cpus` CPUs.
+pub fn sim_workload(
+    name: &str,
+    cpus: u32,
+    s: Size,
+) -> Option<(&'static str, Vec<(String, String)>)> {
+    let kv = |v: &[(&str, u64)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, x)| ((*k).to_owned(), x.to_string()))
+            .collect()
+    };
+    Some(match name {
+        "page_fault1" => (
+            "page_fault1",
+            kv(&[
+                ("pages_per_loop", s.pages),
+                ("loops", s.count),
+                ("order", 0),
+                ("pte_tables", 1),
+            ]),
+        ),
+        "parallel_free" => (
+            "parallel_free",
+            kv(&[
+                ("region_pages", s.pages),
+                ("tasks", u64::from(cpus)),
+                ("order", 0),
+            ]),
+        ),
+        "thp_mix" => (
+            "thp_mix",
+            kv(&[
+                ("thp_cpus", u64::from(program::thp_cpus(cpus))),
+                ("pages_per_loop", s.pages),
+                ("loops", s.count),
+                ("break_pages_per_cpu", s.extra),
+                ("pte_tables", 1),
+            ]),
+        ),
+        "unix_stream" => (
+            "lmbench",
+            kv(&[("pairs", 1), ("chunks", s.count), ("chunk_bytes", s.extra)]),
+        ),
+        "tcp_stream" => (
+            "netperf",
+            kv(&[
+                ("pairs", 1),
+                ("messages", s.count),
+                ("message_bytes", s.extra),
+                ("frag_bytes", 32_768),
+                // The live kernel freed 72-81 % of the fragments on the sender's CPU.
+                ("sender_free_pct", 75),
+            ]),
+        ),
+        _ => return None,
+    })
+}
+
+/// One compared line.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Line {
+    /// The workload (predict's name).
+    pub workload: String,
+    /// CPUs.
+    pub cpus: u32,
+    /// What is compared.
+    pub metric: String,
+    /// The live kernel's value.
+    pub kernel: Option<f64>,
+    /// The simulator's value (`None`: it cannot run this case).
+    pub sim: Option<f64>,
+    /// `ok` or `differs`.
+    pub verdict: &'static str,
+}
+
+/// How a metric is judged.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Tolerance {
+    /// Relative, as a fraction (0.05 = ±5 %).
+    Rel(f64),
+    /// Absolute, in the metric's unit (percentage points).
+    Abs(f64),
+}
+
+impl Tolerance {
+    /// Whether `s` is within the tolerance of `k`.
+    pub fn agrees(self, k: f64, s: f64) -> bool {
+        match self {
+            Tolerance::Rel(r) => (s - k).abs() <= r * k.abs() || (k == 0.0 && s == 0.0),
+            Tolerance::Abs(a) => (s - k).abs() <= a,
+        }
+    }
+}
+
+/// Events per operation, pages per trip.
+pub const EVENTS: Tolerance = Tolerance::Rel(0.05);
+/// Rates, CPU time, pages on the pagesets.
+pub const TIMES: Tolerance = Tolerance::Rel(0.15);
+/// Shares of CPU time, percentage points.
+pub const SHARES: Tolerance = Tolerance::Abs(5.0);
+
+/// The figures of one side, per operation where it says so.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Figures {
+    /// Blocks allocated per operation, by order.
+    pub alloc_per_op: [f64; 11],
+    /// Blocks freed per operation, by order.
+    pub free_per_op: [f64; 11],
+    /// Refill trips per operation.
+    pub refills_per_op: f64,
+    /// Pages per refill trip (mean).
+    pub pages_per_refill: f64,
+    /// Drain trips per operation.
+    pub drains_per_op: f64,
+    /// Pages per drain trip (mean).
+    pub pages_per_drain: f64,
+    /// Operations per second.
+    pub rate: f64,
+    /// CPU time per operation, µs.
+    pub cpu_us_per_op: f64,
+    /// Idle share of the tasks' windows, %.
+    pub idle_pct: f64,
+    /// Zone-lock wait ÷ CPU time, %.
+    pub zone_lock_pct: f64,
+    /// Largest rise of the pages on the pagesets above the start, pages.
+    pub pcp_peak: f64,
+    /// Pages on the pagesets at the end minus at the start.
+    pub pcp_end: f64,
+}
+
+fn lines_of(name: &str, cpus: u32, k: &Figures, s: Option<&Figures>) -> Vec<Line> {
+    let mut v = Vec::new();
+    let mut push = |metric: String, kv: f64, sv: Option<f64>, t: Tolerance| {
+        let verdict = match sv {
+            Some(x) if t.agrees(kv, x) => "ok",
+            _ => "differs",
+        };
+        v.push(Line {
+            workload: name.to_owned(),
+            cpus,
+            metric,
+            kernel: Some(kv),
+            sim: sv,
+            verdict,
+        });
+    };
+    // Orders either side allocates at least once per ten thousand operations.
+    for o in 0..k.alloc_per_op.len() {
+        let ka = k.alloc_per_op[o];
+        let sa = s.map_or(0.0, |s| s.alloc_per_op[o]);
+        if ka >= 1e-4 || sa >= 1e-4 {
+            push(
+                format!("blocks allocated/op, order {o}"),
+                ka,
+                s.map(|s| s.alloc_per_op[o]),
+                EVENTS,
+            );
+        }
+        let kf = k.free_per_op[o];
+        let sf = s.map_or(0.0, |s| s.free_per_op[o]);
+        if kf >= 1e-4 || sf >= 1e-4 {
+            push(
+                format!("blocks freed/op, order {o}"),
+                kf,
+                s.map(|s| s.free_per_op[o]),
+                EVENTS,
+            );
+        }
+    }
+    push(
+        "refill trips/op".into(),
+        k.refills_per_op,
+        s.map(|s| s.refills_per_op),
+        EVENTS,
+    );
+    push(
+        "pages/refill trip".into(),
+        k.pages_per_refill,
+        s.map(|s| s.pages_per_refill),
+        EVENTS,
+    );
+    push(
+        "drain trips/op".into(),
+        k.drains_per_op,
+        s.map(|s| s.drains_per_op),
+        EVENTS,
+    );
+    push(
+        "pages/drain trip".into(),
+        k.pages_per_drain,
+        s.map(|s| s.pages_per_drain),
+        EVENTS,
+    );
+    push("rate, op/s".into(), k.rate, s.map(|s| s.rate), TIMES);
+    push(
+        "CPU µs/op".into(),
+        k.cpu_us_per_op,
+        s.map(|s| s.cpu_us_per_op),
+        TIMES,
+    );
+    push("idle %".into(), k.idle_pct, s.map(|s| s.idle_pct), SHARES);
+    push(
+        "zone-lock wait %".into(),
+        k.zone_lock_pct,
+        s.map(|s| s.zone_lock_pct),
+        SHARES,
+    );
+    push(
+        "pageset pages, peak rise".into(),
+        k.pcp_peak,
+        s.map(|s| s.pcp_peak),
+        TIMES,
+    );
+    push(
+        "pageset pages, end − start".into(),
+        k.pcp_end,
+        s.map(|s| s.pcp_end),
+        TIMES,
+    );
+    v
+}
+
+/// What `predict` compared for one workload at one CPU count.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Prediction {
+    /// The lines.
+    pub lines: Vec<Line>,
+    /// The kernel's figures.
+    pub kernel: Figures,
+    /// The simulator's (`None`: it cannot run this case).
+    pub sim: Option<Figures>,
+    /// The simulator's trace hash.
+    pub trace_hash: Option<String>,
+    /// Things the reader should know (kernel-only figures, load).
+    pub notes: Vec<String>,
+}
+
+/// Options of one prediction.
+#[derive(Clone, Debug)]
+pub struct PredictOptions {
+    /// Program (see [`WORKLOADS`]).
+    pub workload: String,
+    /// CPUs.
+    pub cpus: u32,
+    /// Size.
+    pub size: Size,
+    /// The simulator's config (default: the preset that models the running kernel).
+    pub config: Option<String>,
+    /// The binary that runs the programs (`pagealloc predict-program`).
+    pub exe: std::path::PathBuf,
+    /// Kernel runs; each kernel figure is their median (the simulator is deterministic).
+    pub runs: u32,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+impl Figures {
+    /// Each figure's median over `runs`.
+    pub fn median_of(runs: &[Figures]) -> Figures {
+        let m = |f: &dyn Fn(&Figures) -> f64| median(runs.iter().map(f).collect());
+        let mut out = Figures::default();
+        for o in 0..out.alloc_per_op.len() {
+            out.alloc_per_op[o] = m(&|r| r.alloc_per_op[o]);
+            out.free_per_op[o] = m(&|r| r.free_per_op[o]);
+        }
+        out.refills_per_op = m(&|r| r.refills_per_op);
+        out.pages_per_refill = m(&|r| r.pages_per_refill);
+        out.drains_per_op = m(&|r| r.drains_per_op);
+        out.pages_per_drain = m(&|r| r.pages_per_drain);
+        out.rate = m(&|r| r.rate);
+        out.cpu_us_per_op = m(&|r| r.cpu_us_per_op);
+        out.idle_pct = m(&|r| r.idle_pct);
+        out.zone_lock_pct = m(&|r| r.zone_lock_pct);
+        out.pcp_peak = m(&|r| r.pcp_peak);
+        out.pcp_end = m(&|r| r.pcp_end);
+        out
+    }
+}
+
+/// Simulates `opts` on `host`.
+///
+/// # Errors
+/// One line: the machine or the config could not be built, or the simulation failed.
+pub fn simulate(opts: &PredictOptions, config: &str) -> Result<(Figures, String), String> {
+    let (wl, ov) = sim_workload(&opts.workload, opts.cpus, opts.size)
+        .ok_or_else(|| format!("no workload {}", opts.workload))?;
+    let w = workload::build(wl, Scale::Full, &ov).map_err(|e| e.to_string())?;
+    let m = Machine::by_name("host").map_err(|e| e.to_string())?;
+    let cfg = crate::policies::config(config).map_err(|e| format!("config `{config}`: {e}"))?;
+    let mut o = SimOptions::new(m, cfg);
+    o.cpus = Some(opts.cpus);
+    let row = crate::sim::run(w.as_ref(), &o).map_err(|e| format!("{}", e.error))?;
+    let x = |k: &str| row.extra.get(k).copied().unwrap_or(0.0);
+    let ops = ops_of(&opts.workload, opts.cpus, opts.size) as f64;
+    let mut f = Figures::default();
+    for o in 0..11 {
+        f.alloc_per_op[o] = x(&format!("alloc_blocks_o{o}")) / ops;
+        f.free_per_op[o] = x(&format!("free_blocks_o{o}")) / ops;
+    }
+    let refills = x("pcp_refill");
+    let drains = (x("pcp_drain") - x("decay_drain")).max(0.0);
+    f.refills_per_op = refills / ops;
+    f.pages_per_refill = x("pcp_refill_pages") / refills.max(1.0);
+    f.drains_per_op = drains / ops;
+    f.pages_per_drain = x("pcp_drain_pages") / x("pcp_drain").max(1.0);
+    f.rate = ops / x("elapsed_s").max(1e-12);
+    f.cpu_us_per_op = x("cpu_time_s") * 1e6 / ops;
+    f.idle_pct = x("idle_pct");
+    f.zone_lock_pct = row.zone_lock_pct.unwrap_or(0.0);
+    f.pcp_peak = row.pcp_peak_pages.unwrap_or(0.0);
+    f.pcp_end = row.pcp_final_pages.unwrap_or(0.0);
+    Ok((f, row.trace_hash.unwrap_or_default()))
+}
+
+/// The operations program `name` does on `cpus` CPUs at `s` (the same in the
+/// simulator by construction).
+pub fn ops_of(name: &str, cpus: u32, s: Size) -> u64 {
+    match name {
+        "page_fault1" | "thp_mix" => s.pages * s.count * u64::from(cpus),
+        "parallel_free" => s.pages * u64::from(cpus),
+        _ => s.count,
+    }
+}
+
+/// Whether the simulator can run program `name` on `cpus` CPUs (the streams need a CPU
+/// for each end).
+pub fn simulable(name: &str, cpus: u32) -> bool {
+    !matches!(name, "unix_stream" | "tcp_stream") || cpus >= 2
+}
+
+/// Runs one prediction: the program under the recorder, then the simulation.
+/// `progress` gets a line per phase.
+///
+/// # Errors
+/// [`TraceError::Unsupported`] without root or tracefs (exit status 2), otherwise as
+/// the recorder, the program or the simulator fails.
+pub fn predict(
+    opts: &PredictOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Prediction, TraceError> {
+    let release = crate::twin::host::kernel_release();
+    let config = match &opts.config {
+        Some(c) => c.clone(),
+        None => crate::trace::replay::preset_for(&release)
+            .0
+            .unwrap_or_else(|| crate::trace::DEFAULT_CONFIG.to_owned()),
+    };
+    let mut runs = Vec::new();
+    let mut k = kernel::measure(opts, progress)?;
+    runs.push(k.figures.clone());
+    for i in 1..opts.runs.max(1) {
+        progress(&format!("kernel run {} of {}", i + 1, opts.runs));
+        runs.push(kernel::measure(opts, progress)?.figures);
+    }
+    let mut notes = k.notes.clone();
+    if runs.len() > 1 {
+        k.figures = Figures::median_of(&runs);
+        notes.push(format!(
+            "kernel: medians of {} runs (the notes are the first run's); rate per run: {}",
+            runs.len(),
+            runs.iter()
+                .map(|r| format!("{:.0}", r.rate))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let (sim, hash) = if simulable(&opts.workload, opts.cpus) {
+        progress(&format!(
+            "simulating {} on host at {} CPU(s), config {config}",
+            opts.workload, opts.cpus
+        ));
+        let (f, h) = simulate(opts, &config).map_err(TraceError::Failed)?;
+        (Some(f), Some(h))
+    } else {
+        notes.push(format!(
+            "the simulator runs one script per CPU: a stream with both ends on {} CPU is not modelled",
+            opts.cpus
+        ));
+        (None, None)
+    };
+    let mts: Vec<String> = k
+        .mt_labels
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(o, l)| format!("order {o}{l}"))
+        .collect();
+    if !mts.is_empty() {
+        notes.push(format!(
+            "kernel: the allocations' main migratetype by order: {}",
+            mts.join(", ")
+        ));
+    }
+    notes.push(format!("simulator: machine host, config {config}"));
+    let lines = lines_of(&opts.workload, opts.cpus, &k.figures, sim.as_ref());
+    Ok(Prediction {
+        lines,
+        kernel: k.figures,
+        sim,
+        trace_hash: hash,
+        notes,
+    })
+}
+
+fn fmt_v(v: Option<f64>) -> String {
+    match v {
+        None => "–".into(),
+        Some(0.0) => "0".into(),
+        Some(x) if x.abs() >= 1000.0 => format!("{x:.0}"),
+        Some(x) if x.abs() >= 10.0 => format!("{x:.1}"),
+        Some(x) if x.abs() >= 0.01 => format!("{x:.3}"),
+        Some(x) => format!("{x:.2e}"),
+    }
+}
+
+/// The table of one prediction.
+pub fn text(opts: &PredictOptions, p: &Prediction) -> String {
+    use std::fmt::Write as _;
+    let op = WORKLOADS
+        .iter()
+        .find(|w| w.0 == opts.workload)
+        .map_or("op", |w| w.2);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "predict {} at {} CPU(s): op = one {op}; live kernel vs simulator",
+        opts.workload, opts.cpus
+    );
+    let _ = writeln!(
+        s,
+        "{:<44} {:>12} {:>12}  verdict",
+        "metric", "kernel", "sim"
+    );
+    for l in &p.lines {
+        let _ = writeln!(
+            s,
+            "{:<32} {:>12} {:>12}  {}",
+            l.metric,
+            fmt_v(l.kernel),
+            fmt_v(l.sim),
+            l.verdict
+        );
+    }
+    let ok = p.lines.iter().filter(|l| l.verdict == "ok").count();
+    let _ = writeln!(s, "{ok} of {} lines agree", p.lines.len());
+    for n in &p.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
