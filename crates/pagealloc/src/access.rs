@@ -20,7 +20,7 @@
 //! `sink()` is a constant `None`: every report site compiles away, and the allocator is
 //! instruction for instruction the one without the seam (docs/performance.md, "The
 //! access seam"). With the feature, the PCP hits still have no report sites: installing a
-//! sink turns them off (`Hot::no_hits` in `pcp.rs`), so a reported run's allocations take
+//! sink turns them off (`Hot::no_hits` in `pcp/mod.rs`), so a reported run's allocations take
 //! the zonelist walk and its frees the full path, which do the same work to the lists and
 //! report it; without a sink the hits are those of the build without the feature. The
 //! pageset refills and drains (`rmqueue_bulk`, `free_pcppages_bulk`) test for a sink once

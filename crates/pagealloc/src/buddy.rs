@@ -12,6 +12,8 @@
 //! same order are both free unless they are in pageblocks whose types may not merge (or
 //! merge skipping left them, marked).
 
+mod merge_skip;
+
 use crate::access::{Rec, ZoneLine};
 use crate::cluster::Clusters;
 use crate::config::Config;

@@ -354,7 +354,7 @@ impl Allocator {
 
     /// Run `f` on the buddy state of zone `z` with the zone lock held, counting the trip
     /// against `cpu`: the one way the allocator reaches a zone's free lists outside the
-    /// pageset refill/drain paths (which keep the pcp lock too, see `pcp.rs`).
+    /// pageset refill/drain paths (which keep the pcp lock too, see `pcp/`).
     #[inline]
     pub(crate) fn with_buddy<R>(
         &self,
