@@ -41,6 +41,10 @@
 //! hand-off, which a lock model charges. A frame's metadata touched several times in one step (order,
 //! type, state, links of one list insertion) is one report.
 
+use crate::memmap::Touch;
+// The list reporter that reports nothing, by the path the unit tests name it.
+#[cfg(test)]
+pub(crate) use crate::memmap::NoTouch;
 use crate::zone::Zone;
 #[cfg(feature = "access")]
 use alloc::sync::Arc;
@@ -196,21 +200,6 @@ impl Tally {
     fn bump(c: &Cell<u64>, n: u64) {
         c.set(c.get() + n);
     }
-}
-
-/// Where list operations report the frames whose metadata they touch (by metadata index).
-pub(crate) trait Touch {
-    /// Frame at metadata index `idx` read (`write == false`) or written; `dep` as
-    /// [`Access::dep`]: 0, or how many reports back the line holding its address is.
-    fn meta(&mut self, idx: u32, write: bool, dep: u8);
-}
-
-/// Reports nothing: the list operations of the untraced paths compile to what they were.
-pub(crate) struct NoTouch;
-
-impl Touch for NoTouch {
-    #[inline(always)]
-    fn meta(&mut self, _idx: u32, _write: bool, _dep: u8) {}
 }
 
 /// Reports for one zone, under its lock (`tally` given) or not.

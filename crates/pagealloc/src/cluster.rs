@@ -35,10 +35,9 @@
 //! with `slot.len` = run length and `slot.tail` = the run's last entry; live slots +
 //! free slots = all slots; no cut is pending when the zone lock is free.
 
-use crate::access::Touch;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, NR_MIGRATETYPES};
-use crate::memmap::{List, PageMeta, State, NIL};
+use crate::memmap::{List, PageMeta, State, Touch, NIL};
 use crate::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use alloc::format;
 use alloc::string::String;

@@ -228,20 +228,37 @@ impl fmt::Debug for Zone {
     }
 }
 
+/// Where a zone lies (`free_area_init_core`'s part of `struct zone`): its index in the
+/// allocator, its node and kind, its span `[start_pfn, end_pfn)` and the pages it manages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ZoneSpan {
+    pub(crate) idx: usize,
+    pub(crate) node: usize,
+    pub(crate) kind: ZoneKind,
+    pub(crate) start_pfn: u64,
+    pub(crate) end_pfn: u64,
+    pub(crate) managed: u64,
+}
+
 impl Zone {
-    #[allow(clippy::too_many_arguments)]
+    /// The zone at `span`, its frames' metadata from index `meta_base` (spaced with
+    /// `meta_spaced`, [`Zone::meta_entries`]), with per-CPU statistics for `ncpus` CPUs and
+    /// lock statistics when `lock_stat`.
     pub(crate) fn new(
-        idx: usize,
-        node: usize,
-        kind: ZoneKind,
-        start_pfn: u64,
-        end_pfn: u64,
+        span: ZoneSpan,
         meta_base: u32,
         meta_spaced: bool,
-        managed: u64,
         ncpus: usize,
         lock_stat: bool,
     ) -> Result<Zone, crate::BuildError> {
+        let ZoneSpan {
+            idx,
+            node,
+            kind,
+            start_pfn,
+            end_pfn,
+            managed,
+        } = span;
         let pb_start = start_pfn & !((1u64 << PAGEBLOCK_ORDER) - 1);
         let nblocks = (end_pfn - pb_start).div_ceil(1 << PAGEBLOCK_ORDER) as usize;
         // Fallible: a layout of many zones and CPUs asks for more than the machine has,
@@ -850,19 +867,15 @@ mod tests {
         // An unaligned start, a span that is not a whole number of 512-frame groups.
         let (start, pages, base) = (0x1_0000 + 3, 64 * 512 + 100, 77u32);
         for spaced in [false, true] {
-            let z = Zone::new(
-                0,
-                0,
-                ZoneKind::Normal,
-                start,
-                start + pages,
-                base,
-                spaced,
-                pages,
-                1,
-                false,
-            )
-            .expect("a small zone");
+            let span = ZoneSpan {
+                idx: 0,
+                node: 0,
+                kind: ZoneKind::Normal,
+                start_pfn: start,
+                end_pfn: start + pages,
+                managed: pages,
+            };
+            let z = Zone::new(span, base, spaced, 1, false).expect("a small zone");
             let entries = Zone::meta_entries(pages, spaced);
             assert_eq!(entries, pages + if spaced { pages / 512 } else { 0 });
             let mut seen = alloc::vec![false; entries as usize];

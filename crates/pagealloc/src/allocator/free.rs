@@ -3,7 +3,7 @@
 use super::{Allocator, BulkFreeError};
 use crate::frame::{Frame, FreeError, MAX_ORDER};
 use crate::memmap::State;
-use crate::pcp::Hit;
+use crate::pcp::{Hit, Pageset};
 use crate::zone::*;
 
 /// The error of a free whose compare-and-swap found `state`.
@@ -283,7 +283,7 @@ impl Allocator {
             match held.as_mut() {
                 Some((_, pcp)) => {
                     let i = z.meta_index(pfn);
-                    self.commit_free_any(cpu, z, slot, pcp, i, f.order, mt, pb)
+                    self.commit_free_any(Pageset { cpu, zone: z, slot }, pcp, i, f.order, mt, pb)
                 }
                 None => self.free_to_zone(cpu, z, pfn, f.order),
             }

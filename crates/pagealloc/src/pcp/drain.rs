@@ -5,7 +5,8 @@
 //! switches that change no policy (spliced, paired, array) are in `drain_fast.rs` and
 //! are entered from [`Allocator::free_pcppages_bulk`]'s loop.
 
-use super::{next_nonempty, order_of, Pcp, PcpSlot, NR_PCP_LISTS};
+use super::drain_fast::Order0Drain;
+use super::{next_nonempty, order_of, Pageset, Pcp, PcpSlot, NR_PCP_LISTS};
 use crate::access::{Rec, PCP_HEADER};
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
@@ -51,7 +52,7 @@ impl Allocator {
         let newest = self.cfg.drain_newest
             && !d.free_high
             && pcp.st.free_count >= tune::shl_sat(pcp.st.batch, self.tune.scale);
-        self.drain_pcp(cpu, zone, slot, n, pcp, pi, newest);
+        self.drain_pcp(Pageset { cpu, zone, slot }, pcp, n, pi, newest);
         if zone.has_flag(ZONE_BELOW_HIGH)
             && zone.watermark_ok(
                 0,
@@ -67,16 +68,8 @@ impl Allocator {
 
     /// `free_pcppages_bulk` (docs/mechanisms.md §3.6): `n` pages from the list tails, round robin from
     /// list `start`, under one zone-lock hold.
-    pub(crate) fn free_pcppages_bulk(
-        &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
-        n: i32,
-        pcp: &mut Pcp,
-        start: usize,
-    ) {
-        self.drain_pcp(cpu, zone, slot, n, pcp, start, false);
+    pub(crate) fn free_pcppages_bulk(&self, ps: Pageset<'_>, pcp: &mut Pcp, n: i32, start: usize) {
+        self.drain_pcp(ps, pcp, n, start, false);
     }
 
     /// [`Allocator::free_pcppages_bulk`]; with `newest` (`Config::drain_newest`, linked
@@ -85,43 +78,31 @@ impl Allocator {
     ///
     /// The access seam is tested once, here: the drain runs a copy whose report sites
     /// are compiled in (a sink is installed) or compiled away.
-    #[allow(clippy::too_many_arguments)]
-    fn drain_pcp(
-        &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
-        n: i32,
-        pcp: &mut Pcp,
-        start: usize,
-        newest: bool,
-    ) {
-        if zone.trace.on() {
-            self.drain_pcp_t::<true>(cpu, zone, slot, n, pcp, start, newest)
+    fn drain_pcp(&self, ps: Pageset<'_>, pcp: &mut Pcp, n: i32, start: usize, newest: bool) {
+        if ps.zone.trace.on() {
+            self.drain_pcp_t::<true>(ps, pcp, n, start, newest)
         } else {
-            self.drain_pcp_t::<false>(cpu, zone, slot, n, pcp, start, newest)
+            self.drain_pcp_t::<false>(ps, pcp, n, start, newest)
         }
     }
 
     /// [`Allocator::drain_pcp`], reported when `SINK` (as [`Rec`]'s).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn drain_pcp_t<const SINK: bool>(
         &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
-        n: i32,
+        ps: Pageset<'_>,
         pcp: &mut Pcp,
+        n: i32,
         start: usize,
         newest: bool,
     ) {
+        let Pageset { cpu, zone, slot } = ps;
         let mut n = n.min(pcp.st.count);
         if n <= 0 {
             return;
         }
         if slot.hot.ring() {
-            return self.drain_rings::<SINK>(cpu, zone, slot, n, pcp, start);
+            return self.drain_rings::<SINK>(ps, pcp, n, start);
         }
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
@@ -156,7 +137,12 @@ impl Allocator {
             let k = order_of(pi);
             b.rec().pcp(cpu, pi as u8, true);
             if k == 0 && !pcp.rings[pi].is_empty() {
-                n = self.drain_ring0(cpu, &mut b, pcp, pi, n, splice, isolated);
+                let how = if splice {
+                    Order0Drain::Spliced
+                } else {
+                    Order0Drain::OneByOne { isolated }
+                };
+                n = self.drain_ring0(cpu, &mut b, pcp, pi, n, how);
                 continue;
             }
             if splice && k == 0 {
@@ -266,7 +252,7 @@ impl Allocator {
                 c
             };
             slot.stats.drain_cpu.add(1);
-            self.free_pcppages_bulk(cpu, zone, slot, n, &mut pcp, 0);
+            self.free_pcppages_bulk(Pageset { cpu, zone, slot }, &mut pcp, n, 0);
             // A chunk that freed nothing would repeat forever: stop (never expected).
             if !self.cfg.chunked_drain || pcp.st.count >= c {
                 break;
@@ -299,7 +285,7 @@ impl Allocator {
             loop {
                 let n = left.min(batch);
                 slot.stats.decay_drain.add(1);
-                self.free_pcppages_bulk(cpu, zone, slot, n, &mut pcp, 0);
+                self.free_pcppages_bulk(Pageset { cpu, zone, slot }, &mut pcp, n, 0);
                 left -= n;
                 if left <= 0 {
                     break;
@@ -309,7 +295,7 @@ impl Allocator {
             }
         } else if d.excess > 0 {
             slot.stats.decay_drain.add(1);
-            self.free_pcppages_bulk(cpu, zone, slot, d.excess, &mut pcp, 0);
+            self.free_pcppages_bulk(Pageset { cpu, zone, slot }, &mut pcp, d.excess, 0);
         }
         if pcp.active {
             pcp.expire = 3;
@@ -324,7 +310,7 @@ impl Allocator {
                 if pcp.expire == 0 {
                     let n = pcp.st.count.min(pcp.st.batch);
                     slot.stats.expire_drain.add(1);
-                    self.free_pcppages_bulk(cpu, zone, slot, n, &mut pcp, 0);
+                    self.free_pcppages_bulk(Pageset { cpu, zone, slot }, &mut pcp, n, 0);
                 }
             }
         }

@@ -10,7 +10,7 @@
 
 use super::drain::prefetch_next_buddy;
 use super::ring::ring_pop_tail_t;
-use super::{next_nonempty, order_of, Pcp, PcpSlot, Ring, NR_PCP_LISTS};
+use super::{next_nonempty, order_of, Pageset, Pcp, Ring, NR_PCP_LISTS};
 use crate::access::{Rec, PCP_HEADER};
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
@@ -26,6 +26,16 @@ const OWN_PREFETCH: u32 = 48;
 /// [`Config::own_bitmap`](crate::Config::own_bitmap)'s drain: frames written before their
 /// runs are spliced, 16 KiB of metadata lines, so that the splice's passes hit the L1.
 const OWN_CHUNK: u32 = 256;
+
+/// How the order-0 frames leave in a drain's zone-lock hold: spliced onto the free lists
+/// (merge skipping allowed, no isolated pageblock), or one by one through
+/// [`Allocator::drain_one`], `isolated` telling whether the zone has an isolated
+/// pageblock.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Order0Drain {
+    Spliced,
+    OneByOne { isolated: bool },
+}
 
 impl Allocator {
     /// The inner loop of [`Allocator::free_pcppages_bulk`] over the order-`k` list `pi`
@@ -256,20 +266,19 @@ impl Allocator {
     /// where a walk of linked lists waits for each frame before it can find the next.
     pub(super) fn drain_rings<const SINK: bool>(
         &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
-        mut n: i32,
+        ps: Pageset<'_>,
         pcp: &mut Pcp,
+        mut n: i32,
         start: usize,
     ) {
+        let Pageset { cpu, zone, slot } = ps;
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
         let link = self.cfg.splice_drain && self.cfg.merge_skip;
         // `Config::own_bitmap`: the order-0 frames are written in one prefetched pass under
         // the zone lock (`drain_ring_own`), not walked before it.
         let own = zone.own_bitmap();
-        ring_prewalk::<SINK>(cpu, zone, pcp, n, start, link, own, m);
+        ring_prewalk::<SINK>(ps, pcp, n, start, link, own, m);
         let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
         let isolated = zone.has_isolated_pageblocks();
         let mut b = g.buddy::<SINK>(m, &self.cfg);
@@ -321,7 +330,6 @@ impl Allocator {
     /// [`Config::own_bitmap`](crate::Config::own_bitmap), zone lock held: up to `n` frames
     /// leave its tail, spliced ([`Allocator::drain_ring_own`]) or, with an isolated
     /// pageblock or merging required, one by one. Returns the pages still to drain.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn drain_ring0<const SINK: bool>(
         &self,
         cpu: usize,
@@ -329,15 +337,17 @@ impl Allocator {
         pcp: &mut Pcp,
         pi: usize,
         mut n: i32,
-        splice: bool,
-        isolated: bool,
+        how: Order0Drain,
     ) -> i32 {
-        if splice {
-            let cnt = pcp.rings[pi].len().min(n as u32);
-            self.drain_ring_own(cpu, b, &mut pcp.rings[pi], pi, cnt);
-            pcp.st.count -= cnt as i32;
-            return n - cnt as i32;
-        }
+        let isolated = match how {
+            Order0Drain::Spliced => {
+                let cnt = pcp.rings[pi].len().min(n as u32);
+                self.drain_ring_own(cpu, b, &mut pcp.rings[pi], pi, cnt);
+                pcp.st.count -= cnt as i32;
+                return n - cnt as i32;
+            }
+            Order0Drain::OneByOne { isolated } => isolated,
+        };
         let m = b.m;
         while let Some(i) = ring_pop_tail_t(cpu, &mut pcp.rings[pi], pi, &b.rec()) {
             n -= 1;
@@ -580,10 +590,8 @@ fn mark_thp_run(
 /// index read from the ring; with `link`, the order-0 frames are linked into the chain
 /// [`Allocator::drain_ring_splice`] hands over. Reported as unlocked accesses: each ring
 /// line once, each frame as found from it.
-#[allow(clippy::too_many_arguments)]
 fn ring_prewalk<const SINK: bool>(
-    cpu: usize,
-    zone: &Zone,
+    ps: Pageset<'_>,
     pcp: &Pcp,
     n: i32,
     start: usize,
@@ -591,6 +599,7 @@ fn ring_prewalk<const SINK: bool>(
     own: bool,
     m: &[crate::memmap::PageMeta],
 ) {
+    let Pageset { cpu, zone, .. } = ps;
     let r = Rec::<SINK>::unlocked(zone);
     let traced = SINK && zone.trace.on();
     let mut left = n;

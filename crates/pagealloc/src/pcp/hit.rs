@@ -68,7 +68,7 @@
 //!
 
 use super::report::{pop_traced, push_traced, ring_pop_traced, ring_push_traced};
-use super::{pindex, Pcp, PcpSlot};
+use super::{pindex, Pageset, Pcp, PcpList, PcpSlot};
 use crate::allocator::Allocator;
 use crate::frame::{Frame, Gfp, MigrateType, NR_PCPTYPES};
 use crate::memmap::State;
@@ -156,23 +156,23 @@ impl Allocator {
         }
         tune::on_alloc(&mut pcp.st, &self.tune);
         pcp.active = true;
-        self.pop_hit::<RING, false>(cpu, zone, slot, &mut pcp, pi, order, mt)
+        self.pop_hit::<RING, false>(
+            Pageset { cpu, zone, slot },
+            &mut pcp,
+            PcpList { order, mt, pi },
+        )
     }
 
     /// The pop of `__rmqueue_pcplist` from a list known not to be empty (`None` only if
     /// that was wrong), reported when `TRACED` (a sink is installed: the caller tested).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn pop_hit<const RING: bool, const TRACED: bool>(
         &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
+        ps: Pageset<'_>,
         pcp: &mut Pcp,
-        pi: usize,
-        order: u8,
-        mt: MigrateType,
+        l: PcpList,
     ) -> Option<u64> {
+        let (Pageset { cpu, zone, slot }, PcpList { order, mt, pi }) = (ps, l);
         let m = &self.meta[..];
         // `Config::own_bitmap`: an order-0 block leaves its ring with its metadata as
         // its last allocation or the refill left it (`Allocated`, order 0); its bit is
@@ -238,28 +238,32 @@ impl Allocator {
         // `allows` bounds the order (no bit above MAX_ORDER); poisoning writes the block,
         // which the full path does before taking the lock.
         if RINGS && slot.hot.hit_allows::<true>(order) && !slot.hot.poison {
-            return self.free_hit_rest::<true>(cpu, z, slot, pfn, i, order, trusted);
+            return self.free_hit_rest::<true>(
+                Pageset { cpu, zone: z, slot },
+                pfn,
+                i,
+                order,
+                trusted,
+            );
         }
         if !slot.hot.hit_allows::<false>(order) || slot.hot.poison {
             return Hit::Miss;
         }
-        self.free_hit_rest::<false>(cpu, z, slot, pfn, i, order, trusted)
+        self.free_hit_rest::<false>(Pageset { cpu, zone: z, slot }, pfn, i, order, trusted)
     }
 
     /// The rest of [`Allocator::free_hit`] once the order is known to be cached, on linked
     /// lists (`RING` false) or rings; `i` is `z.meta_index(pfn)`.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn free_hit_rest<const RING: bool>(
         &self,
-        cpu: usize,
-        z: &crate::zone::Zone,
-        slot: &crate::pcp::PcpSlot,
+        ps: Pageset<'_>,
         pfn: u64,
         i: u32,
         order: u8,
         trusted: bool,
     ) -> Hit {
+        let Pageset { zone: z, slot, .. } = ps;
         if trusted && (pfn & ((1u64 << order) - 1) != 0 || pfn + (1u64 << order) > z.end_pfn) {
             return Hit::Miss;
         }
@@ -295,7 +299,7 @@ impl Allocator {
             }
         }
         // No sink is installed: with one, no order takes the hit (`Hot::no_hits`).
-        self.commit_free::<RING, false>(cpu, z, slot, &mut pcp, i, order, mt, pb_mt);
+        self.commit_free::<RING, false>(ps, &mut pcp, i, order, mt, pb_mt);
         Hit::Done
     }
 
@@ -303,19 +307,17 @@ impl Allocator {
     /// operations, for the block whose head has metadata index `i` (a frame of `zone`), on linked lists
     /// (`RING` false) or rings; the push reported when `TRACED` (a sink is installed:
     /// the caller tested).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn commit_free<const RING: bool, const TRACED: bool>(
         &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
+        ps: Pageset<'_>,
         pcp: &mut Pcp,
         i: u32,
         order: u8,
         mt: MigrateType,
         pb_mt: MigrateType,
     ) {
+        let Pageset { cpu, zone, slot } = ps;
         let m = &self.meta[..];
         // `Config::own_bitmap`: the free of an order-0 block to a ring took its bit and
         // writes nothing of its metadata (the drain will).
@@ -358,7 +360,7 @@ impl Allocator {
         match slot.pcp.try_lock() {
             Some(mut pcp) => {
                 let i = zone.meta_index(pfn);
-                self.commit_free_any(cpu, zone, slot, &mut pcp, i, order, mt, pb_mt)
+                self.commit_free_any(Pageset { cpu, zone, slot }, &mut pcp, i, order, mt, pb_mt)
             }
             None => self.free_to_zone(cpu, zone, pfn, order),
         }
@@ -366,37 +368,27 @@ impl Allocator {
 
     /// [`Allocator::commit_free`] on the pageset's kind of lists, reported when a sink is
     /// installed.
-    #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn commit_free_any(
         &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
+        ps: Pageset<'_>,
         pcp: &mut Pcp,
         i: u32,
         order: u8,
         mt: MigrateType,
         pb_mt: MigrateType,
     ) {
+        let Pageset { zone, slot, .. } = ps;
         if order == 0 && zone.own_bitmap() {
             // `Config::own_bitmap`: an order-0 frame on a ring reads as an allocation; the
             // full path's claim left it `Freeing` (pageset lock held).
             self.meta[i as usize].set_state(State::Allocated);
         }
         match (slot.hot.ring_at(order), zone.trace.on()) {
-            (false, false) => {
-                self.commit_free::<false, false>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
-            }
-            (false, true) => {
-                self.commit_free::<false, true>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
-            }
-            (true, false) => {
-                self.commit_free::<true, false>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
-            }
-            (true, true) => {
-                self.commit_free::<true, true>(cpu, zone, slot, pcp, i, order, mt, pb_mt)
-            }
+            (false, false) => self.commit_free::<false, false>(ps, pcp, i, order, mt, pb_mt),
+            (false, true) => self.commit_free::<false, true>(ps, pcp, i, order, mt, pb_mt),
+            (true, false) => self.commit_free::<true, false>(ps, pcp, i, order, mt, pb_mt),
+            (true, true) => self.commit_free::<true, true>(ps, pcp, i, order, mt, pb_mt),
         }
     }
 

@@ -217,6 +217,28 @@ impl PcpSlot {
     }
 }
 
+/// Where a pageset operation runs, as the kernel's `rmqueue_pcplist` and
+/// `free_unref_page_commit` hold it in locals: the CPU, the zone, and that CPU's pageset
+/// slot of the zone (`this_cpu_ptr(zone->per_cpu_pageset)`). The slot's lock guard
+/// travels beside it, as the kernel passes `pcp` beside `zone`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pageset<'a> {
+    /// The CPU the operation runs as, whose pageset it is.
+    pub(crate) cpu: usize,
+    pub(crate) zone: &'a Zone,
+    /// [`Allocator::slot`]`(cpu, zone.idx)`.
+    pub(crate) slot: &'a PcpSlot,
+}
+
+/// One list of a pageset, as `__rmqueue_pcplist` and `rmqueue_bulk` name it: the order
+/// of its blocks, their migratetype and the list's index ([`pindex`] of the two).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PcpList {
+    pub(crate) order: u8,
+    pub(crate) mt: MigrateType,
+    pub(crate) pi: usize,
+}
+
 /// `order_to_pindex` (docs/mechanisms.md §1.4); `mt` is a pcp type (0..=2).
 #[inline]
 pub(crate) fn pindex(order: u8, mt: MigrateType, thp_lists: u8) -> usize {

@@ -3,7 +3,7 @@
 //! pageset allocation that runs it.
 
 use super::ring::ring_push_tail_t;
-use super::{pindex, Pcp, PcpSlot};
+use super::{pindex, Pageset, Pcp, PcpList};
 use crate::access::{Rec, PCP_HEADER};
 use crate::allocator::Allocator;
 use crate::buddy::RmqueueMode;
@@ -29,22 +29,20 @@ impl Allocator {
             return None;
         };
         tune::on_alloc(&mut pcp.st, &self.tune);
-        self.take_from_list(cpu, zone, slot, &mut pcp, order, mt, aflags)
+        self.take_from_list(Pageset { cpu, zone, slot }, &mut pcp, order, mt, aflags)
     }
 
     /// `__rmqueue_pcplist`: pop the head of the list, refilling it first if empty.
-    #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn take_from_list(
         &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
+        ps: Pageset<'_>,
         pcp: &mut Pcp,
         order: u8,
         mt: MigrateType,
         aflags: u32,
     ) -> Option<u64> {
+        let Pageset { zone, slot, .. } = ps;
         pcp.active = true;
         let pi = pindex(order, mt, slot.hot.thp_lists);
         let ring = slot.hot.ring_at(order);
@@ -56,33 +54,23 @@ impl Allocator {
             }
         };
         if empty(pcp) {
-            self.refill(cpu, zone, slot, pcp, order, mt, aflags, pi);
+            self.refill(ps, pcp, PcpList { order, mt, pi }, aflags);
             if empty(pcp) {
                 return None;
             }
         }
         match (ring, zone.trace.on()) {
-            (false, false) => self.pop_hit::<false, false>(cpu, zone, slot, pcp, pi, order, mt),
-            (false, true) => self.pop_hit::<false, true>(cpu, zone, slot, pcp, pi, order, mt),
-            (true, false) => self.pop_hit::<true, false>(cpu, zone, slot, pcp, pi, order, mt),
-            (true, true) => self.pop_hit::<true, true>(cpu, zone, slot, pcp, pi, order, mt),
+            (false, false) => self.pop_hit::<false, false>(ps, pcp, PcpList { order, mt, pi }),
+            (false, true) => self.pop_hit::<false, true>(ps, pcp, PcpList { order, mt, pi }),
+            (true, false) => self.pop_hit::<true, false>(ps, pcp, PcpList { order, mt, pi }),
+            (true, true) => self.pop_hit::<true, true>(ps, pcp, PcpList { order, mt, pi }),
         }
     }
 
     #[cold]
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    fn refill(
-        &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
-        pcp: &mut Pcp,
-        order: u8,
-        mt: MigrateType,
-        aflags: u32,
-        pi: usize,
-    ) {
+    fn refill(&self, ps: Pageset<'_>, pcp: &mut Pcp, l: PcpList, aflags: u32) {
+        let (Pageset { zone, slot, .. }, PcpList { order, .. }) = (ps, l);
         let zf = zone.tune_flags();
         let mut n = self.nr_pcp_alloc(&mut pcp.st, zone, zf, order);
         if order == THP_ORDER && self.cfg.thp_refill_high && n > 1 {
@@ -95,7 +83,7 @@ impl Allocator {
                 self.nr_pcp_alloc(&mut pcp.st, zone, zf, order);
             }
         }
-        let got = self.rmqueue_bulk(cpu, zone, order, n, pcp, pi, mt, aflags);
+        let got = self.rmqueue_bulk(ps, pcp, l, n, aflags);
         pcp.settle_resize();
         if got > 0 {
             let pages = (got as u64) << order;
@@ -116,39 +104,25 @@ impl Allocator {
     ///
     /// The access seam is tested once, here: the hold runs a copy of the refill whose
     /// report sites are compiled in (a sink is installed) or compiled away.
-    #[allow(clippy::too_many_arguments)]
-    fn rmqueue_bulk(
-        &self,
-        cpu: usize,
-        zone: &Zone,
-        order: u8,
-        n: i32,
-        pcp: &mut Pcp,
-        pi: usize,
-        mt: MigrateType,
-        aflags: u32,
-    ) -> i32 {
-        if zone.trace.on() {
-            self.rmqueue_bulk_t::<true>(cpu, zone, order, n, pcp, pi, mt, aflags)
+    fn rmqueue_bulk(&self, ps: Pageset<'_>, pcp: &mut Pcp, l: PcpList, n: i32, aflags: u32) -> i32 {
+        if ps.zone.trace.on() {
+            self.rmqueue_bulk_t::<true>(ps, pcp, l, n, aflags)
         } else {
-            self.rmqueue_bulk_t::<false>(cpu, zone, order, n, pcp, pi, mt, aflags)
+            self.rmqueue_bulk_t::<false>(ps, pcp, l, n, aflags)
         }
     }
 
     /// [`Allocator::rmqueue_bulk`], reported when `SINK` (as [`Rec`]'s).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn rmqueue_bulk_t<const SINK: bool>(
         &self,
-        cpu: usize,
-        zone: &Zone,
-        order: u8,
-        n: i32,
+        ps: Pageset<'_>,
         pcp: &mut Pcp,
-        pi: usize,
-        mt: MigrateType,
+        l: PcpList,
+        n: i32,
         aflags: u32,
     ) -> i32 {
+        let (Pageset { cpu, zone, .. }, PcpList { order, mt, pi }) = (ps, l);
         let m = &self.meta[..];
         let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
         let st = g.st;
