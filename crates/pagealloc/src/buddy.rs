@@ -14,13 +14,13 @@
 
 mod merge_skip;
 
-use crate::access::{Rec, ZoneLine};
+use crate::access::ZoneLine;
 use crate::cluster::Clusters;
 use crate::config::Config;
 use crate::frame::{MigrateType, MAX_ORDER, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
 use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED};
 use crate::stats::Stats;
-use crate::zone::{Zone, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ZONE_BOOSTED_WATERMARK};
+use crate::zone::{Rec, Zone, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ZONE_BOOSTED_WATERMARK};
 
 const PB_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 

@@ -292,7 +292,7 @@ pub(crate) fn fix_up<const SINK: bool>(
     m: &[PageMeta],
     cut: &Cut,
     mt_cache: bool,
-    rec: &crate::access::Rec<'_, SINK>,
+    rec: &crate::zone::Rec<'_, SINK>,
 ) {
     let mut i = cut.first;
     // Each frame after the first was read from the previous one's link (reported one
@@ -341,7 +341,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     pub(crate) fn cut_clusters(&mut self, mt: MigrateType, max: u32) -> Option<(u32, u32)> {
         debug_assert!(self.inner.free.clusters.pending.is_none());
         let free = &mut self.inner.free;
-        let mut r = crate::access::Rec::<SINK>::locked(self.z, &self.inner.tally);
+        let mut r = crate::zone::Rec::<SINK>::locked(self.z, &self.inner.tally);
         r.zone(crate::access::ZoneLine::FreeArea(0), true);
         let (cut, k) = free
             .clusters
@@ -375,7 +375,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     fn settle_slow(&mut self) {
         if let Some(cut) = self.inner.free.clusters.pending.as_mut() {
             if !cut.fixed {
-                let r = crate::access::Rec::<SINK>::locked(self.z, &self.inner.tally);
+                let r = crate::zone::Rec::<SINK>::locked(self.z, &self.inner.tally);
                 fix_up(self.z, self.m, cut, self.cfg.pcp_migratetype_cache, &r);
                 cut.fixed = true;
                 self.z.cluster_inflight.fetch_sub(1, Release);

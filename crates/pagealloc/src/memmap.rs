@@ -30,7 +30,7 @@ use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 use core::fmt;
 
 /// Where list operations report the frames whose metadata they touch (by metadata index):
-/// the access seam's [`Rec`](crate::access::Rec), or [`NoTouch`].
+/// the access seam's [`Rec`](crate::zone::Rec), or [`NoTouch`].
 pub(crate) trait Touch {
     /// Frame at metadata index `idx` read (`write == false`) or written; `dep` as
     /// [`Access::dep`](crate::access::Access::dep): 0, or how many reports back the line holding its address is.

@@ -9,6 +9,10 @@
 //! and read without it by the watermark test, which tolerates stale values as the kernel's
 //! does. `cpu_stats[c]` is written only under the zone lock.
 
+mod rec;
+
+pub(crate) use rec::Rec;
+
 use crate::buddy::FreeArea;
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
 use crate::platform::Platform;
@@ -620,7 +624,7 @@ impl Zone {
     }
 
     /// [`Zone::lock`], its trip marker reported only if `SINK` (false: the caller has
-    /// tested that no access sink is installed, see [`crate::access::Rec`]).
+    /// tested that no access sink is installed, see [`crate::zone::Rec`]).
     #[inline]
     pub(crate) fn lock_t<'a, const SINK: bool>(
         &'a self,

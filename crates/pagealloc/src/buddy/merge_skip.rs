@@ -4,9 +4,9 @@
 //! drained chain on a free list in one step, and a refill's cut of a THP list.
 
 use super::Buddy;
-use crate::access::Rec;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER};
 use crate::memmap::{State, FLAG_MERGE_SKIPPED};
+use crate::zone::Rec;
 
 impl<const SINK: bool> Buddy<'_, SINK> {
     /// `can_skip_merge` (Appendix A): order-0 frees skip merging unless a caller that

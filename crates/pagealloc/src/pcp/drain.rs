@@ -7,13 +7,13 @@
 
 use super::drain_fast::Order0Drain;
 use super::{next_nonempty, order_of, Pageset, Pcp, PcpSlot, NR_PCP_LISTS};
-use crate::access::{Rec, PCP_HEADER};
+use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER, THP_ORDER};
 use crate::memmap::{List, PageMeta, State, NIL};
 use crate::tune;
-use crate::zone::{Zone, ZONE_BELOW_HIGH};
+use crate::zone::{Rec, Zone, ZONE_BELOW_HIGH};
 
 impl Allocator {
     /// The cold end of `free_unref_page_commit`: count a free_high, drain.

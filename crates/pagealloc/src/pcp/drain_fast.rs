@@ -11,12 +11,12 @@
 use super::drain::prefetch_next_buddy;
 use super::ring::ring_pop_tail_t;
 use super::{next_nonempty, order_of, Pageset, Pcp, Ring, NR_PCP_LISTS};
-use crate::access::{Rec, PCP_HEADER};
+use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER};
 use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED, NIL};
-use crate::zone::Zone;
+use crate::zone::{Rec, Zone};
 
 /// [`Config::own_bitmap`](crate::Config::own_bitmap)'s drain: frames whose metadata line is
 /// prefetched ahead of the one written (a few hundred ns of misses in flight at the

@@ -4,13 +4,13 @@
 
 use super::ring::ring_push_tail_t;
 use super::{pindex, Pageset, Pcp, PcpList};
-use crate::access::{Rec, PCP_HEADER};
+use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::buddy::RmqueueMode;
 use crate::frame::{MigrateType, THP_ORDER};
 use crate::memmap::State;
 use crate::tune;
-use crate::zone::Zone;
+use crate::zone::{Rec, Zone};
 
 impl Allocator {
     /// `rmqueue_pcplist` (docs/mechanisms.md §4.2): `None` if the pcp is busy or the zone is empty.

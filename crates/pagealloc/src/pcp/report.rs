@@ -4,7 +4,8 @@
 //! plain pop and push (docs/performance.md, "The access seam").
 
 use super::Pcp;
-use crate::access::{Rec, PCP_HEADER};
+use crate::access::PCP_HEADER;
+use crate::zone::Rec;
 use crate::zone::Zone;
 
 /// The pop of an array pageset's hit with a sink installed: the pageset's count line,

@@ -3,7 +3,7 @@
 //! [`Config::own_bitmap`](crate::Config::own_bitmap)'s order-0 lists), and its reported
 //! push and pop of a refill and a drain.
 
-use crate::access::Rec;
+use crate::zone::Rec;
 use alloc::vec::Vec;
 
 /// One list of an array pageset ([`Config::array_pcp`](crate::Config::array_pcp)): the
