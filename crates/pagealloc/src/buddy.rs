@@ -184,7 +184,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     pub(crate) fn del_from_list(&mut self, pfn: u64, order: u8) -> MigrateType {
         let i = self.idx(pfn);
         let e = &self.m[i as usize];
-        let mt = MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable);
+        let mt = e.mt_type();
         if order == 0 && self.cfg.clustered_refill {
             self.cluster_removing(i);
         }
@@ -854,7 +854,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         }
         let mut n = 0;
         while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
-            let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
+            let mt = m[i as usize].mt_type();
             self.free_one(self.z.pfn_of(i), order, mt, false);
             n += 1;
         }
@@ -971,7 +971,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         }
         let mut n = 0;
         while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
-            let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
+            let mt = m[i as usize].mt_type();
             self.free_one(self.z.pfn_of(i), 0, mt, false);
             n += 1;
         }

@@ -26,6 +26,7 @@
 //! A refill or drain moves frames between a pcp list and the buddy lists holding both
 //! locks (pcp, then zone).
 
+use crate::frame::MigrateType;
 use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 use core::fmt;
 
@@ -203,6 +204,13 @@ impl PageMeta {
     #[inline]
     pub fn mt(&self) -> u8 {
         self.mt.load(Relaxed)
+    }
+    /// The migratetype byte as a type, MOVABLE if it names none: a free block's list
+    /// (`get_pageblock_migratetype` is not asked), or a pageset block's cached type
+    /// (`get_pcppage_migratetype`, [`Config::pcp_migratetype_cache`](crate::Config::pcp_migratetype_cache)).
+    #[inline(always)]
+    pub(crate) fn mt_type(&self) -> MigrateType {
+        MigrateType::from_u8(self.mt()).unwrap_or(MigrateType::Movable)
     }
     #[inline]
     pub(crate) fn set_mt(&self, mt: u8) {

@@ -38,11 +38,7 @@ impl Allocator {
         if self.cfg.thp_drain_high && order_of(pi) == THP_ORDER {
             // Down to half of `high`, from this THP list only: one zone trip for many
             // blocks (`Config::thp_drain_high`).
-            let len = if slot.hot.ring_at(THP_ORDER) {
-                pcp.rings[pi].len()
-            } else {
-                pcp.lists[pi].len()
-            };
+            let len = pcp.list_len(pi, slot.hot.ring_at(THP_ORDER));
             let down = (pcp.st.count - pcp.st.high / 2).min((len as i32) << THP_ORDER);
             n = n.max(down);
         }
@@ -215,11 +211,7 @@ impl Allocator {
         // `Config::own_bitmap`: an order-0 frame's cached type was not written by its
         // free; the pageblock's is looked up.
         let cached = self.cfg.pcp_migratetype_cache && !(k == 0 && b.z.own_bitmap());
-        let mt = if cached && !isolated {
-            MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
-        } else {
-            b.pb_mt(pfn)
-        };
+        let mt = drained_mt(b, cached && !isolated, pfn, e);
         e.set_state_flags(State::Tail, 0);
         if k == 0 {
             b.free_order0(pfn, mt);
@@ -318,6 +310,23 @@ impl Allocator {
         drop(pcp);
         self.reclaim_progress(zone);
         todo
+    }
+}
+
+/// The migratetype a drain frees block `pfn` (metadata `e`) with, zone lock held: the
+/// type cached in its page when `cached` (`get_pcppage_migratetype`), else its
+/// pageblock's (`get_pfnblock_migratetype`, reported).
+#[inline(always)]
+pub(super) fn drained_mt<const SINK: bool>(
+    b: &Buddy<'_, SINK>,
+    cached: bool,
+    pfn: u64,
+    e: &PageMeta,
+) -> MigrateType {
+    if cached {
+        e.mt_type()
+    } else {
+        b.pb_mt(pfn)
     }
 }
 

@@ -8,7 +8,7 @@
 //! [`Config::own_bitmap`](crate::Config::own_bitmap)). Each leaves the lists, the
 //! metadata and the counters as the kernel's loop would.
 
-use super::drain::prefetch_next_buddy;
+use super::drain::{drained_mt, prefetch_next_buddy};
 use super::ring::ring_pop_tail_t;
 use super::{next_nonempty, order_of, Pageset, Pcp, Ring, NR_PCP_LISTS};
 use crate::access::PCP_HEADER;
@@ -126,11 +126,7 @@ impl Allocator {
             // The tail's index is the list's; each next one was read from the previous block.
             b.rec().frame_dep(pfn, true, u8::from(j > 0));
             let prev = e.prev();
-            let mt = if cached {
-                MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
-            } else {
-                b.pb_mt(pfn)
-            };
+            let mt = drained_mt(b, cached, pfn, e);
             if len > 0 && (mt != run_mt || !mt.is_mergeable()) {
                 b.splice_skipped_thp(first, last, len, run_mt);
                 len = 0;
@@ -186,7 +182,7 @@ impl Allocator {
             let pfn = b.z.pfn_of(cur);
             let e = &m[cur as usize];
             let mt = if cached {
-                MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
+                e.mt_type()
             } else {
                 b.z.pageblock_mt(pfn)
             };
@@ -239,13 +235,7 @@ impl Allocator {
         // Each block's type as `drain_one` finds it (no isolated pageblock: the caller
         // checked).
         let cached = self.cfg.pcp_migratetype_cache;
-        let type_of = |pfn: u64, e: &PageMeta| {
-            if cached {
-                MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable)
-            } else {
-                b.pb_mt(pfn)
-            }
-        };
+        let type_of = |pfn: u64, e: &PageMeta| drained_mt(b, cached, pfn, e);
         let mt = type_of(p, &m[i as usize]);
         if type_of(q, &m[j as usize]) != mt {
             return None;
@@ -514,7 +504,7 @@ impl Allocator {
         let mut mt_of = |b: &Buddy<'_, SINK>, i: u32| {
             if cached {
                 // no isolated pageblock (checked by the caller): the cached type is valid
-                return MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
+                return m[i as usize].mt_type();
             }
             let pfn = b.z.pfn_of(i);
             let block = pfn >> PAGEBLOCK_ORDER;
@@ -574,7 +564,7 @@ fn mark_thp_run(
             return (len, cur, prev);
         }
         let next_mt = if cached {
-            MigrateType::from_u8(m[prev as usize].mt()).unwrap_or(MigrateType::Movable)
+            m[prev as usize].mt_type()
         } else {
             pageblocks.mt(zone.pfn_of(prev))
         };

@@ -147,11 +147,7 @@ impl Allocator {
         }
         let mut pcp = slot.pcp.try_lock()?;
         let pi = pindex(order, mt, h.thp_lists);
-        if if RING {
-            pcp.rings[pi].is_empty()
-        } else {
-            pcp.lists[pi].is_empty()
-        } {
+        if pcp.list_empty(pi, RING) {
             return None;
         }
         tune::on_alloc(&mut pcp.st, &self.tune);

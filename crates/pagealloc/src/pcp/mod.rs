@@ -79,6 +79,27 @@ pub(crate) struct Pcp {
 }
 
 impl Pcp {
+    /// Whether list `pi` is empty: one of [`Pcp::rings`] when `ring` ([`Hot::ring_at`]
+    /// its order), else one of the linked `lists`.
+    #[inline(always)]
+    pub(crate) fn list_empty(&self, pi: usize, ring: bool) -> bool {
+        if ring {
+            self.rings[pi].is_empty()
+        } else {
+            self.lists[pi].is_empty()
+        }
+    }
+
+    /// The blocks on list `pi`, a ring when `ring` (as [`Pcp::list_empty`]).
+    #[inline(always)]
+    pub(crate) fn list_len(&self, pi: usize, ring: bool) -> u32 {
+        if ring {
+            self.rings[pi].len()
+        } else {
+            self.lists[pi].len()
+        }
+    }
+
     pub(crate) fn new() -> Pcp {
         Pcp {
             st: PcpState {

@@ -46,16 +46,9 @@ impl Allocator {
         pcp.active = true;
         let pi = pindex(order, mt, slot.hot.thp_lists);
         let ring = slot.hot.ring_at(order);
-        let empty = |p: &Pcp| {
-            if ring {
-                p.rings[pi].is_empty()
-            } else {
-                p.lists[pi].is_empty()
-            }
-        };
-        if empty(pcp) {
+        if pcp.list_empty(pi, ring) {
             self.refill(ps, pcp, PcpList { order, mt, pi }, aflags);
-            if empty(pcp) {
+            if pcp.list_empty(pi, ring) {
                 return None;
             }
         }
