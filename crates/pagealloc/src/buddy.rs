@@ -12,43 +12,31 @@
 //! same order are both free unless they are in pageblocks whose types may not merge (or
 //! merge skipping left them, marked).
 
+mod cluster;
 mod merge_skip;
 
 use crate::access::ZoneLine;
-use crate::cluster::Clusters;
 use crate::config::Config;
-use crate::frame::{MigrateType, MAX_ORDER, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
+use crate::frame::{MigrateType, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED};
 use crate::stats::Stats;
-use crate::zone::{Rec, Zone, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ZONE_BOOSTED_WATERMARK};
+use crate::zone::{
+    Rec, Zone, ZoneGuard, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ZONE_BOOSTED_WATERMARK,
+};
 
 const PB_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 
-/// Free lists of one zone, per order and migratetype. Protected by the zone lock.
-#[derive(Debug)]
-pub(crate) struct FreeArea {
-    pub(crate) lists: [[List; NR_MIGRATETYPES]; NR_ORDERS],
-    /// Free blocks per order, all types (`free_area[o].nr_free`).
-    pub(crate) nr_free: [u64; NR_ORDERS],
-    /// Clusters of the order-0 lists (clustered refill only).
-    pub(crate) clusters: Clusters,
-    /// Merge-skipped frees since the last deferred merge: an upper bound on the frames
-    /// marked merge-skipped, so that [`Buddy::merge_skipped`] returns at once when zero.
-    pub(crate) nr_skipped: u64,
-    /// Pageblock-order blocks put on the free lists merge-skipped since the last merge
-    /// of them (`Config::thp_merge_skip`): an upper bound, 0 when none is marked.
-    pub(crate) nr_skipped_thp: u64,
-}
-
-impl FreeArea {
-    pub(crate) fn new() -> Self {
-        FreeArea {
-            lists: [[List::new(); NR_MIGRATETYPES]; NR_ORDERS],
-            nr_free: [0; NR_ORDERS],
-            clusters: Clusters::default(),
-            nr_skipped: 0,
-            nr_skipped_thp: 0,
-        }
+impl ZoneGuard<'_> {
+    /// The buddy state under this hold, its events counted for the holder CPU; `SINK` as
+    /// [`Buddy`]'s.
+    #[inline]
+    pub(crate) fn buddy<'b, const SINK: bool>(
+        &'b mut self,
+        m: &'b [PageMeta],
+        cfg: &'b Config,
+    ) -> Buddy<'b, SINK> {
+        let (z, st) = (self.zone, self.st);
+        Buddy::new(z, self, st, m, cfg)
     }
 }
 

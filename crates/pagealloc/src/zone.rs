@@ -13,8 +13,9 @@ mod rec;
 
 pub(crate) use rec::Rec;
 
-use crate::buddy::FreeArea;
+use crate::cluster::Clusters;
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
+use crate::memmap::List;
 use crate::platform::Platform;
 use crate::stats::Stats;
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -91,6 +92,34 @@ impl ZoneCounter {
 impl fmt::Debug for ZoneCounter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.get())
+    }
+}
+
+/// Free lists of one zone, per order and migratetype. Protected by the zone lock.
+#[derive(Debug)]
+pub(crate) struct FreeArea {
+    pub(crate) lists: [[List; NR_MIGRATETYPES]; NR_ORDERS],
+    /// Free blocks per order, all types (`free_area[o].nr_free`).
+    pub(crate) nr_free: [u64; NR_ORDERS],
+    /// Clusters of the order-0 lists (clustered refill only).
+    pub(crate) clusters: Clusters,
+    /// Merge-skipped frees since the last deferred merge: an upper bound on the frames
+    /// marked merge-skipped, so that [`Buddy::merge_skipped`](crate::buddy::Buddy::merge_skipped) returns at once when zero.
+    pub(crate) nr_skipped: u64,
+    /// Pageblock-order blocks put on the free lists merge-skipped since the last merge
+    /// of them (`Config::thp_merge_skip`): an upper bound, 0 when none is marked.
+    pub(crate) nr_skipped_thp: u64,
+}
+
+impl FreeArea {
+    pub(crate) fn new() -> Self {
+        FreeArea {
+            lists: [[List::new(); NR_MIGRATETYPES]; NR_ORDERS],
+            nr_free: [0; NR_ORDERS],
+            clusters: Clusters::default(),
+            nr_skipped: 0,
+            nr_skipped_thp: 0,
+        }
     }
 }
 
@@ -674,20 +703,6 @@ pub(crate) struct ZoneGuard<'a> {
     pub(crate) st: &'a Stats,
     clock: &'a dyn Platform,
     t_acq: u64,
-}
-
-impl ZoneGuard<'_> {
-    /// The buddy state under this hold, its events counted for the holder CPU; `SINK` as
-    /// [`Buddy`](crate::buddy::Buddy)'s.
-    #[inline]
-    pub(crate) fn buddy<'b, const SINK: bool>(
-        &'b mut self,
-        m: &'b [crate::memmap::PageMeta],
-        cfg: &'b crate::Config,
-    ) -> crate::buddy::Buddy<'b, SINK> {
-        let (z, st) = (self.zone, self.st);
-        crate::buddy::Buddy::new(z, self, st, m, cfg)
-    }
 }
 
 impl Deref for ZoneGuard<'_> {
