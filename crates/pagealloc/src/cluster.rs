@@ -23,7 +23,7 @@
 //! the cut frames are on no list but still say `Buddy`: a zone-lock holder that would
 //! interpret order-0 `Buddy` states (an order-0 merge, the pageblock scanners
 //! `move_freepages_block` / `scan_pageblock`, the deferred merge) first calls
-//! [`Buddy::settle`], which waits until `Zone::cluster_inflight` (cuts not yet fixed up,
+//! [`Buddy::settle`](crate::buddy::Buddy::settle), which waits until `Zone::cluster_inflight` (cuts not yet fixed up,
 //! raised under the zone lock, lowered with release ordering after the fix-up) is zero —
 //! the RFC's `in_progress` counter. A fixer holds only its own pcp lock and never waits,
 //! so the wait is bounded by one fix-up. The lock holder's own cut, if any, is fixed up
@@ -54,7 +54,7 @@ pub(crate) struct Cut {
     pub(crate) first: u32,
     pub(crate) last: u32,
     pub(crate) len: u32,
-    /// Already fixed up (made `Pcp`) under the zone lock by [`Buddy::settle`].
+    /// Already fixed up (made `Pcp`) under the zone lock by [`Buddy::settle`](crate::buddy::Buddy::settle).
     pub(crate) fixed: bool,
 }
 

@@ -443,7 +443,7 @@ impl Allocator {
     /// The order-0 part of a drain with [`Config::splice_drain`](crate::Config::splice_drain),
     /// zone lock held: `cnt` frames leave `list` in one cut and join the order-0 free
     /// lists, merge-skipped, one splice per run of one migratetype. `end` is the far end
-    /// of the cut, found by [`drain_prewalk`] before the lock.
+    /// of the cut, found by `drain_prewalk` (`drain.rs`) before the lock.
     /// - From the tail (the kernel's order): the last `cnt` frames, from `end`. Runs are
     ///   moved from the tail end first and each goes to its list's head, so every list
     ///   ends up as the page-by-page loop (pop the tail, push the head) would leave it,
@@ -576,7 +576,7 @@ fn mark_thp_run(
 }
 
 /// Before an array pageset's drain takes the zone lock: the plan of its loop (as
-/// [`drain_prewalk`]'s), and a load of the metadata of every block that will leave, its
+/// `drain_prewalk`'s), and a load of the metadata of every block that will leave, its
 /// index read from the ring; with `link`, the order-0 frames are linked into the chain
 /// [`Allocator::drain_ring_splice`] hands over. Reported as unlocked accesses: each ring
 /// line once, each frame as found from it.

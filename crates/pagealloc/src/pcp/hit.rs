@@ -56,7 +56,7 @@
 //! pageset, isolated pageblock, an order the lists do not serve, poisoning, a frame or CPU
 //! out of range) changes nothing and takes the full path, which repeats the checks and
 //! reports errors; a free that must drain or counts a free_high goes to `after_free`. The
-//! switches the hit needs are copied into the pageset's [`Hot`] at build time; it reads
+//! switches the hit needs are copied into the pageset's [`Hot`](super::Hot) at build time; it reads
 //! no [`Config`](crate::Config). Refill and drain, the only places that take the zone
 //! lock, run the rest of [`crate::tune`].
 //!

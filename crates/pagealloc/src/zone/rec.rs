@@ -57,7 +57,7 @@ impl<'a, const SINK: bool> Rec<'a, SINK> {
     }
 
     /// The metadata of frame `pfn`, its address read from the line reported `dep`
-    /// reports earlier (0: computed), as [`Access::dep`].
+    /// reports earlier (0: computed), as [`Access::dep`](crate::access::Access::dep).
     #[inline]
     pub(crate) fn frame_dep(&self, pfn: u64, write: bool, dep: u8) {
         if let Some(t) = self.tally {
