@@ -20,7 +20,7 @@
 //! `sink()` is a constant `None`: every report site compiles away, and the allocator is
 //! instruction for instruction the one without the seam (docs/performance.md, "The
 //! access seam"). With the feature, the PCP hits still have no report sites: installing a
-//! sink turns them off (`Hot::no_hits` in `pcp.rs`), so a reported run's allocations take
+//! sink turns them off (`Hot::no_hits` in `pcp/mod.rs`), so a reported run's allocations take
 //! the zonelist walk and its frees the full path, which do the same work to the lists and
 //! report it; without a sink the hits are those of the build without the feature. The
 //! pageset refills and drains (`rmqueue_bulk`, `free_pcppages_bulk`) test for a sink once
@@ -41,7 +41,9 @@
 //! hand-off, which a lock model charges. A frame's metadata touched several times in one step (order,
 //! type, state, links of one list insertion) is one report.
 
-use crate::zone::Zone;
+// The list reporter that reports nothing, by the path the unit tests name it.
+#[cfg(test)]
+pub(crate) use crate::memmap::NoTouch;
 #[cfg(feature = "access")]
 use alloc::sync::Arc;
 use core::cell::Cell;
@@ -193,173 +195,8 @@ pub(crate) struct Tally {
 
 impl Tally {
     #[inline]
-    fn bump(c: &Cell<u64>, n: u64) {
+    pub(crate) fn bump(c: &Cell<u64>, n: u64) {
         c.set(c.get() + n);
-    }
-}
-
-/// Where list operations report the frames whose metadata they touch (by metadata index).
-pub(crate) trait Touch {
-    /// Frame at metadata index `idx` read (`write == false`) or written; `dep` as
-    /// [`Access::dep`]: 0, or how many reports back the line holding its address is.
-    fn meta(&mut self, idx: u32, write: bool, dep: u8);
-}
-
-/// Reports nothing: the list operations of the untraced paths compile to what they were.
-pub(crate) struct NoTouch;
-
-impl Touch for NoTouch {
-    #[inline(always)]
-    fn meta(&mut self, _idx: u32, _write: bool, _dep: u8) {}
-}
-
-/// Reports for one zone, under its lock (`tally` given) or not.
-///
-/// `SINK`: whether a sink may be installed. `true` (the default), each report site tests
-/// the zone's sink; `false`, the caller has tested that none is (`Tracer::on`, once per
-/// operation or zone-lock trip) and every report site compiles away, leaving the tally
-/// counts: the code is the build's without the `access` feature.
-pub(crate) struct Rec<'a, const SINK: bool = true> {
-    pub(crate) z: &'a Zone,
-    pub(crate) tally: Option<&'a Tally>,
-}
-
-impl<'a, const SINK: bool> Rec<'a, SINK> {
-    /// Under the zone lock: counted and, with a sink, reported.
-    #[inline]
-    pub(crate) fn locked(z: &'a Zone, tally: &'a Tally) -> Rec<'a, SINK> {
-        Rec {
-            z,
-            tally: Some(tally),
-        }
-    }
-    /// Without the zone lock: reported to a sink only.
-    #[inline]
-    pub(crate) fn unlocked(z: &'a Zone) -> Rec<'a, SINK> {
-        Rec { z, tally: None }
-    }
-
-    /// The installed sink, if `SINK` says there may be one.
-    #[inline(always)]
-    fn sink(&self) -> Option<&'a dyn AccessSink> {
-        if SINK {
-            self.z.trace.sink()
-        } else {
-            None
-        }
-    }
-
-    /// Whether the accesses are made with the zone lock held.
-    #[inline]
-    fn is_locked(&self) -> bool {
-        self.tally.is_some()
-    }
-
-    /// The metadata of frame `pfn`, its address computed (PFN arithmetic).
-    #[inline]
-    pub(crate) fn frame(&self, pfn: u64, write: bool) {
-        self.frame_dep(pfn, write, 0);
-    }
-
-    /// The metadata of frame `pfn`, its address read from the line reported `dep`
-    /// reports earlier (0: computed), as [`Access::dep`].
-    #[inline]
-    pub(crate) fn frame_dep(&self, pfn: u64, write: bool, dep: u8) {
-        if let Some(t) = self.tally {
-            Tally::bump(&t.meta, 1);
-            Tally::bump(&t.lines, 1);
-        }
-        if let Some(s) = self.sink() {
-            emit_frame(s, pfn, write, self.is_locked(), dep);
-        }
-    }
-
-    /// The pageblock-type entry of the pageblock holding `pfn`.
-    #[inline]
-    pub(crate) fn pageblock(&self, pfn: u64, write: bool) {
-        if let Some(t) = self.tally {
-            Tally::bump(&t.lines, 1);
-        }
-        if let Some(s) = self.sink() {
-            emit_pageblock(s, pfn, write, self.is_locked());
-        }
-    }
-
-    /// A line of the zone.
-    #[inline]
-    pub(crate) fn zone(&self, line: ZoneLine, write: bool) {
-        if let Some(t) = self.tally {
-            Tally::bump(&t.lines, 1);
-        }
-        if let Some(s) = self.sink() {
-            emit_zone(s, self.z.idx as u16, line, write, self.is_locked());
-        }
-    }
-
-    /// A line of the pageset of (`cpu`, this zone): a list head or [`PCP_HEADER`].
-    #[inline]
-    pub(crate) fn pcp(&self, cpu: usize, list: u8, write: bool) {
-        if let Some(t) = self.tally {
-            Tally::bump(&t.lines, 1);
-        }
-        if let Some(s) = self.sink() {
-            emit_pcp(
-                s,
-                cpu as u32,
-                self.z.idx as u16,
-                list,
-                write,
-                self.is_locked(),
-            );
-        }
-    }
-
-    /// The line of the ring buffer of list `list` holding buffer slot `slot` (array
-    /// pagesets).
-    #[inline]
-    pub(crate) fn pcp_array(&self, cpu: usize, list: u8, slot: u32, write: bool) {
-        if let Some(t) = self.tally {
-            Tally::bump(&t.lines, 1);
-        }
-        if let Some(s) = self.sink() {
-            emit_pcp_array(
-                s,
-                cpu as u32,
-                self.z.idx as u16,
-                list,
-                slot / 16,
-                write,
-                self.is_locked(),
-            );
-        }
-    }
-
-    /// The counts of `frames` [`Rec::frame_dep`] reports and `others` reports of other
-    /// lines ([`Rec::pageblock`], [`Rec::pcp_array`], …) at once, for a caller that
-    /// reports nothing else to a sink (`SINK` false or none installed): a loop's counts
-    /// in one update instead of one per step.
-    #[inline]
-    pub(crate) fn counted(&self, frames: u64, others: u64) {
-        debug_assert!(self.sink().is_none());
-        if let Some(t) = self.tally {
-            Tally::bump(&t.meta, frames);
-            Tally::bump(&t.lines, frames + others);
-        }
-    }
-
-    /// `n` pages moved under the lock.
-    #[inline]
-    pub(crate) fn moved(&self, n: u64) {
-        if let Some(t) = self.tally {
-            Tally::bump(&t.pages, n);
-        }
-    }
-}
-
-impl<const SINK: bool> Touch for Rec<'_, SINK> {
-    #[inline]
-    fn meta(&mut self, idx: u32, write: bool, dep: u8) {
-        self.frame_dep(self.z.pfn_of(idx), write, dep);
     }
 }
 
@@ -370,7 +207,7 @@ impl<const SINK: bool> Touch for Rec<'_, SINK> {
 
 #[cold]
 #[inline(never)]
-fn emit_frame(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool, dep: u8) {
+pub(crate) fn emit_frame(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool, dep: u8) {
     s.access(Access {
         line: Line::Frame(pfn),
         write,
@@ -381,7 +218,7 @@ fn emit_frame(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool, dep: u8) 
 
 #[cold]
 #[inline(never)]
-fn emit_pageblock(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool) {
+pub(crate) fn emit_pageblock(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool) {
     s.access(Access {
         line: Line::Pageblock(pfn),
         write,
@@ -392,7 +229,7 @@ fn emit_pageblock(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool) {
 
 #[cold]
 #[inline(never)]
-fn emit_zone(s: &dyn AccessSink, zone: u16, line: ZoneLine, write: bool, locked: bool) {
+pub(crate) fn emit_zone(s: &dyn AccessSink, zone: u16, line: ZoneLine, write: bool, locked: bool) {
     s.access(Access {
         line: Line::Zone { zone, line },
         write,
@@ -403,7 +240,14 @@ fn emit_zone(s: &dyn AccessSink, zone: u16, line: ZoneLine, write: bool, locked:
 
 #[cold]
 #[inline(never)]
-fn emit_pcp(s: &dyn AccessSink, cpu: u32, zone: u16, list: u8, write: bool, locked: bool) {
+pub(crate) fn emit_pcp(
+    s: &dyn AccessSink,
+    cpu: u32,
+    zone: u16,
+    list: u8,
+    write: bool,
+    locked: bool,
+) {
     s.access(Access {
         line: Line::Pcp { cpu, zone, list },
         write,
@@ -414,7 +258,7 @@ fn emit_pcp(s: &dyn AccessSink, cpu: u32, zone: u16, list: u8, write: bool, lock
 
 #[cold]
 #[inline(never)]
-fn emit_pcp_array(
+pub(crate) fn emit_pcp_array(
     s: &dyn AccessSink,
     cpu: u32,
     zone: u16,

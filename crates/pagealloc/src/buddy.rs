@@ -12,41 +12,31 @@
 //! same order are both free unless they are in pageblocks whose types may not merge (or
 //! merge skipping left them, marked).
 
-use crate::access::{Rec, ZoneLine};
-use crate::cluster::Clusters;
+mod cluster;
+mod merge_skip;
+
+use crate::access::ZoneLine;
 use crate::config::Config;
-use crate::frame::{MigrateType, MAX_ORDER, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
+use crate::frame::{MigrateType, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED};
 use crate::stats::Stats;
-use crate::zone::{Zone, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ZONE_BOOSTED_WATERMARK};
+use crate::zone::{
+    Rec, Zone, ZoneGuard, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ZONE_BOOSTED_WATERMARK,
+};
 
 const PB_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 
-/// Free lists of one zone, per order and migratetype. Protected by the zone lock.
-#[derive(Debug)]
-pub(crate) struct FreeArea {
-    pub(crate) lists: [[List; NR_MIGRATETYPES]; NR_ORDERS],
-    /// Free blocks per order, all types (`free_area[o].nr_free`).
-    pub(crate) nr_free: [u64; NR_ORDERS],
-    /// Clusters of the order-0 lists (clustered refill only).
-    pub(crate) clusters: Clusters,
-    /// Merge-skipped frees since the last deferred merge: an upper bound on the frames
-    /// marked merge-skipped, so that [`Buddy::merge_skipped`] returns at once when zero.
-    pub(crate) nr_skipped: u64,
-    /// Pageblock-order blocks put on the free lists merge-skipped since the last merge
-    /// of them (`Config::thp_merge_skip`): an upper bound, 0 when none is marked.
-    pub(crate) nr_skipped_thp: u64,
-}
-
-impl FreeArea {
-    pub(crate) fn new() -> Self {
-        FreeArea {
-            lists: [[List::new(); NR_MIGRATETYPES]; NR_ORDERS],
-            nr_free: [0; NR_ORDERS],
-            clusters: Clusters::default(),
-            nr_skipped: 0,
-            nr_skipped_thp: 0,
-        }
+impl ZoneGuard<'_> {
+    /// The buddy state under this hold, its events counted for the holder CPU; `SINK` as
+    /// [`Buddy`]'s.
+    #[inline]
+    pub(crate) fn buddy<'b, const SINK: bool>(
+        &'b mut self,
+        m: &'b [PageMeta],
+        cfg: &'b Config,
+    ) -> Buddy<'b, SINK> {
+        let (z, st) = (self.zone, self.st);
+        Buddy::new(z, self, st, m, cfg)
     }
 }
 
@@ -182,7 +172,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     pub(crate) fn del_from_list(&mut self, pfn: u64, order: u8) -> MigrateType {
         let i = self.idx(pfn);
         let e = &self.m[i as usize];
-        let mt = MigrateType::from_u8(e.mt()).unwrap_or(MigrateType::Movable);
+        let mt = e.mt_type();
         if order == 0 && self.cfg.clustered_refill {
             self.cluster_removing(i);
         }
@@ -852,7 +842,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         }
         let mut n = 0;
         while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
-            let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
+            let mt = m[i as usize].mt_type();
             self.free_one(self.z.pfn_of(i), order, mt, false);
             n += 1;
         }
@@ -969,7 +959,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         }
         let mut n = 0;
         while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
-            let mt = MigrateType::from_u8(m[i as usize].mt()).unwrap_or(MigrateType::Movable);
+            let mt = m[i as usize].mt_type();
             self.free_one(self.z.pfn_of(i), 0, mt, false);
             n += 1;
         }

@@ -23,7 +23,7 @@
 //! the cut frames are on no list but still say `Buddy`: a zone-lock holder that would
 //! interpret order-0 `Buddy` states (an order-0 merge, the pageblock scanners
 //! `move_freepages_block` / `scan_pageblock`, the deferred merge) first calls
-//! [`Buddy::settle`], which waits until `Zone::cluster_inflight` (cuts not yet fixed up,
+//! [`Buddy::settle`](crate::buddy::Buddy::settle), which waits until `Zone::cluster_inflight` (cuts not yet fixed up,
 //! raised under the zone lock, lowered with release ordering after the fix-up) is zero —
 //! the RFC's `in_progress` counter. A fixer holds only its own pcp lock and never waits,
 //! so the wait is bounded by one fix-up. The lock holder's own cut, if any, is fixed up
@@ -35,11 +35,8 @@
 //! with `slot.len` = run length and `slot.tail` = the run's last entry; live slots +
 //! free slots = all slots; no cut is pending when the zone lock is free.
 
-use crate::access::Touch;
-use crate::buddy::Buddy;
-use crate::frame::{MigrateType, NR_MIGRATETYPES};
-use crate::memmap::{List, PageMeta, State, NIL};
-use crate::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use crate::frame::NR_MIGRATETYPES;
+use crate::memmap::{List, PageMeta, State, Touch, NIL};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -57,7 +54,7 @@ pub(crate) struct Cut {
     pub(crate) first: u32,
     pub(crate) last: u32,
     pub(crate) len: u32,
-    /// Already fixed up (made `Pcp`) under the zone lock by [`Buddy::settle`].
+    /// Already fixed up (made `Pcp`) under the zone lock by [`Buddy::settle`](crate::buddy::Buddy::settle).
     pub(crate) fixed: bool,
 }
 
@@ -293,7 +290,7 @@ pub(crate) fn fix_up<const SINK: bool>(
     m: &[PageMeta],
     cut: &Cut,
     mt_cache: bool,
-    rec: &crate::access::Rec<'_, SINK>,
+    rec: &crate::zone::Rec<'_, SINK>,
 ) {
     let mut i = cut.first;
     // Each frame after the first was read from the previous one's link (reported one
@@ -310,83 +307,6 @@ pub(crate) fn fix_up<const SINK: bool>(
             e.set_mt(z.pageblock_mt(z.pfn_of(i)) as u8);
         }
         i = e.next();
-    }
-}
-
-impl<const SINK: bool> Buddy<'_, SINK> {
-    /// Batch of the zone's pagesets: the cluster size cap.
-    #[inline]
-    pub(crate) fn cluster_cap(&self) -> u32 {
-        self.z.pageset_batch()
-    }
-
-    /// Cluster bookkeeping after `i` joined the order-0 `mt` list.
-    #[inline]
-    pub(crate) fn cluster_inserted(&mut self, i: u32, tail: bool, mt: MigrateType) {
-        let cap = self.cluster_cap();
-        self.inner
-            .free
-            .clusters
-            .on_insert(self.m, i, tail, mt as u8, cap);
-    }
-
-    /// Cluster bookkeeping before `i` leaves an order-0 list.
-    #[inline]
-    pub(crate) fn cluster_removing(&mut self, i: u32) {
-        self.inner.free.clusters.on_remove(self.m, i);
-    }
-
-    /// Cut whole clusters of the order-0 `mt` list, at most `max` frames, for a refill:
-    /// accounts them out of the zone and leaves the cut pending (see the module docs).
-    /// Returns frames and clusters cut.
-    pub(crate) fn cut_clusters(&mut self, mt: MigrateType, max: u32) -> Option<(u32, u32)> {
-        debug_assert!(self.inner.free.clusters.pending.is_none());
-        let free = &mut self.inner.free;
-        let mut r = crate::access::Rec::<SINK>::locked(self.z, &self.inner.tally);
-        r.zone(crate::access::ZoneLine::FreeArea(0), true);
-        let (cut, k) = free
-            .clusters
-            .cut(self.m, &mut free.lists[0][mt as usize], max, &mut r)?;
-        free.nr_free[0] -= cut.len as u64;
-        free.clusters.pending = Some(cut);
-        self.z.cluster_inflight.fetch_add(1, Relaxed);
-        self.account(-(cut.len as i64), mt);
-        let empty = self.inner.free.lists[0][mt as usize].is_empty();
-        self.z.set_nonempty(0, mt, !empty);
-        Some((cut.len, k))
-    }
-
-    /// Wait until no cut frames are between their cut and their fix-up, so that every
-    /// order-0 `Buddy` state is on a free list (the RFC's `in_progress` wait). Call before
-    /// interpreting order-0 `Buddy` states. A cut of this lock holder is fixed up now.
-    #[inline]
-    pub(crate) fn settle(&mut self) {
-        if !self.cfg.clustered_refill {
-            return;
-        }
-        if self.inner.free.clusters.pending.is_none() && self.z.cluster_inflight.load(Acquire) == 0
-        {
-            return;
-        }
-        self.settle_slow();
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn settle_slow(&mut self) {
-        if let Some(cut) = self.inner.free.clusters.pending.as_mut() {
-            if !cut.fixed {
-                let r = crate::access::Rec::<SINK>::locked(self.z, &self.inner.tally);
-                fix_up(self.z, self.m, cut, self.cfg.pcp_migratetype_cache, &r);
-                cut.fixed = true;
-                self.z.cluster_inflight.fetch_sub(1, Release);
-            }
-        }
-        let mut spins = 0u32;
-        while self.z.cluster_inflight.load(Acquire) != 0 {
-            spins += 1;
-            crate::sync::backoff(spins);
-        }
     }
 }
 

@@ -26,9 +26,25 @@
 //! A refill or drain moves frames between a pcp list and the buddy lists holding both
 //! locks (pcp, then zone).
 
-use crate::access::{NoTouch, Touch};
+use crate::frame::MigrateType;
 use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 use core::fmt;
+
+/// Where list operations report the frames whose metadata they touch (by metadata index):
+/// the access seam's [`Rec`](crate::zone::Rec), or [`NoTouch`].
+pub(crate) trait Touch {
+    /// Frame at metadata index `idx` read (`write == false`) or written; `dep` as
+    /// [`Access::dep`](crate::access::Access::dep): 0, or how many reports back the line holding its address is.
+    fn meta(&mut self, idx: u32, write: bool, dep: u8);
+}
+
+/// Reports nothing: the list operations of the untraced paths compile to what they were.
+pub(crate) struct NoTouch;
+
+impl Touch for NoTouch {
+    #[inline(always)]
+    fn meta(&mut self, _idx: u32, _write: bool, _dep: u8) {}
+}
 
 /// "No frame" in a list link.
 pub const NIL: u32 = u32::MAX;
@@ -188,6 +204,13 @@ impl PageMeta {
     #[inline]
     pub fn mt(&self) -> u8 {
         self.mt.load(Relaxed)
+    }
+    /// The migratetype byte as a type, MOVABLE if it names none: a free block's list
+    /// (`get_pageblock_migratetype` is not asked), or a pageset block's cached type
+    /// (`get_pcppage_migratetype`, [`Config::pcp_migratetype_cache`](crate::Config::pcp_migratetype_cache)).
+    #[inline(always)]
+    pub(crate) fn mt_type(&self) -> MigrateType {
+        MigrateType::from_u8(self.mt()).unwrap_or(MigrateType::Movable)
     }
     #[inline]
     pub(crate) fn set_mt(&self, mt: u8) {

@@ -5,7 +5,7 @@
 //! # Design
 //! Everything the kernel's functions read or write on `struct per_cpu_pages` is in
 //! [`PcpState`]; the zone flags they test are in [`ZoneFlags`]; the switches of the series
-//! are in [`Tune`]. The pageset code (`pcp.rs`) calls these with the pcp lock held and acts
+//! are in [`Tune`]. The pageset code (`pcp/`) calls these with the pcp lock held and acts
 //! on the answers (moves pages), so each formula can be table-tested alone against
 //! `docs/mechanisms.md` (§2–§5, cited per function).
 //!

@@ -9,8 +9,13 @@
 //! and read without it by the watermark test, which tolerates stale values as the kernel's
 //! does. `cpu_stats[c]` is written only under the zone lock.
 
-use crate::buddy::FreeArea;
+mod rec;
+
+pub(crate) use rec::Rec;
+
+use crate::cluster::Clusters;
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
+use crate::memmap::List;
 use crate::platform::Platform;
 use crate::stats::Stats;
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -87,6 +92,34 @@ impl ZoneCounter {
 impl fmt::Debug for ZoneCounter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.get())
+    }
+}
+
+/// Free lists of one zone, per order and migratetype. Protected by the zone lock.
+#[derive(Debug)]
+pub(crate) struct FreeArea {
+    pub(crate) lists: [[List; NR_MIGRATETYPES]; NR_ORDERS],
+    /// Free blocks per order, all types (`free_area[o].nr_free`).
+    pub(crate) nr_free: [u64; NR_ORDERS],
+    /// Clusters of the order-0 lists (clustered refill only).
+    pub(crate) clusters: Clusters,
+    /// Merge-skipped frees since the last deferred merge: an upper bound on the frames
+    /// marked merge-skipped, so that [`Buddy::merge_skipped`](crate::buddy::Buddy::merge_skipped) returns at once when zero.
+    pub(crate) nr_skipped: u64,
+    /// Pageblock-order blocks put on the free lists merge-skipped since the last merge
+    /// of them (`Config::thp_merge_skip`): an upper bound, 0 when none is marked.
+    pub(crate) nr_skipped_thp: u64,
+}
+
+impl FreeArea {
+    pub(crate) fn new() -> Self {
+        FreeArea {
+            lists: [[List::new(); NR_MIGRATETYPES]; NR_ORDERS],
+            nr_free: [0; NR_ORDERS],
+            clusters: Clusters::default(),
+            nr_skipped: 0,
+            nr_skipped_thp: 0,
+        }
     }
 }
 
@@ -228,20 +261,37 @@ impl fmt::Debug for Zone {
     }
 }
 
+/// Where a zone lies (`free_area_init_core`'s part of `struct zone`): its index in the
+/// allocator, its node and kind, its span `[start_pfn, end_pfn)` and the pages it manages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ZoneSpan {
+    pub(crate) idx: usize,
+    pub(crate) node: usize,
+    pub(crate) kind: ZoneKind,
+    pub(crate) start_pfn: u64,
+    pub(crate) end_pfn: u64,
+    pub(crate) managed: u64,
+}
+
 impl Zone {
-    #[allow(clippy::too_many_arguments)]
+    /// The zone at `span`, its frames' metadata from index `meta_base` (spaced with
+    /// `meta_spaced`, [`Zone::meta_entries`]), with per-CPU statistics for `ncpus` CPUs and
+    /// lock statistics when `lock_stat`.
     pub(crate) fn new(
-        idx: usize,
-        node: usize,
-        kind: ZoneKind,
-        start_pfn: u64,
-        end_pfn: u64,
+        span: ZoneSpan,
         meta_base: u32,
         meta_spaced: bool,
-        managed: u64,
         ncpus: usize,
         lock_stat: bool,
     ) -> Result<Zone, crate::BuildError> {
+        let ZoneSpan {
+            idx,
+            node,
+            kind,
+            start_pfn,
+            end_pfn,
+            managed,
+        } = span;
         let pb_start = start_pfn & !((1u64 << PAGEBLOCK_ORDER) - 1);
         let nblocks = (end_pfn - pb_start).div_ceil(1 << PAGEBLOCK_ORDER) as usize;
         // Fallible: a layout of many zones and CPUs asks for more than the machine has,
@@ -603,7 +653,7 @@ impl Zone {
     }
 
     /// [`Zone::lock`], its trip marker reported only if `SINK` (false: the caller has
-    /// tested that no access sink is installed, see [`crate::access::Rec`]).
+    /// tested that no access sink is installed, see [`crate::zone::Rec`]).
     #[inline]
     pub(crate) fn lock_t<'a, const SINK: bool>(
         &'a self,
@@ -653,20 +703,6 @@ pub(crate) struct ZoneGuard<'a> {
     pub(crate) st: &'a Stats,
     clock: &'a dyn Platform,
     t_acq: u64,
-}
-
-impl ZoneGuard<'_> {
-    /// The buddy state under this hold, its events counted for the holder CPU; `SINK` as
-    /// [`Buddy`](crate::buddy::Buddy)'s.
-    #[inline]
-    pub(crate) fn buddy<'b, const SINK: bool>(
-        &'b mut self,
-        m: &'b [crate::memmap::PageMeta],
-        cfg: &'b crate::Config,
-    ) -> crate::buddy::Buddy<'b, SINK> {
-        let (z, st) = (self.zone, self.st);
-        crate::buddy::Buddy::new(z, self, st, m, cfg)
-    }
 }
 
 impl Deref for ZoneGuard<'_> {
@@ -850,19 +886,15 @@ mod tests {
         // An unaligned start, a span that is not a whole number of 512-frame groups.
         let (start, pages, base) = (0x1_0000 + 3, 64 * 512 + 100, 77u32);
         for spaced in [false, true] {
-            let z = Zone::new(
-                0,
-                0,
-                ZoneKind::Normal,
-                start,
-                start + pages,
-                base,
-                spaced,
-                pages,
-                1,
-                false,
-            )
-            .expect("a small zone");
+            let span = ZoneSpan {
+                idx: 0,
+                node: 0,
+                kind: ZoneKind::Normal,
+                start_pfn: start,
+                end_pfn: start + pages,
+                managed: pages,
+            };
+            let z = Zone::new(span, base, spaced, 1, false).expect("a small zone");
             let entries = Zone::meta_entries(pages, spaced);
             assert_eq!(entries, pages + if spaced { pages / 512 } else { 0 });
             let mut seen = alloc::vec![false; entries as usize];

@@ -5,6 +5,7 @@ use super::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{AllocError, Frame, Gfp, MigrateType, Pfn, MAX_ORDER};
 use crate::memmap::State;
+use crate::pcp::Pageset;
 #[cfg(feature = "std")] // the poison check
 use crate::sync::atomic::Ordering::Relaxed;
 use crate::topology::ZoneKind;
@@ -354,7 +355,7 @@ impl Allocator {
 
     /// Run `f` on the buddy state of zone `z` with the zone lock held, counting the trip
     /// against `cpu`: the one way the allocator reaches a zone's free lists outside the
-    /// pageset refill/drain paths (which keep the pcp lock too, see `pcp.rs`).
+    /// pageset refill/drain paths (which keep the pcp lock too, see `pcp/`).
     #[inline]
     pub(crate) fn with_buddy<R>(
         &self,
@@ -613,9 +614,13 @@ impl Allocator {
             if let Some(mut pcp) = slot.pcp.try_lock() {
                 while done < n && z.watermark_fast(order, z.wmark(WMARK_LOW), 0, fa) {
                     tune::on_alloc(&mut pcp.st, &self.tune);
-                    let Some(pfn) =
-                        self.take_from_list(cpu, z, slot, &mut pcp, order, mt, ALLOC_KSWAPD)
-                    else {
+                    let Some(pfn) = self.take_from_list(
+                        Pageset { cpu, zone: z, slot },
+                        &mut pcp,
+                        order,
+                        mt,
+                        ALLOC_KSWAPD,
+                    ) else {
                         break;
                     };
                     let f = Frame::new(Pfn(pfn), order);

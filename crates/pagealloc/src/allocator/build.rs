@@ -303,18 +303,15 @@ impl Allocator {
         let mut node_zones: Vec<Vec<usize>> = alloc::vec![Vec::new(); layout.nodes.len()];
         for (node, zl) in layout.zones() {
             let idx = zones.len();
-            let mut z = Zone::new(
+            let span = ZoneSpan {
                 idx,
                 node,
-                zl.kind,
-                zl.start_pfn,
-                zl.end_pfn(),
-                base,
-                spaced,
-                zl.managed(),
-                ncpus,
-                cfg.lock_stat,
-            )?;
+                kind: zl.kind,
+                start_pfn: zl.start_pfn,
+                end_pfn: zl.end_pfn(),
+                managed: zl.managed(),
+            };
+            let mut z = Zone::new(span, base, spaced, ncpus, cfg.lock_stat)?;
             if cfg.own_bitmap {
                 z.enable_own_bitmap()?;
             }

@@ -3,19 +3,8 @@
 use super::{Allocator, BulkFreeError};
 use crate::frame::{Frame, FreeError, MAX_ORDER};
 use crate::memmap::State;
+use crate::pcp::{Hit, Pageset};
 use crate::zone::*;
-
-/// What the PCP hit of a free did.
-enum Hit {
-    /// Freed to the pageset.
-    Done,
-    /// Nothing changed: take the full path.
-    Miss,
-    /// The compare-and-swap found the block in this state, not `Allocated`.
-    Refused(State),
-    /// The block was allocated with this order, not the one given.
-    WrongOrder(u8),
-}
 
 /// The error of a free whose compare-and-swap found `state`.
 #[cold]
@@ -43,21 +32,6 @@ impl Allocator {
     #[inline]
     pub fn free_pages(&self, frame: Frame) -> Result<(), FreeError> {
         self.free_on(self.current_cpu(), frame)
-    }
-
-    /// The metadata entry `i` of a frame of `zone` (`zone.meta_index(pfn)` of a `pfn` the
-    /// zone contains), without a bounds check: the PCP hit's paths index it several times,
-    /// and the length, reloaded after each atomic access, was tested again each time.
-    #[inline(always)]
-    pub(crate) fn meta_in(&self, zone: &Zone, i: u32) -> &crate::memmap::PageMeta {
-        debug_assert!(i >= zone.meta_base && zone.contains(zone.pfn_of(i)));
-        // SAFETY: the build gave each zone the indices `meta_base .. meta_base +
-        // Zone::meta_entries(span)`, one zone after the other from 0, and the store holds
-        // them all (sized from the same sum, or `BuildError::Metadata` for a caller's);
-        // spans, bases and the store are never changed after the build, so no lock guards
-        // them. `i` is the index of a frame of `zone` (the callers' contract, checked above
-        // in debug builds), so it lies in that range.
-        unsafe { self.meta.get_unchecked(i as usize) }
     }
 
     /// Index of the zone containing `pfn`.
@@ -212,100 +186,6 @@ impl Allocator {
         }
     }
 
-    /// The PCP hit of a free (`free_unref_page` with the pageset free): the block's
-    /// zone, the list its pageblock's type picks, the pageset's `try_lock`, then, with the
-    /// lock held, the ownership check (`trusted` skips it) and the commit. Returns
-    /// [`Hit::Miss`], having changed nothing, whenever any other step would run (an
-    /// order the lists do not serve, an isolated pageblock, a busy pageset, poisoning,
-    /// a frame outside every zone or a CPU out of range): the caller then takes the full
-    /// path, which repeats the tests and reports errors. A refused ownership check is
-    /// [`Hit::Refused`] or [`Hit::WrongOrder`], the pageset unlocked and the frame
-    /// untouched.
-    ///
-    /// The check comes after the lock, not before: the lock's read-modify-write has
-    /// already drained the store buffer, so the compare-and-swap right behind it finds
-    /// nothing to wait for. Its strength is unchanged: it is the same compare-and-swap
-    /// on the frame's state, `Allocated -> Freeing`, and only after it succeeded and the
-    /// order matched does the frame become `Pcp`.
-    #[inline(always)]
-    fn free_hit<const RINGS: bool>(&self, cpu: usize, frame: Frame, trusted: bool) -> Hit {
-        let (pfn, order) = (frame.pfn.0, frame.order);
-        let Some(zi) = self.zone_of(pfn) else {
-            return Hit::Miss;
-        };
-        if cpu >= self.cpus.len() {
-            return Hit::Miss;
-        }
-        let z = &self.zones[zi];
-        let i = z.meta_index(pfn);
-        // Not `slot_hit`: without the bounds test here the lab's bulk order-9 put took 27
-        // instead of 22 ns, with 2 instructions fewer (docs/performance.md, "The 2-thread
-        // order-9 puts").
-        let slot = self.slot(cpu, zi);
-        // `allows` bounds the order (no bit above MAX_ORDER); poisoning writes the block,
-        // which the full path does before taking the lock.
-        if RINGS && slot.hot.hit_allows::<true>(order) && !slot.hot.poison {
-            return self.free_hit_rest::<true>(cpu, z, slot, pfn, i, order, trusted);
-        }
-        if !slot.hot.hit_allows::<false>(order) || slot.hot.poison {
-            return Hit::Miss;
-        }
-        self.free_hit_rest::<false>(cpu, z, slot, pfn, i, order, trusted)
-    }
-
-    /// The rest of [`Allocator::free_hit`] once the order is known to be cached, on linked
-    /// lists (`RING` false) or rings; `i` is `z.meta_index(pfn)`.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn free_hit_rest<const RING: bool>(
-        &self,
-        cpu: usize,
-        z: &crate::zone::Zone,
-        slot: &crate::pcp::PcpSlot,
-        pfn: u64,
-        i: u32,
-        order: u8,
-        trusted: bool,
-    ) -> Hit {
-        if trusted && (pfn & ((1u64 << order) - 1) != 0 || pfn + (1u64 << order) > z.end_pfn) {
-            return Hit::Miss;
-        }
-        // The order was tested by the caller.
-        let Some((mt, pb_mt)) = crate::pcp::pcp_free_types_allowed(z, pfn) else {
-            return Hit::Miss;
-        };
-        let Some(mut pcp) = slot.pcp.try_lock() else {
-            return Hit::Miss;
-        };
-        if RING && order == 0 && z.own_bitmap() {
-            // `Config::own_bitmap`: the ownership is the bit; nothing of the frame's
-            // metadata is read or written. A clear bit takes the full path, which finds
-            // the exact error.
-            if !z.own_take(pfn) && !trusted {
-                return Hit::Miss;
-            }
-        } else if !trusted {
-            let e = self.meta_in(z, i);
-            if let Err(state) = e.begin_free() {
-                return Hit::Refused(state);
-            }
-            let allocated = e.order();
-            if allocated != order {
-                // Back to its owner untouched, as in `claim_for_free`.
-                e.end_free_refused();
-                if allocated == 0 && z.own_bitmap() {
-                    // `Config::own_bitmap`: the full path tells an allocated order-0
-                    // block from one on a ring.
-                    return Hit::Miss;
-                }
-                return Hit::WrongOrder(allocated);
-            }
-        }
-        // No sink is installed: with one, no order takes the hit (`Hot::no_hits`).
-        self.commit_free::<RING, false>(cpu, z, slot, &mut pcp, i, order, mt, pb_mt);
-        Hit::Done
-    }
-
     /// [`Allocator::free_on`] past the PCP hit: the checks with their errors, then
     /// `free_unref_page` (which may find the pageset busy or the block for the zone).
     #[inline(never)]
@@ -403,7 +283,7 @@ impl Allocator {
             match held.as_mut() {
                 Some((_, pcp)) => {
                     let i = z.meta_index(pfn);
-                    self.commit_free_any(cpu, z, slot, pcp, i, f.order, mt, pb)
+                    self.commit_free_any(Pageset { cpu, zone: z, slot }, pcp, i, f.order, mt, pb)
                 }
                 None => self.free_to_zone(cpu, z, pfn, f.order),
             }

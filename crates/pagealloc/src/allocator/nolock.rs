@@ -33,7 +33,7 @@ use super::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{AllocError, Frame, FreeError, MigrateType, Pfn, MAX_ORDER};
 use crate::memmap::NIL;
-use crate::pcp::{pcp_free_types, pindex};
+use crate::pcp::{pcp_free_types, pindex, Pageset};
 use crate::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use crate::topology::ZoneKind;
 use crate::tune;
@@ -105,7 +105,13 @@ impl Allocator {
                     if !pcp.lists[pi].is_empty() {
                         tune::on_alloc(&mut pcp.st, &self.tune);
                         // Not empty: `take_from_list` pops without a refill.
-                        return self.take_from_list(cpu, z, slot, &mut pcp, order, mt, 0);
+                        return self.take_from_list(
+                            Pageset { cpu, zone: z, slot },
+                            &mut pcp,
+                            order,
+                            mt,
+                            0,
+                        );
                     }
                 }
                 None => st.nolock_trylock_fail.add_shared(1),
@@ -157,7 +163,14 @@ impl Allocator {
                         probe.count += 1 << order;
                         if tune::on_free(&mut probe, order, z.tune_flags(), &self.tune).drain <= 0 {
                             let i = z.meta_index(pfn);
-                            self.commit_free_any(cpu, z, slot, &mut pcp, i, order, mt, pb_mt);
+                            self.commit_free_any(
+                                Pageset { cpu, zone: z, slot },
+                                &mut pcp,
+                                i,
+                                order,
+                                mt,
+                                pb_mt,
+                            );
                             return Ok(());
                         }
                     }

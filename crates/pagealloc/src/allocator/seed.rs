@@ -21,6 +21,7 @@
 
 use super::Allocator;
 use crate::frame::{MigrateType, NR_PCPTYPES};
+use crate::pcp::{Pageset, PcpList};
 use crate::stats::PcpInfo;
 use crate::tune;
 use crate::zone::{WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH, ZONE_BOOSTED_WATERMARK};
@@ -138,8 +139,13 @@ impl Allocator {
                 while left > 0 {
                     // One zone-lock hold per chunk, as large as a refill can be.
                     let n = left.min(1 << 16) as i32;
-                    let got =
-                        self.rmqueue_bulk(cpu, z, l.order, n, &mut pcp, pi, l.mt, WMARK_LOW as u32);
+                    let ps = Pageset { cpu, zone: z, slot };
+                    let pl = PcpList {
+                        order: l.order,
+                        mt: l.mt,
+                        pi,
+                    };
+                    let got = self.rmqueue_bulk(ps, &mut pcp, pl, n, WMARK_LOW as u32);
                     if got <= 0 {
                         break;
                     }

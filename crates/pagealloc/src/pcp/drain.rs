@@ -1,0 +1,404 @@
+//! Drain: blocks handed back from a pageset to its zone. `free_pcppages_bulk` in the
+//! kernel's form (list tails, round robin, one zone-lock hold), what calls it (the free
+//! that crosses `high`, `drain_pages_zone`, the tick's `decay_pcp_high` and remote-node
+//! expiry), and the frame-by-frame free shared by every form. The drains of the
+//! switches that change no policy (spliced, paired, array) are in `drain_fast.rs` and
+//! are entered from [`Allocator::free_pcppages_bulk`]'s loop.
+
+use super::drain_fast::Order0Drain;
+use super::{next_nonempty, order_of, Pageset, Pcp, PcpSlot, NR_PCP_LISTS};
+use crate::access::PCP_HEADER;
+use crate::allocator::Allocator;
+use crate::buddy::Buddy;
+use crate::frame::{MigrateType, PAGEBLOCK_ORDER, THP_ORDER};
+use crate::memmap::{List, PageMeta, State, NIL};
+use crate::tune;
+use crate::zone::{Rec, Zone, ZONE_BELOW_HIGH};
+
+impl Allocator {
+    /// The cold end of `free_unref_page_commit`: count a free_high, drain.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn after_free(
+        &self,
+        cpu: usize,
+        zone: &Zone,
+        slot: &PcpSlot,
+        pcp: &mut Pcp,
+        d: tune::FreeDecision,
+        pi: usize,
+    ) {
+        if d.free_high {
+            slot.stats.free_high.add(1);
+        }
+        if d.drain <= 0 {
+            return;
+        }
+        let mut n = d.drain;
+        if self.cfg.thp_drain_high && order_of(pi) == THP_ORDER {
+            // Down to half of `high`, from this THP list only: one zone trip for many
+            // blocks (`Config::thp_drain_high`).
+            let len = pcp.list_len(pi, slot.hot.ring_at(THP_ORDER));
+            let down = (pcp.st.count - pcp.st.high / 2).min((len as i32) << THP_ORDER);
+            n = n.max(down);
+        }
+        // `Config::drain_newest`: in a long run of frees (`free_count` at its ceiling,
+        // `batch << SCALE`, which only frees raise and every allocation halves), the
+        // order-0 frames leave from the list heads, the ones freed last.
+        let newest = self.cfg.drain_newest
+            && !d.free_high
+            && pcp.st.free_count >= tune::shl_sat(pcp.st.batch, self.tune.scale);
+        self.drain_pcp(Pageset { cpu, zone, slot }, pcp, n, pi, newest);
+        if zone.has_flag(ZONE_BELOW_HIGH)
+            && zone.watermark_ok(
+                0,
+                zone.wmark(crate::zone::WMARK_HIGH),
+                0,
+                self.cfg.highatomic_free_accounting,
+            )
+        {
+            zone.clear_flag(ZONE_BELOW_HIGH);
+        }
+        self.reclaim_progress(zone);
+    }
+
+    /// `free_pcppages_bulk` (docs/mechanisms.md §3.6): `n` pages from the list tails, round robin from
+    /// list `start`, under one zone-lock hold.
+    pub(crate) fn free_pcppages_bulk(&self, ps: Pageset<'_>, pcp: &mut Pcp, n: i32, start: usize) {
+        self.drain_pcp(ps, pcp, n, start, false);
+    }
+
+    /// [`Allocator::free_pcppages_bulk`]; with `newest` (`Config::drain_newest`, linked
+    /// pagesets only) the order-0 frames leave from the heads of their lists, the most
+    /// recently freed first, instead of the tails. Higher orders leave from the tails.
+    ///
+    /// The access seam is tested once, here: the drain runs a copy whose report sites
+    /// are compiled in (a sink is installed) or compiled away.
+    fn drain_pcp(&self, ps: Pageset<'_>, pcp: &mut Pcp, n: i32, start: usize, newest: bool) {
+        if ps.zone.trace.on() {
+            self.drain_pcp_t::<true>(ps, pcp, n, start, newest)
+        } else {
+            self.drain_pcp_t::<false>(ps, pcp, n, start, newest)
+        }
+    }
+
+    /// [`Allocator::drain_pcp`], reported when `SINK` (as [`Rec`]'s).
+    #[inline(always)]
+    fn drain_pcp_t<const SINK: bool>(
+        &self,
+        ps: Pageset<'_>,
+        pcp: &mut Pcp,
+        n: i32,
+        start: usize,
+        newest: bool,
+    ) {
+        let Pageset { cpu, zone, slot } = ps;
+        let mut n = n.min(pcp.st.count);
+        if n <= 0 {
+            return;
+        }
+        if slot.hot.ring() {
+            return self.drain_rings::<SINK>(ps, pcp, n, start);
+        }
+        let m = &self.meta[..];
+        let moved_before = pcp.st.count;
+        let splice = self.cfg.splice_drain && self.cfg.merge_skip;
+        let firsts = if splice {
+            drain_prewalk::<SINK>(cpu, zone, pcp, n, start, newest, m)
+        } else {
+            [NIL; NR_PCP_LISTS]
+        };
+        let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
+        let isolated = zone.has_isolated_pageblocks();
+        let mut b = g.buddy::<SINK>(m, &self.cfg);
+        if self.cfg.clustered_refill {
+            // A drain's order-0 frees open fresh clusters: a drain of one batch of one
+            // migratetype becomes one cluster.
+            b.inner.free.clusters.start_fresh();
+        }
+        // Checked under the lock: with an isolated pageblock or merging required, every
+        // frame goes through `free_order0` as usual.
+        let splice = splice && !isolated && b.can_skip_merge();
+        // Not with an isolated pageblock, nor when drained huge pages are merge-skipped.
+        let pairs =
+            self.cfg.drain_pairs && !isolated && !self.cfg.thp_merge_skip && !self.cfg.thp_splice;
+        // Huge pages merge-skipped in runs (`thp_splice`): as `drain_one` would free
+        // each of them, with the same checks.
+        let thp_splice =
+            self.cfg.thp_splice && self.cfg.merge_skip && !isolated && b.can_skip_merge();
+        let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
+        while n > 0 && pcp.st.count > 0 {
+            // With `Config::own_bitmap` the order-0 lists are rings, the others linked.
+            pi = next_nonempty(pi, |p| pcp.lists[p].is_empty() && pcp.rings[p].is_empty());
+            let k = order_of(pi);
+            b.rec().pcp(cpu, pi as u8, true);
+            if k == 0 && !pcp.rings[pi].is_empty() {
+                let how = if splice {
+                    Order0Drain::Spliced
+                } else {
+                    Order0Drain::OneByOne { isolated }
+                };
+                n = self.drain_ring0(cpu, &mut b, pcp, pi, n, how);
+                continue;
+            }
+            if splice && k == 0 {
+                let cnt = pcp.lists[pi].len().min(n as u32);
+                debug_assert!(firsts[pi] != NIL);
+                self.drain_splice(&mut b, &mut pcp.lists[pi], firsts[pi], cnt, newest);
+                if newest {
+                    slot.stats.drain_newest.add(cnt as u64);
+                }
+                n -= cnt as i32;
+                pcp.st.count -= cnt as i32;
+                continue;
+            }
+            if thp_splice && k == PAGEBLOCK_ORDER {
+                n = self.drain_thp_splice(&mut b, pcp, pi, n);
+                continue;
+            }
+            if newest && k == 0 {
+                while let Some(i) = pcp.lists[pi].pop_head_t(m, &mut b.rec()) {
+                    n -= 1;
+                    pcp.st.count -= 1;
+                    b.rec().moved(1);
+                    slot.stats.drain_newest.add(1);
+                    self.drain_one(&mut b, zone.pfn_of(i), &m[i as usize], 0, isolated);
+                    if n <= 0 {
+                        break;
+                    }
+                }
+                continue;
+            }
+            if pairs && k > 0 {
+                n = self.drain_list_pairs(&mut b, pcp, pi, k, n);
+                continue;
+            }
+            let prefetch = self.cfg.drain_prefetch && k > 0;
+            while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
+                n -= 1 << k;
+                pcp.st.count -= 1 << k;
+                b.rec().moved(1 << k);
+                if prefetch {
+                    prefetch_next_buddy(zone, &pcp.lists[pi], k, m);
+                }
+                self.drain_one(&mut b, zone.pfn_of(i), &m[i as usize], k, isolated);
+                if n <= 0 {
+                    break;
+                }
+            }
+        }
+        b.rec().pcp(cpu, PCP_HEADER, true);
+        drop(g);
+        slot.stats.pcp_drain.add(1);
+        slot.stats
+            .pcp_drain_pages
+            .add((moved_before - pcp.st.count) as u64);
+    }
+
+    /// One frame of a drain, zone lock held: its migratetype (the one cached in the page
+    /// with `pcp_migratetype_cache` and no isolated pageblock, else the pageblock's), its
+    /// state handed back to the buddy, and the buddy free (`free_order0` skips the merge
+    /// with `merge_skip`). Shared by the linked and the array pagesets' drains.
+    #[inline(always)]
+    pub(super) fn drain_one<const SINK: bool>(
+        &self,
+        b: &mut Buddy<'_, SINK>,
+        pfn: u64,
+        e: &PageMeta,
+        k: u8,
+        isolated: bool,
+    ) {
+        // `Config::own_bitmap`: an order-0 frame's cached type was not written by its
+        // free; the pageblock's is looked up.
+        let cached = self.cfg.pcp_migratetype_cache && !(k == 0 && b.z.own_bitmap());
+        let mt = drained_mt(b, cached && !isolated, pfn, e);
+        e.set_state_flags(State::Tail, 0);
+        if k == 0 {
+            b.free_order0(pfn, mt);
+        } else if k == PAGEBLOCK_ORDER
+            && (self.cfg.thp_merge_skip || self.cfg.thp_splice)
+            && self.cfg.merge_skip
+            && !isolated
+            && mt.is_mergeable()
+            && b.can_skip_merge()
+        {
+            b.free_skip_merge_thp(pfn, mt);
+        } else {
+            b.free_one(pfn, k, mt, false);
+        }
+    }
+
+    /// `drain_pages_zone` (docs/mechanisms.md §5.4): empty one CPU's pageset of a zone, in chunks of
+    /// `batch << SCALE` (6.10+) or in one hold (≤ 6.9).
+    pub(crate) fn drain_pages_zone(&self, cpu: usize, zone: &Zone) {
+        let slot = self.slot(cpu, zone.idx);
+        loop {
+            let mut pcp = slot.pcp.lock();
+            let c = pcp.st.count;
+            if c <= 0 {
+                break;
+            }
+            let n = if self.cfg.chunked_drain {
+                c.min(tune::shl_sat(pcp.st.batch.max(1), self.tune.scale))
+            } else {
+                c
+            };
+            slot.stats.drain_cpu.add(1);
+            self.free_pcppages_bulk(Pageset { cpu, zone, slot }, &mut pcp, n, 0);
+            // A chunk that freed nothing would repeat forever: stop (never expected).
+            if !self.cfg.chunked_drain || pcp.st.count >= c {
+                break;
+            }
+        }
+        self.reclaim_progress(zone);
+    }
+
+    /// The per-CPU part of `refresh_cpu_vm_stats` (docs/mechanisms.md §5.2, §5.3): decay `high`, return
+    /// the excess, and drain remote-node pcps idle for 3 ticks. True if work remains.
+    pub(crate) fn tick_zone(&self, cpu: usize, zone: &Zone) -> bool {
+        let slot = self.slot(cpu, zone.idx);
+        let mut pcp = slot.pcp.lock();
+        let d = match &self.cfg.policy {
+            None => tune::decay(&mut pcp.st, &self.tune),
+            Some(p) => crate::policy::decay(
+                &*p.0,
+                &mut pcp.st,
+                &self.policy_zone(zone, zone.tune_flags()),
+                &self.tune,
+            ),
+        };
+        let mut todo = d.todo;
+        if d.excess > 0 && self.cfg.decay_batched {
+            // 6.18.7 (fc4b909c368f): the excess goes back `batch` pages per
+            // `free_pcppages_bulk` (one zone-lock trip each), the pcp lock dropped between
+            // chunks; the amount is fixed before the first, as the kernel's `to_drain`.
+            let batch = pcp.st.batch.max(1);
+            let mut left = d.excess;
+            loop {
+                let n = left.min(batch);
+                slot.stats.decay_drain.add(1);
+                self.free_pcppages_bulk(Pageset { cpu, zone, slot }, &mut pcp, n, 0);
+                left -= n;
+                if left <= 0 {
+                    break;
+                }
+                drop(pcp);
+                pcp = slot.pcp.lock();
+            }
+        } else if d.excess > 0 {
+            slot.stats.decay_drain.add(1);
+            self.free_pcppages_bulk(Pageset { cpu, zone, slot }, &mut pcp, d.excess, 0);
+        }
+        if pcp.active {
+            pcp.expire = 3;
+            pcp.active = false;
+        }
+        if pcp.expire != 0 && pcp.st.count != 0 {
+            if zone.node == self.cpus[cpu].node {
+                pcp.expire = 0;
+            } else {
+                pcp.expire -= 1;
+                todo = true;
+                if pcp.expire == 0 {
+                    let n = pcp.st.count.min(pcp.st.batch);
+                    slot.stats.expire_drain.add(1);
+                    self.free_pcppages_bulk(Pageset { cpu, zone, slot }, &mut pcp, n, 0);
+                }
+            }
+        }
+        pcp.settle_resize();
+        drop(pcp);
+        self.reclaim_progress(zone);
+        todo
+    }
+}
+
+/// The migratetype a drain frees block `pfn` (metadata `e`) with, zone lock held: the
+/// type cached in its page when `cached` (`get_pcppage_migratetype`), else its
+/// pageblock's (`get_pfnblock_migratetype`, reported).
+#[inline(always)]
+pub(super) fn drained_mt<const SINK: bool>(
+    b: &Buddy<'_, SINK>,
+    cached: bool,
+    pfn: u64,
+    e: &PageMeta,
+) -> MigrateType {
+    if cached {
+        e.mt_type()
+    } else {
+        b.pb_mt(pfn)
+    }
+}
+
+/// Before a spliced drain takes the zone lock: the plan of `free_pcppages_bulk`'s loop
+/// (lists round robin from `start`, each emptied until `n` pages are out), and for each
+/// order-0 list the first of the frames that will leave it, found by walking back from
+/// the tail. The walk reads each leaving frame's metadata once, under the pcp lock only
+/// (the frames are the pageset's), so the locked part finds them in cache. Reported as
+/// unlocked reads. `NIL` for lists the drain does not reach or that are not order 0.
+/// With `newest` (`Config::drain_newest`) the order-0 frames leave from the head: the
+/// walk goes forward from the head and returns the last of them.
+fn drain_prewalk<const SINK: bool>(
+    cpu: usize,
+    zone: &Zone,
+    pcp: &Pcp,
+    n: i32,
+    start: usize,
+    newest: bool,
+    m: &[crate::memmap::PageMeta],
+) -> [u32; NR_PCP_LISTS] {
+    let mut firsts = [NIL; NR_PCP_LISTS];
+    let r = Rec::<SINK>::unlocked(zone);
+    let mut left = n;
+    for step in 0..NR_PCP_LISTS {
+        if left <= 0 {
+            break;
+        }
+        let pi = (start + step) % NR_PCP_LISTS;
+        let l = &pcp.lists[pi];
+        let k = order_of(pi);
+        let ring = pcp.rings[pi].len();
+        if ring > 0 {
+            // An order-0 ring (`Config::own_bitmap`): drained without a walk.
+            let blocks = (left as u32).div_ceil(1 << k).min(ring);
+            left -= (blocks << k) as i32;
+            continue;
+        }
+        let Some(mut i) = (if newest { l.head() } else { l.tail() }) else {
+            continue;
+        };
+        if k != 0 {
+            let blocks = (left as u32).div_ceil(1 << k).min(l.len());
+            left -= (blocks << k) as i32;
+            continue;
+        }
+        let cnt = l.len().min(left as u32);
+        r.pcp(cpu, pi as u8, false);
+        // the tail was read from the list head, each next frame from the one before
+        r.frame_dep(zone.pfn_of(i), false, 1);
+        for _ in 1..cnt {
+            let e = &m[i as usize];
+            i = if newest { e.next() } else { e.prev() };
+            r.frame_dep(zone.pfn_of(i), false, 1);
+        }
+        firsts[pi] = i;
+        left -= cnt as i32;
+    }
+    firsts
+}
+
+/// [`Config::drain_prefetch`](crate::Config::drain_prefetch), zone lock held: the order-`k`
+/// (`k ≥ 1`) `list` has just lost its tail to the drain; a prefetch of the metadata line of
+/// the buddy of the block that leaves next (its address computed from the new tail's
+/// index), which `__free_one_page` will read and, when the buddy is free, write. Its miss
+/// then overlaps the merge of the block in hand. A hint: nothing is read, decided or
+/// reported.
+#[inline(always)]
+pub(super) fn prefetch_next_buddy(zone: &Zone, list: &List, k: u8, m: &[crate::memmap::PageMeta]) {
+    if let Some(next) = list.tail() {
+        let b = zone.pfn_of(next) ^ (1u64 << k);
+        if zone.contains(b) {
+            crate::sync::prefetch(&m[zone.meta_index(b) as usize]);
+        }
+    }
+}
