@@ -16,10 +16,14 @@
 
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase};
+use super::registry::{scaled, Entry};
 use super::{
     check_cpus, check_nonzero, check_order, invalid, share, CpuScript, MigrateKind, Op, OpCounts,
     Params, ScoreKind, Slot, Workload, WorkloadError,
 };
+
+/// The registry entry of high_order_stress: no seed machine, the desktop default.
+pub(super) const ENTRY: Entry = Entry::new(NAME, |n, s, o| scaled(n, s, o, HighOrderStress::new));
 
 define_params! {
     /// Parameters of high_order_stress.

@@ -23,11 +23,16 @@
 //! every 10 MiB (160 chunks); that round trip is not modelled.
 
 use super::params::define_params;
+use super::registry::{scaled, Entry};
 use super::stream::{parts_of, Part, StreamShape};
 use super::{
     check_nonzero, check_order, invalid, CpuScript, OpCounts, Params, ScoreKind, Workload,
     WorkloadError, PAGE_SIZE,
 };
+
+/// The registry entry of lmbench: the seed measured it on Ice Lake, 2 sockets.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, Lmbench::new)).seed_machine("icx-2s-128");
 
 define_params! {
     /// Parameters of lmbench.

@@ -17,11 +17,16 @@
 //! in the sender's own buffer beyond the peer's window are not modelled.
 
 use super::params::define_params;
+use super::registry::{scaled, Entry};
 use super::stream::{order_for, parts_of, Part, StreamShape};
 use super::{
     check_nonzero, invalid, CpuScript, OpCounts, Params, ScoreKind, Workload, WorkloadError,
     MAX_ORDER,
 };
+
+/// The registry entry of netperf: the seed measured it on Ice Lake, 2 sockets.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, Netperf::new)).seed_machine("icx-2s-128");
 
 define_params! {
     /// Parameters of netperf.

@@ -8,10 +8,15 @@
 
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase};
+use super::registry::{scaled, Entry};
 use super::{
     check_cpus, check_nonzero, check_order, invalid, CpuScript, MigrateKind, Op, OpCounts, Params,
     ScoreKind, Slot, Workload, WorkloadError,
 };
+
+/// The registry entry of parallel_free: the seed measured it on a 4-socket Skylake of 768 CPUs.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, ParallelFree::new)).seed_machine("skx-4s-768");
 
 define_params! {
     /// Parameters of parallel_free.

@@ -13,10 +13,15 @@ use std::collections::VecDeque;
 use super::page_fault1::{FaultLoop, PageFault1Params};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
+use super::registry::{scaled, Entry};
 use super::{
     check_cpus, check_nonzero, invalid, CpuGroup, CpuScript, MigrateKind, Op, OpCounts, Params,
     Rng, ScoreKind, Slot, Workload, WorkloadError,
 };
+
+/// The registry entry of thp_mix: the seed measured it on Skylake, 2 sockets.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, ThpMix::new)).seed_machine("skx-2s-112");
 
 define_params! {
     /// Parameters of thp_mix.
