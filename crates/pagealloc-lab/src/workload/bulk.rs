@@ -8,9 +8,9 @@
 
 use std::collections::VecDeque;
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
-use super::registry::{scaled, Entry};
 use super::{
     check_nonzero, CpuScript, MigrateKind, OpCounts, Params, Rng, ScoreKind, Slot, Workload,
     WorkloadError,

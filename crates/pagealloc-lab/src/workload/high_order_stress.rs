@@ -14,9 +14,9 @@
 //! The spec's two runs are `interval_ns` = 100 ms and 1 ms. Score: the success rate in
 //! %; the executors report the time per success from their latency records.
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase};
-use super::registry::{scaled, Entry};
 use super::{
     check_cpus, check_nonzero, check_order, invalid, share, CpuScript, MigrateKind, Op, OpCounts,
     Params, ScoreKind, Slot, Workload, WorkloadError,

@@ -68,9 +68,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use super::entry::{scaled, DefaultCpus, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
-use super::registry::{scaled, DefaultCpus, Entry};
 use super::{
     check_nonzero, check_order, invalid, share, CpuScript, MigrateKind, Op, OpCounts, Params, Rng,
     ScoreKind, Slot, Workload, WorkloadError,

@@ -22,8 +22,8 @@
 //! when the queue is empty. bw_unix's reader also writes a control word to the writer
 //! every 10 MiB (160 chunks); that round trip is not modelled.
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
-use super::registry::{scaled, Entry};
 use super::stream::{parts_of, Part, StreamShape};
 use super::{
     check_nonzero, check_order, invalid, CpuScript, OpCounts, Params, ScoreKind, Workload,

@@ -16,8 +16,8 @@
 //! queued sleeps until the next message arrives. The few messages SCTP can also hold
 //! in the sender's own buffer beyond the peer's window are not modelled.
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
-use super::registry::{scaled, Entry};
 use super::stream::{order_for, parts_of, Part, StreamShape};
 use super::{
     check_nonzero, invalid, CpuScript, OpCounts, Params, ScoreKind, Workload, WorkloadError,

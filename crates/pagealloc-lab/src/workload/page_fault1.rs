@@ -12,9 +12,9 @@
 
 use std::collections::VecDeque;
 
+use super::entry::{make, scaled, Entry, Scale};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
-use super::registry::{make, scaled, Entry, Scale};
 use super::{
     check_nonzero, check_order, invalid, CpuScript, MigrateKind, OpCounts, Params, Rng, ScoreKind,
     Slot, Workload, WorkloadError,

@@ -6,9 +6,9 @@
 //! order and exits. The other CPUs only pass the barrier: they are idle, leaving the
 //! zone lock to the exiting tasks. Score: 100 / time to free; the freed pages are the work.
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase};
-use super::registry::{scaled, Entry};
 use super::{
     check_cpus, check_nonzero, check_order, invalid, CpuScript, MigrateKind, Op, OpCounts, Params,
     ScoreKind, Slot, Workload, WorkloadError,

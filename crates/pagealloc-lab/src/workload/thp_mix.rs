@@ -10,10 +10,10 @@
 
 use std::collections::VecDeque;
 
+use super::entry::{scaled, Entry};
 use super::page_fault1::{FaultLoop, PageFault1Params};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
-use super::registry::{scaled, Entry};
 use super::{
     check_cpus, check_nonzero, invalid, CpuGroup, CpuScript, MigrateKind, Op, OpCounts, Params,
     Rng, ScoreKind, Slot, Workload, WorkloadError,

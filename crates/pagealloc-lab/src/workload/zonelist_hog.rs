@@ -24,9 +24,9 @@
 
 use std::collections::VecDeque;
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase, Program};
-use super::registry::{scaled, Entry};
 use super::{
     check_cpus, check_nonzero, invalid, share, CpuScript, MigrateKind, Op, OpCounts, Params, Rng,
     ScoreKind, Slot, Workload, WorkloadError,
