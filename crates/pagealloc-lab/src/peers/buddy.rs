@@ -40,11 +40,7 @@ impl BuddySource {
         Ok(BuddySource {
             alloc,
             frames,
-            memory: if memory {
-                Some(Memory::new(NAME, frames)?)
-            } else {
-                None
-            },
+            memory: Memory::wanted(memory, NAME, frames)?,
         })
     }
 }

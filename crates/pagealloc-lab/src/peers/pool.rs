@@ -36,11 +36,7 @@ impl PoolSource {
         Ok(PoolSource {
             free,
             frames,
-            memory: if memory {
-                Some(Memory::new(NAME, frames)?)
-            } else {
-                None
-            },
+            memory: Memory::wanted(memory, NAME, frames)?,
         })
     }
 }

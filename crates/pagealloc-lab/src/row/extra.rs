@@ -52,7 +52,11 @@ pub const EXTRA: &[ExtraKey] = &[
         "µs or ns",
         "a statistic of the histogram",
     ),
-    k("{alloc|free}_{lat|call}_tail_pct", "%", "share of the time in the top 1 % of samples"),
+    k(
+        "{alloc|free}_{lat|call}_tail_pct",
+        "%",
+        "share of the summed time that values above the p99 carry",
+    ),
     // The thread executor.
     k("alloc_free_s", "s", "time in allocator calls"),
     k("touch_s", "s", "time writing blocks"),
