@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::workload::{OpCounts, Workload};
 
+pub mod extra;
+
+pub use extra::Extra;
+
 /// A workload result (one config or peer on one machine), with the seeds' columns.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Row {
@@ -87,8 +91,9 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_s: Option<f64>,
     /// Anything else worth keeping (per-group scores, counters…), name → value.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub extra: std::collections::BTreeMap<String, f64>,
+    /// Every key is declared in [`extra::EXTRA`].
+    #[serde(default, skip_serializing_if = "Extra::is_empty")]
+    pub extra: Extra,
     /// A row of several runs (`--runs`) or seeds (`--seeds`): each metric's raw value in
     /// every one of them, in run order ([`crate::stats::METRICS`]); the metric's field
     /// holds their mean.
@@ -236,12 +241,7 @@ impl LatencyStats {
 
     /// Writes the summary into `extra` as `<prefix>_count`, `<prefix>_{avg,p50,p99,p999,
     /// max}_<unit>` and `<prefix>_tail_pct`.
-    pub fn insert(
-        &self,
-        extra: &mut std::collections::BTreeMap<String, f64>,
-        prefix: &str,
-        unit: LatUnit,
-    ) {
+    pub fn insert(&self, extra: &mut Extra, prefix: &str, unit: LatUnit) {
         let (div, u) = match unit {
             LatUnit::Us => (1e3, "us"),
             LatUnit::Ns => (1.0, "ns"),

@@ -40,11 +40,7 @@ impl BuddySource {
         Ok(BuddySource {
             alloc,
             frames,
-            memory: if memory {
-                Some(Memory::new(NAME, frames)?)
-            } else {
-                None
-            },
+            memory: Memory::wanted(memory, NAME, frames)?,
         })
     }
 }
@@ -79,20 +75,8 @@ impl PageSource for BuddySource {
         Ok(())
     }
 
-    fn touch(&self, block: Block) {
-        if let Some(m) = &self.memory {
-            m.touch(block);
-        }
-    }
-
-    fn copy(&self, block: Block, buf: &mut [u8], into_block: bool) {
-        if let Some(m) = &self.memory {
-            m.copy(block, buf, into_block);
-        }
-    }
-
-    fn has_memory(&self) -> bool {
-        self.memory.is_some()
+    fn memory(&self) -> Option<&Memory> {
+        self.memory.as_ref()
     }
 
     fn handle_space(&self) -> HandleSpace {

@@ -35,6 +35,18 @@ impl Drop for Memory {
 }
 
 impl Memory {
+    /// [`Memory::new`] when `wanted`, else no mapping: a source's optional backing.
+    ///
+    /// # Errors
+    /// As [`Memory::new`].
+    pub fn wanted(
+        wanted: bool,
+        source: &'static str,
+        frames: u64,
+    ) -> Result<Option<Self>, SourceError> {
+        wanted.then(|| Memory::new(source, frames)).transpose()
+    }
+
     /// Maps `frames` frames (THP-backed where the kernel allows) and writes one byte per
     /// page so every frame is present before a run.
     ///

@@ -253,24 +253,41 @@ pub trait PageSource: fmt::Debug + Send + Sync {
     /// [`SourceError::Broken`] when the source refuses it (a double free…).
     fn free(&self, cpu: usize, block: Block) -> Result<(), SourceError>;
 
-    /// Writes every byte of `block` (a page fault's zeroing, a copy). A no-op for sources
-    /// without memory behind their blocks.
-    fn touch(&self, block: Block);
+    /// The lab's mapping behind the blocks, for sources whose handles are frame numbers
+    /// into it: the defaults of [`PageSource::touch`], [`PageSource::copy`] and
+    /// [`PageSource::has_memory`] use it. `None` (the default): no mapping, or memory
+    /// the source reaches its own way (and overrides those three for).
+    fn memory(&self) -> Option<&Memory> {
+        None
+    }
 
-    /// Copies `buf` into the first `buf.len()` bytes of `block` (`into_block`: a socket's
-    /// copy from user space) or those bytes of `block` into `buf` (a copy to user space).
-    /// `buf` is at most the block's size. Sources with memory override this; the default
-    /// writes the whole block instead ([`PageSource::touch`]) or, out of the block, does
-    /// nothing.
-    fn copy(&self, block: Block, buf: &mut [u8], into_block: bool) {
-        let _ = buf;
-        if into_block {
-            self.touch(block);
+    /// Writes every byte of `block` (a page fault's zeroing, a copy). The default writes
+    /// it in [`PageSource::memory`], and is a no-op for sources without memory behind
+    /// their blocks.
+    fn touch(&self, block: Block) {
+        if let Some(m) = self.memory() {
+            m.touch(block);
         }
     }
 
-    /// Whether [`PageSource::touch`] really writes memory.
-    fn has_memory(&self) -> bool;
+    /// Copies `buf` into the first `buf.len()` bytes of `block` (`into_block`: a socket's
+    /// copy from user space) or those bytes of `block` into `buf` (a copy to user space).
+    /// `buf` is at most the block's size. The default copies in [`PageSource::memory`];
+    /// without it, it writes the whole block instead ([`PageSource::touch`]) or, out of
+    /// the block, does nothing.
+    fn copy(&self, block: Block, buf: &mut [u8], into_block: bool) {
+        match self.memory() {
+            Some(m) => m.copy(block, buf, into_block),
+            None if into_block => self.touch(block),
+            None => {}
+        }
+    }
+
+    /// Whether [`PageSource::touch`] really writes memory; by default, whether
+    /// [`PageSource::memory`] is there.
+    fn has_memory(&self) -> bool {
+        self.memory().is_some()
+    }
 
     /// How handles are to be read, for the executor's check of every returned block.
     fn handle_space(&self) -> HandleSpace;

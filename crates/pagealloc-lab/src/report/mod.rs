@@ -12,7 +12,10 @@
 pub mod job;
 pub mod plot;
 pub mod published;
+pub mod section;
 pub mod sim;
+
+pub use section::{Mode, Section};
 
 use std::fmt::Write as _;
 

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use indicatif::ProgressBar;
 use pagealloc::Config;
 
-use super::job::{Mode, Section};
 use super::ReportError;
+use super::{Mode, Section};
 use crate::sim::calibrate::{self, PUBLISHED_KBUILD, PUBLISHED_SWEEP};
 use crate::sim::{compare, Machine, SimOptions};
 use crate::workload::{self, Scale};

@@ -26,27 +26,17 @@ use super::{compare, CostModel, Headroom, Machine, SimError, SimOptions};
 use crate::workload::{self, Scale};
 use crate::Row;
 
-/// kbuild's `compute_ns_per_page` fitted to the published table (§4.2 of
-/// docs/sim-cost-model.md): 5500 ns of work per page, of which `fault_ns` (1500 on SPR)
-/// is charged by the cost model at each fault; the simulator runs kbuild with it unless
-/// `-p` overrides it.
-pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 4000;
-
-/// kbuild's free memory at the start of the build, MiB above the high watermark of each
-/// zone (the headroom model, docs/sim-cost-model.md §3; fitted, §4.2, to the published
-/// table's patch7 → patch9 step, the one step that depends on it.
-pub const KBUILD_HEADROOM_MIB: u64 = 6000;
+pub use crate::workload::{KBUILD_COMPUTE_NS_PER_PAGE, KBUILD_HEADROOM_MIB};
 
 /// `overrides` with the simulator's calibrated workload parameters put first (so the
-/// caller's own values win): kbuild's [`KBUILD_COMPUTE_NS_PER_PAGE`].
+/// caller's own values win): the workload's [`workload::Entry::calibrated`], e.g.
+/// kbuild's [`KBUILD_COMPUTE_NS_PER_PAGE`].
 pub fn calibrated(workload: &str, overrides: &[(String, String)]) -> Vec<(String, String)> {
-    let mut v = Vec::new();
-    if workload == "kbuild" {
-        v.push((
-            "compute_ns_per_page".to_owned(),
-            KBUILD_COMPUTE_NS_PER_PAGE.to_string(),
-        ));
-    }
+    let mut v: Vec<(String, String)> = workload::entry(workload)
+        .map_or(&[][..], |e| e.calibrated)
+        .iter()
+        .map(|(k, value)| ((*k).to_owned(), value.to_string()))
+        .collect();
     v.extend(overrides.iter().cloned());
     v
 }

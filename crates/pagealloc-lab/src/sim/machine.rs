@@ -19,6 +19,7 @@
 use pagealloc::Layout;
 
 use super::host::HostShape;
+use crate::workload::DefaultCpus;
 
 /// Bytes per GiB.
 const GIB: u64 = 1 << 30;
@@ -660,26 +661,22 @@ impl Machine {
         )
     }
 
-    /// The CPUs a workload runs on by default: kbuild is `make -j<CPUs per socket>` on
-    /// socket 0 (the spec's `make -j112` on one socket); every other workload uses the
-    /// whole machine and takes what its parameters need.
+    /// The CPUs `workload` runs on by default, as its registry entry says
+    /// ([`crate::workload::Entry::cpus`]): kbuild is `make -j<CPUs per socket>` on socket
+    /// 0 (the spec's `make -j112` on one socket); every other workload uses the whole
+    /// machine and takes what its parameters need.
     pub fn default_workload_cpus(&self, workload: &str) -> u32 {
-        match workload {
-            "kbuild" => self.cpus_per_socket(),
-            _ => self.cpus,
+        match crate::workload::entry(workload).map(|e| e.cpus) {
+            Some(DefaultCpus::Socket) => self.cpus_per_socket(),
+            Some(DefaultCpus::Machine) | None => self.cpus,
         }
     }
 
-    /// The machine the seed measurements ran `workload` on (the simulator's default).
+    /// The machine the seed measurements ran `workload` on (the simulator's default), as
+    /// its registry entry says ([`crate::workload::Entry::seed_machine`]); an unknown
+    /// workload gets the desktop.
     pub fn seed_for(workload: &str) -> Machine {
-        let name = match workload {
-            "kbuild" | "batch_sweep" => "spr-2s-224",
-            "netperf" | "lmbench" | "bulk" => "icx-2s-128",
-            "page_fault1" | "page_fault1_thp" | "thp_mix" => "skx-2s-112",
-            "parallel_free" => "skx-4s-768",
-            "zonelist_hog" => "sn2-28n-56",
-            _ => "desktop-8",
-        };
+        let name = crate::workload::entry(workload).map_or("desktop-8", |e| e.seed_machine);
         Machine::by_name(name).expect("the seed machines are described")
     }
 }
@@ -687,6 +684,33 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_workload_has_a_seed_machine_and_default_cpus() {
+        for e in crate::workload::ENTRIES {
+            let m = Machine::seed_for(e.name);
+            assert_eq!(m.name, e.seed_machine, "{}: machine not described", e.name);
+            let cpus = m.default_workload_cpus(e.name);
+            assert!((1..=m.cpus).contains(&cpus), "{}: {cpus} CPUs", e.name);
+        }
+        // The seeds' machines, as the seed measurements name them.
+        for (w, m) in [
+            ("kbuild", "spr-2s-224"),
+            ("batch_sweep", "spr-2s-224"),
+            ("netperf", "icx-2s-128"),
+            ("lmbench", "icx-2s-128"),
+            ("bulk", "icx-2s-128"),
+            ("page_fault1", "skx-2s-112"),
+            ("page_fault1_thp", "skx-2s-112"),
+            ("thp_mix", "skx-2s-112"),
+            ("parallel_free", "skx-4s-768"),
+            ("zonelist_hog", "sn2-28n-56"),
+            ("high_order_stress", "desktop-8"),
+            ("no_such_workload", "desktop-8"),
+        ] {
+            assert_eq!(Machine::seed_for(w).name, m, "{w}");
+        }
+    }
 
     #[test]
     fn every_machine_builds_a_valid_layout() {

@@ -153,11 +153,12 @@ impl fmt::Display for Headroom {
 }
 
 /// The headroom a workload runs with unless told otherwise, MiB above the high
-/// watermark: kbuild's fitted [`calibrate::KBUILD_HEADROOM_MIB`] (the published
-/// patch9 row differs from patch7, which BELOW_HIGH can only do if the zone went below
-/// its high watermark during the build); every other workload: all memory free.
+/// watermark, as its registry entry says ([`crate::workload::Entry::headroom_mib`]):
+/// kbuild's fitted [`calibrate::KBUILD_HEADROOM_MIB`] (the published patch9 row differs
+/// from patch7, which BELOW_HIGH can only do if the zone went below its high watermark
+/// during the build); every other workload: all memory free.
 pub fn default_headroom_mib(workload: &str) -> Option<u64> {
-    (workload == "kbuild").then_some(calibrate::KBUILD_HEADROOM_MIB)
+    crate::workload::entry(workload).and_then(|e| e.headroom_mib)
 }
 
 impl SimOptions {

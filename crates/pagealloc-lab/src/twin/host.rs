@@ -1,14 +1,14 @@
 //! What the twin reads from the host: `/proc/zoneinfo`, the `vm` sysctls, the CPU
 //! topology and which CPUs this process may use.
 
-use std::io;
 use std::path::Path;
 
 use pagealloc::Config;
 
 use pagealloc::os::sysfs::HostTopology;
-use pagealloc::os::zoneinfo::{KernelZoneinfo, ZoneinfoError, PROC_ZONEINFO};
+use pagealloc::os::zoneinfo::{KernelZoneinfo, PROC_ZONEINFO};
 
+pub use super::layout::read_zoneinfo;
 use super::layout::{HostCpuDesc, VmSysctls};
 use super::{TwinError, TwinWorkload};
 
@@ -45,19 +45,6 @@ impl Host {
             cpus: HostCpuDesc::from_topology(&topo),
         })
     }
-}
-
-/// Reads and parses a zoneinfo file with the twin's error kinds.
-///
-/// # Errors
-/// See [`Host::read`].
-pub fn read_zoneinfo(path: &Path) -> Result<KernelZoneinfo, TwinError> {
-    KernelZoneinfo::read_from(path).map_err(|e| match &e {
-        ZoneinfoError::Io { source, .. } if source.kind() != io::ErrorKind::NotFound => {
-            TwinError::Denied(e.to_string())
-        }
-        _ => TwinError::Unsupported(e.to_string()),
-    })
 }
 
 /// Refuses a kernel without PCP high auto-tuning.

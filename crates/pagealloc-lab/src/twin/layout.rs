@@ -15,10 +15,11 @@
 //! `/sys/kernel/mm/transparent_hugepage/enabled` says (it decides whether order 9 is
 //! cached on the pagesets).
 
+use std::io;
 use std::path::Path;
 
 use pagealloc::os::sysfs::HostTopology;
-use pagealloc::os::zoneinfo::KernelZoneinfo;
+use pagealloc::os::zoneinfo::{KernelZoneinfo, ZoneinfoError};
 use pagealloc::{Config, CpuLayout, Layout, NodeLayout, ZoneKind, ZoneLayout};
 use serde::{Deserialize, Serialize};
 
@@ -239,6 +240,20 @@ pub fn build_from_file(
     vm: &VmSysctls,
     cpus: &[HostCpuDesc],
 ) -> Result<BuiltLayout, TwinError> {
-    let zi = super::host::read_zoneinfo(path)?;
+    let zi = read_zoneinfo(path)?;
     build(&zi, vm, cpus)
+}
+
+/// Reads and parses a zoneinfo file with the twin's error kinds.
+///
+/// # Errors
+/// [`TwinError::Denied`] for a file that exists but cannot be read,
+/// [`TwinError::Unsupported`] for a missing or unparsable one.
+pub fn read_zoneinfo(path: &Path) -> Result<KernelZoneinfo, TwinError> {
+    KernelZoneinfo::read_from(path).map_err(|e| match &e {
+        ZoneinfoError::Io { source, .. } if source.kind() != io::ErrorKind::NotFound => {
+            TwinError::Denied(e.to_string())
+        }
+        _ => TwinError::Unsupported(e.to_string()),
+    })
 }

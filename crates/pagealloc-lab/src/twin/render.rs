@@ -194,11 +194,11 @@ pub fn write_files(r: &TwinReport, dir: &Path) -> Result<Vec<PathBuf>, String> {
 /// The report's twin section: `page_fault1` for a few seconds on this machine, when it
 /// allows it; otherwise the section says why not. Never fails the report.
 pub fn report_section(
-    mode: crate::report::job::Mode,
+    mode: crate::report::Mode,
     out: &Path,
     pb: &indicatif::ProgressBar,
-) -> crate::report::job::Section {
-    use crate::report::job::{Mode, Section};
+) -> crate::report::Section {
+    use crate::report::{Mode, Section};
     let mut s = Section {
         id: "twin".into(),
         title: "Live-kernel twin: page_fault1 on this kernel and on pagealloc".into(),

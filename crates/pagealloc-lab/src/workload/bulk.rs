@@ -8,12 +8,17 @@
 
 use std::collections::VecDeque;
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
 use super::{
     check_nonzero, CpuScript, MigrateKind, OpCounts, Params, Rng, ScoreKind, Slot, Workload,
     WorkloadError,
 };
+
+/// The registry entry of bulk (the bulk-API micro-benchmark): the seed measured it on Ice Lake, 2 sockets.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, Bulk::new)).seed_machine("icx-2s-128");
 
 define_params! {
     /// Parameters of bulk.

@@ -14,12 +14,16 @@
 //! The spec's two runs are `interval_ns` = 100 ms and 1 ms. Score: the success rate in
 //! %; the executors report the time per success from their latency records.
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase};
 use super::{
     check_cpus, check_nonzero, check_order, invalid, share, CpuScript, MigrateKind, Op, OpCounts,
     Params, ScoreKind, Slot, Workload, WorkloadError,
 };
+
+/// The registry entry of high_order_stress: no seed machine, the desktop default.
+pub(super) const ENTRY: Entry = Entry::new(NAME, |n, s, o| scaled(n, s, o, HighOrderStress::new));
 
 define_params! {
     /// Parameters of high_order_stress.

@@ -68,12 +68,32 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use super::entry::{scaled, DefaultCpus, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
 use super::{
     check_nonzero, check_order, invalid, share, CpuScript, MigrateKind, Op, OpCounts, Params, Rng,
     ScoreKind, Slot, Workload, WorkloadError,
 };
+
+/// The registry entry of kbuild: the seed measured it on Sapphire Rapids, 2 sockets, as `make -j112`
+/// on one socket; the simulator runs it with its calibrated compute and headroom.
+pub(super) const ENTRY: Entry = Entry::new(NAME, |n, s, o| scaled(n, s, o, Kbuild::new))
+    .seed_machine("spr-2s-224")
+    .cpus(DefaultCpus::Socket)
+    .headroom_mib(KBUILD_HEADROOM_MIB)
+    .calibrated(&[("compute_ns_per_page", KBUILD_COMPUTE_NS_PER_PAGE)]);
+
+/// kbuild's `compute_ns_per_page` fitted to the published table (§4.2 of
+/// docs/sim-cost-model.md): 5500 ns of work per page, of which `fault_ns` (1500 on SPR)
+/// is charged by the cost model at each fault; the simulator runs kbuild with it unless
+/// `-p` overrides it.
+pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 4000;
+
+/// kbuild's free memory at the start of the build, MiB above the high watermark of each
+/// zone (the headroom model, docs/sim-cost-model.md §3; fitted, §4.2, to the published
+/// table's patch7 → patch9 step, the one step that depends on it.
+pub const KBUILD_HEADROOM_MIB: u64 = 6000;
 
 define_params! {
     /// Parameters of kbuild.

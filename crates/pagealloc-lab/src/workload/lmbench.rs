@@ -22,12 +22,17 @@
 //! when the queue is empty. bw_unix's reader also writes a control word to the writer
 //! every 10 MiB (160 chunks); that round trip is not modelled.
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::stream::{parts_of, Part, StreamShape};
 use super::{
     check_nonzero, check_order, invalid, CpuScript, OpCounts, Params, ScoreKind, Workload,
     WorkloadError, PAGE_SIZE,
 };
+
+/// The registry entry of lmbench: the seed measured it on Ice Lake, 2 sockets.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, Lmbench::new)).seed_machine("icx-2s-128");
 
 define_params! {
     /// Parameters of lmbench.

@@ -59,6 +59,7 @@
 mod counts;
 pub mod driver;
 mod dry_run;
+mod entry;
 mod params;
 mod program;
 mod registry;
@@ -80,13 +81,14 @@ use std::fmt;
 pub use counts::OpCounts;
 pub use driver::{Backend, CpuDriver, Flow, Step, TraceEntry, TraceHash};
 pub use dry_run::{dry_run, DryRun, DryRunStats};
+pub use entry::{BuildFn, DefaultCpus, Entry, Scale};
 pub use params::{param_bound, ParamError, Params, PARAM_BOUNDS};
-pub use registry::{build, by_name, names, Scale};
+pub use registry::{build, by_name, entry, names, ENTRIES};
 pub use rng::{cpu_seed, Rng, SplitMix64};
 
 pub use bulk::{Bulk, BulkParams};
 pub use high_order_stress::{HighOrderStress, HighOrderStressParams};
-pub use kbuild::{Kbuild, KbuildParams};
+pub use kbuild::{Kbuild, KbuildParams, KBUILD_COMPUTE_NS_PER_PAGE, KBUILD_HEADROOM_MIB};
 pub use lmbench::{Lmbench, LmbenchParams};
 pub use netperf::{Netperf, NetperfParams};
 pub use page_fault1::{PageFault1, PageFault1Params};

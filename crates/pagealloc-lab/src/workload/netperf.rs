@@ -22,12 +22,17 @@
 //! of those blocks are freed on the sender's CPU (in the softirq that processes the
 //! receiver's ACK), not by the receiver.
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::stream::{order_for, parts_of, Part, StreamShape};
 use super::{
     check_nonzero, invalid, CpuScript, OpCounts, Params, ScoreKind, Workload, WorkloadError,
     MAX_ORDER,
 };
+
+/// The registry entry of netperf: the seed measured it on Ice Lake, 2 sockets.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, Netperf::new)).seed_machine("icx-2s-128");
 
 define_params! {
     /// Parameters of netperf.

@@ -12,12 +12,36 @@
 
 use std::collections::VecDeque;
 
+use super::entry::{make, scaled, Entry, Scale};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
 use super::{
     check_nonzero, check_order, invalid, CpuScript, MigrateKind, OpCounts, Params, Rng, ScoreKind,
     Slot, Workload, WorkloadError,
 };
+
+/// The registry entry of page_fault1: the seed measured it on Skylake, 2 sockets.
+pub(super) const ENTRY: Entry = Entry::new("page_fault1", |n, s, o| {
+    scaled(n, s, o, |p| PageFault1::new(n, p))
+})
+.seed_machine("skx-2s-112");
+
+/// The registry entry of page_fault1_thp: order-9 blocks, on the same machine.
+pub(super) const THP_ENTRY: Entry = Entry::new("page_fault1_thp", |n, s, o| {
+    let params = match s {
+        Scale::Laptop => PageFault1Params::thp(),
+        Scale::Full => PageFault1Params::thp_full_scale(),
+    };
+    make(n, params, o, |p| PageFault1::new(n, p))
+})
+.seed_machine("skx-2s-112");
+
+/// The registry entry of batch_sweep: page_fault1 under the sweep's name, on the
+/// machine of the sweep's seed, Sapphire Rapids, 2 sockets.
+pub(super) const BATCH_SWEEP_ENTRY: Entry = Entry::new("batch_sweep", |n, s, o| {
+    scaled(n, s, o, |p| PageFault1::new(n, p))
+})
+.seed_machine("spr-2s-224");
 
 define_params! {
     /// Parameters of page_fault1, page_fault1_thp and batch_sweep.

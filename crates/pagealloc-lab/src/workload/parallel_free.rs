@@ -6,12 +6,17 @@
 //! order and exits. The other CPUs only pass the barrier: they are idle, leaving the
 //! zone lock to the exiting tasks. Score: 100 / time to free; the freed pages are the work.
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase};
 use super::{
     check_cpus, check_nonzero, check_order, invalid, CpuScript, MigrateKind, Op, OpCounts, Params,
     ScoreKind, Slot, Workload, WorkloadError,
 };
+
+/// The registry entry of parallel_free: the seed measured it on a 4-socket Skylake of 768 CPUs.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, ParallelFree::new)).seed_machine("skx-4s-768");
 
 define_params! {
     /// Parameters of parallel_free.

@@ -1,38 +1,49 @@
 //! The workload registry: names, defaults and `key=value` overrides.
+//!
+//! # Design
+//! Each workload's file declares its [`Entry`]: its name, how to build it, and the
+//! simulator's defaults for it (the machine its seed measurement ran on, the CPUs it
+//! runs on there, its headroom, its calibrated parameters). [`ENTRIES`] lists them, one
+//! line a workload; nothing else in the lab matches on a workload's name to find its
+//! defaults. A new workload is its own file, its `mod` line in `workload/mod.rs`, and
+//! its line in [`ENTRIES`].
 
-use super::{
-    Bulk, BulkParams, HighOrderStress, HighOrderStressParams, Kbuild, KbuildParams, Lmbench,
-    LmbenchParams, Netperf, NetperfParams, PageFault1, PageFault1Params, ParallelFree,
-    ParallelFreeParams, ParamError, Params, ThpMix, ThpMixParams, Workload, WorkloadError,
-    ZonelistHog, ZonelistHogParams,
-};
+use super::entry::{Entry, Scale};
+use super::{Workload, WorkloadError};
 
-/// Which defaults a workload starts from, before overrides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scale {
-    /// About 1–3 s of real allocation work on a 2-core laptop ([`Default`] params).
-    Laptop,
-    /// The spec's scale, for the simulator ([`Params::full_scale`]).
-    Full,
-}
-
-const NAMES: &[&str] = &[
-    "page_fault1",
-    "page_fault1_thp",
-    "kbuild",
-    "netperf",
-    "lmbench",
-    "batch_sweep",
-    "bulk",
-    "high_order_stress",
-    "thp_mix",
-    "parallel_free",
-    "zonelist_hog",
+/// The registered workloads, in the spec's order: one line a workload.
+pub const ENTRIES: &[Entry] = &[
+    super::page_fault1::ENTRY,
+    super::page_fault1::THP_ENTRY,
+    super::kbuild::ENTRY,
+    super::netperf::ENTRY,
+    super::lmbench::ENTRY,
+    super::page_fault1::BATCH_SWEEP_ENTRY,
+    super::bulk::ENTRY,
+    super::high_order_stress::ENTRY,
+    super::thp_mix::ENTRY,
+    super::parallel_free::ENTRY,
+    super::zonelist_hog::ENTRY,
 ];
+
+const NAMES: [&str; ENTRIES.len()] = {
+    let mut names = [""; ENTRIES.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = ENTRIES[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// The registered workload names, in the spec's order.
 pub fn names() -> &'static [&'static str] {
-    NAMES
+    &NAMES
+}
+
+/// The registry entry of workload `name`, if it is registered.
+pub fn entry(name: &str) -> Option<&'static Entry> {
+    ENTRIES.iter().find(|e| e.name == name)
 }
 
 /// Workload `name` at laptop scale, with `overrides` (`(key, value)`) applied.
@@ -55,103 +66,55 @@ pub fn build(
     scale: Scale,
     overrides: &[(String, String)],
 ) -> Result<Box<dyn Workload>, WorkloadError> {
-    match name {
-        "page_fault1" | "batch_sweep" => {
-            let name = if name == "batch_sweep" {
-                "batch_sweep"
-            } else {
-                "page_fault1"
-            };
-            make(name, pick::<PageFault1Params>(scale), overrides, |p| {
-                PageFault1::new(name, p)
-            })
-        }
-        "page_fault1_thp" => {
-            let params = match scale {
-                Scale::Laptop => PageFault1Params::thp(),
-                Scale::Full => PageFault1Params::thp_full_scale(),
-            };
-            make("page_fault1_thp", params, overrides, |p| {
-                PageFault1::new("page_fault1_thp", p)
-            })
-        }
-        "kbuild" => make(
-            "kbuild",
-            pick::<KbuildParams>(scale),
-            overrides,
-            Kbuild::new,
-        ),
-        "netperf" => make(
-            "netperf",
-            pick::<NetperfParams>(scale),
-            overrides,
-            Netperf::new,
-        ),
-        "lmbench" => make(
-            "lmbench",
-            pick::<LmbenchParams>(scale),
-            overrides,
-            Lmbench::new,
-        ),
-        "bulk" => make("bulk", pick::<BulkParams>(scale), overrides, Bulk::new),
-        "high_order_stress" => make(
-            "high_order_stress",
-            pick::<HighOrderStressParams>(scale),
-            overrides,
-            HighOrderStress::new,
-        ),
-        "thp_mix" => make(
-            "thp_mix",
-            pick::<ThpMixParams>(scale),
-            overrides,
-            ThpMix::new,
-        ),
-        "parallel_free" => make(
-            "parallel_free",
-            pick::<ParallelFreeParams>(scale),
-            overrides,
-            ParallelFree::new,
-        ),
-        "zonelist_hog" => make(
-            "zonelist_hog",
-            pick::<ZonelistHogParams>(scale),
-            overrides,
-            ZonelistHog::new,
-        ),
-        _ => Err(WorkloadError::UnknownWorkload {
+    match entry(name) {
+        Some(e) => (e.build)(e.name, scale, overrides),
+        None => Err(WorkloadError::UnknownWorkload {
             name: name.to_owned(),
-            valid: NAMES,
+            valid: names(),
         }),
     }
 }
 
-fn pick<P: Params>(scale: Scale) -> P {
-    match scale {
-        Scale::Laptop => P::default(),
-        Scale::Full => P::full_scale(),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::param_bound;
 
-fn make<P: Params, W: Workload + 'static>(
-    name: &'static str,
-    mut params: P,
-    overrides: &[(String, String)],
-    new: impl FnOnce(P) -> Result<W, WorkloadError>,
-) -> Result<Box<dyn Workload>, WorkloadError> {
-    for (key, value) in overrides {
-        params.set(key, value).map_err(|e| match e {
-            ParamError::UnknownKey => WorkloadError::UnknownParam {
-                workload: name,
-                key: key.clone(),
-                valid: P::KEYS,
-            },
-            ParamError::BadValue(reason) => WorkloadError::InvalidParam {
-                workload: name,
-                key: key.clone(),
-                value: value.clone(),
-                reason,
-            },
-        })?;
+    #[test]
+    fn every_entry_answers_consistently() {
+        for (i, e) in ENTRIES.iter().enumerate() {
+            assert!(!e.name.is_empty(), "entry {i} has no name");
+            assert!(
+                ENTRIES[..i].iter().all(|f| f.name != e.name),
+                "{} is registered twice",
+                e.name
+            );
+            assert_eq!(entry(e.name).map(|f| f.name), Some(e.name));
+            for scale in [Scale::Laptop, Scale::Full] {
+                let w = build(e.name, scale, &[]).unwrap();
+                assert_eq!(w.name(), e.name, "{} builds another workload", e.name);
+            }
+            if let Some(mib) = e.headroom_mib {
+                assert!((1..=1 << 20).contains(&mib), "{}: headroom {mib}", e.name);
+            }
+            // The calibrated parameters are the workload's own keys, within their bounds,
+            // and the workload builds with them.
+            let ov: Vec<(String, String)> = e
+                .calibrated
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.to_string()))
+                .collect();
+            for (k, v) in e.calibrated {
+                let (max, _) =
+                    param_bound(k).unwrap_or_else(|| panic!("{}: {k} unbounded", e.name));
+                assert!((*v as f64) <= max, "{}: {k}={v} above {max}", e.name);
+            }
+            build(e.name, Scale::Full, &ov).unwrap();
+        }
+        assert_eq!(names().len(), ENTRIES.len());
+        assert!(matches!(
+            build("no_such_workload", Scale::Laptop, &[]),
+            Err(WorkloadError::UnknownWorkload { .. })
+        ));
     }
-    Ok(Box::new(new(params)?))
 }

@@ -10,6 +10,7 @@
 
 use std::collections::VecDeque;
 
+use super::entry::{scaled, Entry};
 use super::page_fault1::{FaultLoop, PageFault1Params};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
@@ -17,6 +18,10 @@ use super::{
     check_cpus, check_nonzero, invalid, CpuGroup, CpuScript, MigrateKind, Op, OpCounts, Params,
     Rng, ScoreKind, Slot, Workload, WorkloadError,
 };
+
+/// The registry entry of thp_mix: the seed measured it on Skylake, 2 sockets.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, ThpMix::new)).seed_machine("skx-2s-112");
 
 define_params! {
     /// Parameters of thp_mix.

@@ -24,12 +24,17 @@
 
 use std::collections::VecDeque;
 
+use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase, Program};
 use super::{
     check_cpus, check_nonzero, invalid, share, CpuScript, MigrateKind, Op, OpCounts, Params, Rng,
     ScoreKind, Slot, Workload, WorkloadError,
 };
+
+/// The registry entry of zonelist_hog: the seed measured it on a 28-node SN2.
+pub(super) const ENTRY: Entry =
+    Entry::new(NAME, |n, s, o| scaled(n, s, o, ZonelistHog::new)).seed_machine("sn2-28n-56");
 
 define_params! {
     /// Parameters of zonelist_hog.
