@@ -63,6 +63,8 @@ pub const EXTRA: &[ExtraKey] = &[
     k("alloc_avg_us_order{N}", "µs", "mean allocation call of that order"),
     // The simulator (`sim::run`).
     k("run_cpu_s", "s", "host CPU time the simulation took"),
+    k("{alloc|free}_blocks_o{N}", "", "blocks of order N allocated or freed (`predict`'s events)"),
+    k("{pcp_refill|pcp_drain}_pages", "pages", "pages the pagesets' refills took or drains freed"),
     k("page_ops_per_cpu_s", "1/s", "pages allocated or freed per host CPU second"),
     k("makespan_s", "s", "simulated time until the last CPU finished"),
     k("alloc_time_s", "s", "simulated time in the allocator"),
