@@ -131,6 +131,8 @@ pub(crate) struct Pcp {
     /// `lists` stays empty; with [`Config::own_bitmap`](crate::Config::own_bitmap) the
     /// order-0 lists are; otherwise these stay empty (and unallocated).
     pub(crate) rings: [Ring; NR_PCP_LISTS],
+    /// `Config::pcp_buddy`: the pageblocks this pageset owns (`pcp_buddy.rs`).
+    pub(crate) owned: crate::pcp_buddy::Owned,
 }
 
 /// One list of an array pageset ([`Config::array_pcp`](crate::Config::array_pcp)): the
@@ -284,6 +286,7 @@ impl Pcp {
             resized: false,
             lists: [List::new(); NR_PCP_LISTS],
             rings: core::array::from_fn(|_| Ring::default()),
+            owned: Default::default(),
         }
     }
 }
@@ -340,7 +343,7 @@ impl Hot {
             (orders, 0)
         };
         Hot {
-            orders,
+            orders: crate::pcp_buddy::hit_orders(cfg, orders),
             ring_orders,
             cached: orders | ring_orders,
             rings: cfg.array_pcp,
@@ -685,7 +688,14 @@ impl Allocator {
                 self.nr_pcp_alloc(&mut pcp.st, zone, zf, order);
             }
         }
-        let got = self.rmqueue_bulk(cpu, zone, order, n, pcp, pi, mt, aflags);
+        if self.cfg.pcp_buddy && order < PAGEBLOCK_ORDER {
+            n -= self.pcp_buddy_refill(cpu, zone, slot, pcp, order, mt, n, pi);
+        }
+        let got = if n > 0 {
+            self.rmqueue_bulk(cpu, zone, order, n, pcp, pi, mt, aflags)
+        } else {
+            0
+        };
         pcp.settle_resize();
         if got > 0 {
             let pages = (got as u64) << order;
@@ -881,6 +891,9 @@ impl Allocator {
     /// `free_unref_page` (docs/mechanisms.md §3.1) for a block whose ownership the caller proved.
     #[inline(always)]
     pub(crate) fn free_unref_page(&self, cpu: usize, zone: &Zone, pfn: u64, order: u8) {
+        if self.cfg.pcp_buddy && self.pcp_buddy_free(cpu, zone, pfn, order) {
+            return;
+        }
         let slot = self.slot(cpu, zone.idx);
         let Some((mt, pb_mt)) = pcp_free_types(slot, zone, pfn, order) else {
             return self.free_to_zone(cpu, zone, pfn, order);
@@ -1060,6 +1073,9 @@ impl Allocator {
         start: usize,
         newest: bool,
     ) {
+        if self.cfg.pcp_buddy {
+            return self.pcp_buddy_drain(cpu, zone, slot, n, pcp, start);
+        }
         if zone.trace.on() {
             self.drain_pcp_t::<true>(cpu, zone, slot, n, pcp, start, newest)
         } else {
