@@ -2,9 +2,9 @@
 
 use super::{
     Bulk, BulkParams, HighOrderStress, HighOrderStressParams, Kbuild, KbuildParams, Lmbench,
-    LmbenchParams, Netperf, NetperfParams, PageFault1, PageFault1Params, ParallelFree,
-    ParallelFreeParams, ParamError, Params, ThpMix, ThpMixParams, Workload, WorkloadError,
-    ZonelistHog, ZonelistHogParams,
+    LmbenchParams, MassExit, MassExitParams, Netperf, NetperfParams, PageFault1, PageFault1Params,
+    ParallelFree, ParallelFreeParams, ParamError, Params, Purger, PurgerParams, ThpMix,
+    ThpMixParams, Workload, WorkloadError, ZonelistHog, ZonelistHogParams,
 };
 
 /// Which defaults a workload starts from, before overrides.
@@ -28,6 +28,8 @@ const NAMES: &[&str] = &[
     "thp_mix",
     "parallel_free",
     "zonelist_hog",
+    "purger",
+    "mass_exit",
 ];
 
 /// The registered workload names, in the spec's order.
@@ -117,6 +119,18 @@ pub fn build(
             pick::<ZonelistHogParams>(scale),
             overrides,
             ZonelistHog::new,
+        ),
+        "purger" => make(
+            "purger",
+            pick::<PurgerParams>(scale),
+            overrides,
+            Purger::new,
+        ),
+        "mass_exit" => make(
+            "mass_exit",
+            pick::<MassExitParams>(scale),
+            overrides,
+            MassExit::new,
         ),
         _ => Err(WorkloadError::UnknownWorkload {
             name: name.to_owned(),
