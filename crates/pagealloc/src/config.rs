@@ -508,7 +508,7 @@ config_table! {
     /// Johannes Weiner's RFC "mm: page_alloc: pcp buddy allocator" (April 2026, never
     /// merged): pagesets claim whole pageblocks and split them outside the zone lock,
     /// frees go to the pageblock's owner CPU, drains merge the owner's blocks under the
-    /// pageset lock, refills run four phases (docs/mechanisms.md A.14). Linked pagesets
+    /// pageset lock, refills run four phases (docs/mechanisms.md A.15). Linked pagesets
     /// only (refused with `array_pcp`, `own_bitmap`, `clustered_refill`); off in every
     /// preset.
     pcp_buddy: bool = false, bound any;

@@ -689,9 +689,18 @@ impl Allocator {
             }
         }
         if self.cfg.pcp_buddy && order < PAGEBLOCK_ORDER {
-            n -= self.pcp_buddy_refill(cpu, zone, slot, pcp, order, mt, n, pi);
+            let w = crate::pcp_buddy::Want {
+                cpu,
+                zone,
+                slot,
+                order,
+                mt,
+                pi,
+                n,
+            };
+            n -= self.pcp_buddy_refill(w, pcp);
         }
-        let got = if n > 0 {
+        let got = if n > 0 || !self.cfg.pcp_buddy {
             self.rmqueue_bulk(cpu, zone, order, n, pcp, pi, mt, aflags)
         } else {
             0

@@ -1,6 +1,6 @@
 //! The pcp buddy allocator (`Config::pcp_buddy`): Johannes Weiner's RFC "mm: page_alloc:
 //! pcp buddy allocator" (linux-mm, April 2026, never merged), written from its
-//! description; docs/mechanisms.md A.14 says what the RFC specifies and where this
+//! description; docs/mechanisms.md A.15 says what the RFC specifies and where this
 //! differs.
 //!
 //! # Design
@@ -62,7 +62,7 @@ use alloc::vec::Vec;
 const NO_OWNER: u16 = u16::MAX;
 /// Pageblocks one CPU may own in one zone. The RFC states no limit; ours keeps a
 /// CPU from taking a zone's free pageblocks for itself (each CPU's claims stay within
-/// 4 × 2 MiB) and bounds phase 0's walk. A choice (docs/mechanisms.md A.14).
+/// 4 × 2 MiB) and bounds phase 0's walk. A choice (docs/mechanisms.md A.15).
 pub(crate) const MAX_OWNED: usize = 4;
 /// The largest order the pageset lists keep below the pageblock order
 /// (`PAGE_ALLOC_COSTLY_ORDER`): a claimed block's remainder is kept in blocks of this
@@ -178,6 +178,22 @@ pub(crate) fn check_config(cfg: &crate::Config) -> Result<(), &'static str> {
 /// A block taken for the pageset: head PFN, order, owned (phases 0 and 1).
 type Chunk = (u64, u8, bool);
 
+/// Blocks (head PFN, order) a drain returns.
+type Blocks = Vec<(u64, u8)>;
+
+/// A refill of list `pi` (blocks of `order`, type `mt`) of `cpu`'s pageset of `zone`
+/// with up to `n` blocks, the `rmqueue_bulk` call it comes before.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Want<'a> {
+    pub(crate) cpu: usize,
+    pub(crate) zone: &'a Zone,
+    pub(crate) slot: &'a PcpSlot,
+    pub(crate) order: u8,
+    pub(crate) mt: MigrateType,
+    pub(crate) pi: usize,
+    pub(crate) n: i32,
+}
+
 impl Allocator {
     /// The owner of `pfn`'s pageblock when it is not `cpu`: a free there goes to the
     /// owner (`free_pages_nolock`, which may not wait for that lock, defers it instead).
@@ -214,41 +230,28 @@ impl Allocator {
         true
     }
 
-    /// The refill of list `pi` (`order < PAGEBLOCK_ORDER`, type `mt`) with up to `n`
-    /// blocks: first by splitting owned blocks already on the pageset (no zone lock),
-    /// then phases 0–2 under one zone-lock hold, their blocks split after it. Returns
-    /// the blocks put on list `pi`; the caller's `rmqueue_bulk` (phase 3) takes the rest.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn pcp_buddy_refill(
-        &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
-        pcp: &mut Pcp,
-        order: u8,
-        mt: MigrateType,
-        n: i32,
-        pi: usize,
-    ) -> i32 {
-        if zone.trace.on() {
-            self.pcp_buddy_refill_t::<true>(cpu, zone, slot, pcp, order, mt, n, pi)
+    /// The refill `w` (`order < PAGEBLOCK_ORDER`): first by splitting owned blocks
+    /// already on the pageset (no zone lock), then phases 0–2 under one zone-lock hold,
+    /// their blocks split after it. Returns the blocks put on list `w.pi`; the caller's
+    /// `rmqueue_bulk` (phase 3) takes the rest.
+    pub(crate) fn pcp_buddy_refill(&self, w: Want<'_>, pcp: &mut Pcp) -> i32 {
+        if w.zone.trace.on() {
+            self.pcp_buddy_refill_t::<true>(&w, pcp)
         } else {
-            self.pcp_buddy_refill_t::<false>(cpu, zone, slot, pcp, order, mt, n, pi)
+            self.pcp_buddy_refill_t::<false>(&w, pcp)
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn pcp_buddy_refill_t<const SINK: bool>(
-        &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
-        pcp: &mut Pcp,
-        order: u8,
-        mt: MigrateType,
-        n: i32,
-        pi: usize,
-    ) -> i32 {
+    fn pcp_buddy_refill_t<const SINK: bool>(&self, w: &Want<'_>, pcp: &mut Pcp) -> i32 {
+        let Want {
+            cpu,
+            zone,
+            slot,
+            order,
+            mt,
+            pi: _,
+            n,
+        } = *w;
         // An offline CPU claims nothing (`cpu_offline` releases under this lock).
         if !self.cpus[cpu].online.load(Relaxed) {
             return 0;
@@ -269,7 +272,7 @@ impl Allocator {
                 r.pcp(cpu, pk as u8, true);
                 pcp.lists[pk].pop_head_t(m, &mut Rec::<SINK>::unlocked(zone));
                 let c = (pfn, k, true);
-                got += self.split_to_pcp(cpu, zone, slot, pcp, c, true, order, mt, n - got, pi, &r);
+                got += self.split_to_pcp(w, pcp, c, true, n - got, &r);
             }
         }
         if got > 0 {
@@ -345,7 +348,7 @@ impl Allocator {
         }
         // Split outside the zone lock: the blocks are ours (pageset lock held, on no list).
         for c in chunks {
-            got += self.split_to_pcp(cpu, zone, slot, pcp, c, false, order, mt, n - got, pi, &r);
+            got += self.split_to_pcp(w, pcp, c, false, n - got, &r);
         }
         got
     }
@@ -355,21 +358,24 @@ impl Allocator {
     /// ≤ [`PCP_TOP`] on the lists of their orders. Returns blocks put on `pi`;
     /// `pcp.count` grows by the block unless it was `counted` (taken off a list of
     /// this pageset).
-    #[allow(clippy::too_many_arguments)]
     fn split_to_pcp<const SINK: bool>(
         &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
+        w: &Want<'_>,
         pcp: &mut Pcp,
         c: Chunk,
         counted: bool,
-        order: u8,
-        mt: MigrateType,
         need: i32,
-        pi: usize,
         r: &Rec<'_, SINK>,
     ) -> i32 {
+        let Want {
+            cpu,
+            zone,
+            slot,
+            order,
+            mt,
+            pi,
+            n: _,
+        } = *w;
         let m = &self.meta[..];
         let (pfn, k, _) = c;
         let end = pfn + (1u64 << k);
@@ -438,7 +444,7 @@ impl Allocator {
         let m = &self.meta[..];
         let r = Rec::<SINK>::unlocked(zone);
         let before = pcp.st.count;
-        let (mut owned, mut other): (Vec<(u64, u8)>, Vec<(u64, u8)>) = (Vec::new(), Vec::new());
+        let (mut owned, mut other): (Blocks, Blocks) = (Vec::new(), Vec::new());
         let mut pi = start % NR_PCP_LISTS;
         while n > 0 && pcp.st.count > 0 {
             while pcp.lists[pi].is_empty() {
@@ -651,11 +657,11 @@ fn whole_free<const SINK: bool>(b: &Buddy<'_, SINK>, z: &Zone, start: u64) -> bo
 /// fewest aligned blocks they form (each below the pageblock order), the frames that
 /// stop heading a block handed to `gone` (which marks them `Tail`). Returns the merges
 /// made.
-fn merge_bottom_up(blocks: &mut Vec<(u64, u8)>, gone: impl Fn(u64)) -> u64 {
+fn merge_bottom_up(blocks: &mut Blocks, gone: impl Fn(u64)) -> u64 {
     blocks.sort_unstable();
     let mut merges = 0;
     for k in 0..PAGEBLOCK_ORDER {
-        let mut out: Vec<(u64, u8)> = Vec::with_capacity(blocks.len());
+        let mut out: Blocks = Vec::with_capacity(blocks.len());
         let mut j = 0;
         while j < blocks.len() {
             let (p, o) = blocks[j];

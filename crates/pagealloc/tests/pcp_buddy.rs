@@ -1,5 +1,5 @@
 //! Effect tests of `Config::pcp_buddy` (Weiner's pcp buddy RFC, docs/mechanisms.md
-//! A.14): the purger pattern (CPUs allocate, one CPU frees) with the switch on and off,
+//! A.15): the purger pattern (CPUs allocate, one CPU frees) with the switch on and off,
 //! shown through the allocator's counters; ownership across CPU offline; no page lost
 //! or handed out twice, on one thread and on several.
 

@@ -4,13 +4,13 @@
 //! # Design
 //! One process per CPU faults in `rss_pages` order-0 pages (touched), then barrier 0
 //! starts the measured window and every process exits at once, freeing its pages in
-//! address order. The RFC's cover letter (docs/mechanisms.md A.14): "an avalanche of
+//! address order. The RFC's cover letter (docs/mechanisms.md A.15): "an avalanche of
 //! free pages on a CPU busy walking page tables. Every time the PCP overflows, the
 //! drain acquires the zone->lock and frees pages one by one". With `exit_shift` k > 0
 //! a process exits on CPU `cpu + k` (the scheduler moved it since its faults): its
 //! pages are sent there before the barrier, so the exit frees pages that another CPU
-//! allocated. `rounds` repeats fault-in and exit (a fork/exit storm), each exit
-//! measured. Score: 100 / time from the first barrier to the last exit.
+//! allocated. Each exit starts up to `exit_jitter_ns` after the barrier. `rounds`
+//! repeats fault-in and exit (a fork/exit storm), each exit measured. Score: 100 / time from the first barrier to the last exit.
 
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
@@ -30,6 +30,9 @@ define_params! {
         exit_shift: u32 = 0, full 0;
         /// Fault-in and exit cycles.
         rounds: u64 = 2, full 2;
+        /// Each process exits after a delay uniform in `0..=exit_jitter_ns` from the
+        /// barrier (the exits of a job's processes are near, not simultaneous), ns.
+        exit_jitter_ns: u64 = 20_000, full 20_000;
     }
 }
 
@@ -72,6 +75,7 @@ struct Process {
     to: Option<u32>,
     round: u64,
     rounds: u64,
+    jitter_ns: u64,
 }
 
 impl Program for Process {
@@ -79,7 +83,7 @@ impl Program for Process {
         self.rss
     }
 
-    fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
+    fn refill(&mut self, rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
         if self.round == self.rounds {
             return false;
         }
@@ -96,6 +100,10 @@ impl Program for Process {
             });
         }
         out.push_back(Phase::Op(Op::Barrier { id }));
+        if self.jitter_ns > 0 {
+            let ns = rng.below(self.jitter_ns.saturating_add(1));
+            out.push_back(Phase::Op(Op::Compute { ns }));
+        }
         if self.to.is_some() {
             out.push_back(Phase::Recv(slots.clone()));
         }
@@ -124,6 +132,7 @@ impl Workload for MassExit {
                     to: (shift != 0).then_some((cpu + shift) % cpus),
                     round: 0,
                     rounds: self.params.rounds,
+                    jitter_ns: self.params.exit_jitter_ns,
                 })
             })
             .collect())
@@ -167,6 +176,7 @@ mod tests {
                 rss_pages: 16,
                 exit_shift: shift,
                 rounds: 2,
+                exit_jitter_ns: 100,
             })
             .unwrap();
             let s = dry_run(&w, 4, 1);

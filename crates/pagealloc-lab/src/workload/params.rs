@@ -64,6 +64,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("chunks", MAX_COUNT, "chunks"),
     ("compute_ns_per_page", MAX_NS, "ns"),
     ("create_ns", MAX_NS, "ns"),
+    ("exit_jitter_ns", MAX_NS, "ns"),
     ("exit_shift", MAX_CPUS, "CPUs"),
     ("fill_pages", MAX_PAGES, "pages"),
     ("fragment_order", 10.0, "order"),

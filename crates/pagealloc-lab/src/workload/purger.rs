@@ -5,12 +5,13 @@
 //! back to their user-space allocator, whose caches a few purger threads periodically
 //! return to the kernel (`madvise(MADV_DONTNEED)` of dirty extents): the pages were
 //! allocated on the workers' CPUs and are freed on the purgers'. The RFC's cover letter
-//! (docs/mechanisms.md A.14): "Both sides use their own PCPs - one side depletes them,
+//! (docs/mechanisms.md A.15): "Both sides use their own PCPs - one side depletes them,
 //! the other one overfills them. Both sides routinely hit the zone->locked slowpath."
 //!
 //! Per round a worker faults in `batch_pages` order-0 pages (touching each: the fault
-//! zeroes it), computes `work_ns` per page, and sends the batch to its purger (worker
-//! `w` to purger `w % purgers`); a purger receives batches and frees each page. A
+//! zeroes it), computes `work_ns` per page on average (uniform in ½–1½ × `work_ns`,
+//! drawn per round: the workers drift apart), and sends the batch to its purger (worker
+//! `w` to purger `w % purgers`); a purger receives the pages one by one and frees each. A
 //! worker's sends block while its purger's inbox holds `inbox_batches` batches: the
 //! purge keeps up or the workers wait for it. Score: pages allocated per second.
 
@@ -73,11 +74,11 @@ impl Purger {
     }
 }
 
-/// One CPU's program: a worker's rounds or a purger's receive-and-free batches.
+/// One CPU's program: a worker's rounds or a purger's receive-and-free steps.
 #[derive(Debug)]
 struct Role {
     batch: Slot,
-    /// Batches left.
+    /// Worker: rounds left; purger: pages left.
     left: u64,
     /// Worker: (purger CPU, compute per page); purger: `None`.
     worker: Option<(u32, u64)>,
@@ -85,10 +86,14 @@ struct Role {
 
 impl Program for Role {
     fn slot_count(&self) -> Slot {
-        self.batch
+        if self.worker.is_some() {
+            self.batch
+        } else {
+            1
+        }
     }
 
-    fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
+    fn refill(&mut self, rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
         if self.left == 0 {
             return false;
         }
@@ -99,14 +104,18 @@ impl Program for Role {
                 out.push_back(Phase::Fill(
                     Fill::new(slots.clone(), 0, MigrateKind::Movable).touching(),
                 ));
+                let mean = ns.saturating_mul(u64::from(self.batch));
                 out.push_back(Phase::Op(Op::Compute {
-                    ns: ns.saturating_mul(u64::from(self.batch)),
+                    ns: mean / 2 + rng.below(mean.saturating_add(1)),
                 }));
                 out.push_back(Phase::Send { slots, to_cpu });
             }
             None => {
-                out.push_back(Phase::Recv(slots.clone()));
-                out.push_back(Phase::Free(slots));
+                // One page at a time: a page received stays in the inbox's account
+                // until it is freed, so a purger holding a batch would keep its
+                // senders waiting.
+                out.push_back(Phase::Recv(0..1));
+                out.push_back(Phase::Free(0..1));
             }
         }
         true
@@ -140,7 +149,7 @@ impl Workload for Purger {
                     let mine = (workers - k).div_ceil(p.purgers);
                     Role {
                         batch: self.batch,
-                        left: p.rounds * u64::from(mine),
+                        left: p.rounds * u64::from(mine) * p.batch_pages,
                         worker: None,
                     }
                 };
