@@ -41,6 +41,8 @@ fn small(name: &str) -> Vec<(&'static str, &'static str)> {
         ],
         "parallel_free" => vec![("region_pages", "4096")],
         "zonelist_hog" => vec![("total_pages", "1000")],
+        "purger" => vec![("batch_pages", "16"), ("rounds", "3")],
+        "mass_exit" => vec![("rss_pages", "64")],
         other => panic!("no small parameters for {other}"),
     }
 }

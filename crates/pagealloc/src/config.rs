@@ -505,6 +505,13 @@ config_table! {
     /// sequence, so their metadata loads do not wait for each other as a walk of `lru`
     /// links does. Ours, not the kernel's.
     array_pcp: bool = false, bound any;
+    /// Johannes Weiner's RFC "mm: page_alloc: pcp buddy allocator" (April 2026, never
+    /// merged): pagesets claim whole pageblocks and split them outside the zone lock,
+    /// frees go to the pageblock's owner CPU, drains merge the owner's blocks under the
+    /// pageset lock, refills run four phases (docs/mechanisms.md A.15). Linked pagesets
+    /// only (refused with `array_pcp`, `own_bitmap`, `clustered_refill`); off in every
+    /// preset.
+    pcp_buddy: bool = false, bound any;
     /// V2 09/10 (never merged): decay only pages that stayed idle (`count_min`).
     count_min: bool = false, bound any;
     /// A THP refill (`rmqueue_bulk` of pageblock-order blocks) takes up to half of the

@@ -119,6 +119,7 @@ pub mod config;
 pub mod frame;
 pub mod memmap;
 mod pcp;
+mod pcp_buddy;
 pub mod platform;
 pub mod policy;
 mod report;

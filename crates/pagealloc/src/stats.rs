@@ -171,6 +171,21 @@ counters! {
     /// Deferred frees completed (freed to the buddy lists) by a later holder of the zone
     /// lock.
     nolock_deferred_done: sum,
+    /// `pcp_buddy`: pageblocks claimed whole by refills (phase 1).
+    pcp_buddy_claim: sum,
+    /// `pcp_buddy`: pages of owned pageblocks taken back from the zone (phase 0).
+    pcp_buddy_recovered: sum,
+    /// `pcp_buddy`: pages taken as sub-pageblock chunks without fallback (phase 2).
+    pcp_buddy_chunk: sum,
+    /// `pcp_buddy`: refills served, in part or whole, by splitting owned blocks already on
+    /// the pageset, without the zone lock.
+    pcp_buddy_local: sum,
+    /// `pcp_buddy`: frees of another CPU's pageblock sent to that CPU's pageset.
+    pcp_buddy_remote_free: sum,
+    /// `pcp_buddy`: buddy merges made under the pageset lock by drains.
+    pcp_buddy_merge: sum,
+    /// `pcp_buddy`: owned pageblocks given back to the zone (whole again, or CPU offline).
+    pcp_buddy_release: sum,
 }
 
 impl fmt::Display for Counters {

@@ -111,6 +111,7 @@ impl Allocator {
         let g = z.lock_inspect();
         let buddy = self.check_free_lists(z, &g).map_err(err)?;
         let pcp = self.check_pagesets(z, &pcps).map_err(err)?;
+        self.pcp_buddy_check(zi, &pcps).map_err(err)?;
         let rings = self.ring_frames(z, &pcps);
         // Before the span walk: entries pushed since stay `Freeing` (counted allocated),
         // and none leaves the list while the zone lock is held.
@@ -250,7 +251,8 @@ impl Allocator {
                     st.high_min, st.high_max, st.batch
                 ));
             }
-            if !p.resized && !p.within_bounds() {
+            let claims = self.cfg.pcp_buddy && crate::pcp_buddy::within_bounds(p);
+            if !p.resized && !p.within_bounds() && !claims {
                 return Err(format!(
                     "cpu {cpu} pcp out of bounds: high {} outside high_min {} .. high_max {}, or high or count {} above high_max by more than refills add ({})",
                     st.high, st.high_min, st.high_max, st.count, crate::pcp::refill_overshoot(st.batch)

@@ -219,6 +219,8 @@ fn columns(f: &SimFlags) -> Vec<&'static str> {
         c.insert(at, "score_stddev_pct");
         c.push("seeds");
     }
+    c.push("free_o9_avg");
+    c.push("free_o9_end");
     c.push("trace_hash");
     c
 }

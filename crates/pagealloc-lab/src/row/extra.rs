@@ -63,6 +63,7 @@ pub const EXTRA: &[ExtraKey] = &[
     k("alloc_avg_us_order{N}", "µs", "mean allocation call of that order"),
     // The simulator (`sim::run`).
     k("run_cpu_s", "s", "host CPU time the simulation took"),
+    k("free_o9_{avg|end}", "pageblocks", "free blocks of order ≥ 9 in pageblocks: mean over the samples, at the end"),
     k("{alloc|free}_blocks_o{N}", "", "blocks of order N allocated or freed (`predict`'s events)"),
     k("{pcp_refill|pcp_drain}_pages", "pages", "pages the pagesets' refills took or drains freed"),
     k("page_ops_per_cpu_s", "1/s", "pages allocated or freed per host CPU second"),

@@ -146,6 +146,9 @@ pub(crate) struct EngineOutput {
     /// Largest and last sampled total of pages on per-CPU lists.
     pub(crate) pcp_peak: u64,
     pub(crate) pcp_final: u64,
+    /// Free order-≥9 blocks in pageblocks (`free_pageblocks`): Σ over the pcp samples, the
+    /// samples, and the last (at the end).
+    pub(crate) huge: (f64, u64, u64),
     /// Ops executed (all kinds) and allocator calls (allocs + frees).
     pub(crate) ops: u64,
     pub(crate) page_ops: u64,
@@ -545,6 +548,7 @@ pub(crate) fn simulate(
             counters: Counters::default(),
             pcp_peak: 0,
             pcp_final: 0,
+            huge: (0.0, 0, 0),
             ops: 0,
             page_ops: 0,
             trace_hash: 0,
@@ -713,6 +717,8 @@ impl Engine<'_> {
                 let pcp = self.a.nr_pcp_pages();
                 self.out.pcp_peak = self.out.pcp_peak.max(pcp);
                 self.out.pcp_final = pcp;
+                let h = super::free_pageblocks(&self.a);
+                self.out.huge = (self.out.huge.0 + h as f64, self.out.huge.1 + 1, h);
                 if self.spec.page_cache {
                     for z in 0..self.nzones {
                         self.page_cache_reclaim(z, self.next_sample);
@@ -1130,6 +1136,7 @@ impl Engine<'_> {
         let pcp = self.a.nr_pcp_pages();
         self.out.pcp_peak = self.out.pcp_peak.max(pcp);
         self.out.pcp_final = pcp;
+        self.out.huge.2 = super::free_pageblocks(&self.a);
         let (base, cache_alloc, cache_free) =
             self.window_base.unwrap_or((self.base_counters, 0, 0));
         self.out.counters = self.a.counters().since(&base);

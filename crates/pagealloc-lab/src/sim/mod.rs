@@ -347,6 +347,10 @@ fn row_of(
         .mib(workload.name())
         .map_or(-1.0, |m| m as f64);
     for (k, v) in [
+        // Availability of order-9 blocks (THP): free pageblock-sized blocks, averaged
+        // over the pcp samples and at the end.
+        ("free_o9_avg", out.huge.0 / out.huge.1.max(1) as f64),
+        ("free_o9_end", out.huge.2 as f64),
         ("makespan_s", out.makespan_ns as f64 * 1e-9),
         ("alloc_time_s", out.sys_ns as f64 * 1e-9),
         ("ops", out.ops as f64),
@@ -483,4 +487,17 @@ pub fn full_scale_workload(
     overrides: &[(String, String)],
 ) -> Result<Box<dyn Workload>, workload::WorkloadError> {
     workload::build(name, Scale::Full, overrides)
+}
+
+/// Free blocks of order ≥ 9 in `a`'s buddy lists, counted in pageblocks (an order-10
+/// block is two): how many THP allocations the zones could serve without compaction.
+pub(crate) fn free_pageblocks(a: &pagealloc::Allocator) -> u64 {
+    (0..a.nr_zones())
+        .filter_map(|z| a.zone_info(z))
+        .map(|i| {
+            (9..i.nr_free.len())
+                .map(|o| i.nr_free[o] << (o - 9))
+                .sum::<u64>()
+        })
+        .sum()
 }

@@ -24,6 +24,8 @@ pub const ENTRIES: &[Entry] = &[
     super::thp_mix::ENTRY,
     super::parallel_free::ENTRY,
     super::zonelist_hog::ENTRY,
+    super::purger::ENTRY,
+    super::mass_exit::ENTRY,
 ];
 
 const NAMES: [&str; ENTRIES.len()] = {

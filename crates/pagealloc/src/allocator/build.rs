@@ -286,6 +286,12 @@ impl Allocator {
         spaced: bool,
     ) -> Result<Allocator, BuildError> {
         cfg.validate()?;
+        crate::pcp_buddy::check_config(&cfg).map_err(|why| {
+            BuildError::Config(ConfigError::Invalid {
+                key: "pcp_buddy",
+                why,
+            })
+        })?;
         if let Some(b) = cfg.fixed_batch {
             // A pageset's high is at least 4 batches (`zone_highsize`): a batch larger
             // than a quarter of a zone would move most of the zone on every refill.
@@ -355,7 +361,9 @@ impl Allocator {
         let pcps = try_boxed("pagesets", ncpus * nz, |i| {
             PcpSlot::new(crate::pcp::Hot::new(&cfg, &zones[i % nz]))
         })?;
+        let pb_owners = crate::pcp_buddy::Owners::new(&zones, cfg.pcp_buddy);
         let a = Allocator {
+            pb_owners,
             ring_hits: cfg.array_pcp || cfg.own_bitmap,
             poison_hits: cfg.poison,
             tune: Tune::from_config(&cfg),

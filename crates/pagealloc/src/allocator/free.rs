@@ -271,6 +271,12 @@ impl Allocator {
             let z = &self.zones[zi];
             let slot = self.slot(cpu, zi);
             let pfn = f.pfn.0;
+            if self.cfg.pcp_buddy {
+                // Each block to its pageblock's owner (`free_unref_page`), no lock held.
+                drop(held.take());
+                self.free_unref_page(cpu, z, pfn, f.order);
+                continue;
+            }
             let Some((mt, pb)) = crate::pcp::pcp_free_types(slot, z, pfn, f.order) else {
                 held = None;
                 self.free_to_zone(cpu, z, pfn, f.order);

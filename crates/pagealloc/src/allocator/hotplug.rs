@@ -193,6 +193,7 @@ impl Allocator {
         c.online.store(false, Relaxed);
         self.update_all_pcp_sizes(false);
         self.drain_cpu(cpu);
+        self.pcp_buddy_offline(cpu);
         Ok(())
     }
 

@@ -191,6 +191,8 @@ pub struct Allocator {
     node_zones: Box<[Box<[usize]>]>,
     pub(crate) cpus: Box<[CpuInfo]>,
     pub(crate) pcps: Box<[PcpSlot]>,
+    /// `Config::pcp_buddy`: the owner of each pageblock (`pcp_buddy.rs`).
+    pub(crate) pb_owners: crate::pcp_buddy::Owners,
     pub(crate) platform: Arc<dyn Platform>,
     /// `pcp_batch_high_lock`: serializes sizing updates.
     setup_lock: SpinLock<()>,

@@ -154,7 +154,9 @@ impl Allocator {
         let (pfn, order) = (frame.pfn.0, frame.order);
         let slot = self.slot(cpu, zi);
         if let Some((mt, pb_mt)) = pcp_free_types(slot, z, pfn, order) {
-            if !slot.hot.ring_at(order) {
+            // `Config::pcp_buddy`: another CPU's pageblock goes to its pageset, whose
+            // lock this path may not wait for: deferred like a busy pageset's.
+            if !slot.hot.ring_at(order) && !self.pcp_buddy_foreign(cpu, z, pfn) {
                 match slot.pcp.try_lock() {
                     Some(mut pcp) => {
                         // The free's decision on a copy, the block counted in as

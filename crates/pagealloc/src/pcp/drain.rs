@@ -75,6 +75,10 @@ impl Allocator {
     /// The access seam is tested once, here: the drain runs a copy whose report sites
     /// are compiled in (a sink is installed) or compiled away.
     fn drain_pcp(&self, ps: Pageset<'_>, pcp: &mut Pcp, n: i32, start: usize, newest: bool) {
+        if self.cfg.pcp_buddy {
+            let Pageset { cpu, zone, slot } = ps;
+            return self.pcp_buddy_drain(cpu, zone, slot, n, pcp, start);
+        }
         if ps.zone.trace.on() {
             self.drain_pcp_t::<true>(ps, pcp, n, start, newest)
         } else {

@@ -349,6 +349,9 @@ impl Allocator {
     /// `free_unref_page` (docs/mechanisms.md §3.1) for a block whose ownership the caller proved.
     #[inline(always)]
     pub(crate) fn free_unref_page(&self, cpu: usize, zone: &Zone, pfn: u64, order: u8) {
+        if self.cfg.pcp_buddy && self.pcp_buddy_free(cpu, zone, pfn, order) {
+            return;
+        }
         let slot = self.slot(cpu, zone.idx);
         let Some((mt, pb_mt)) = pcp_free_types(slot, zone, pfn, order) else {
             return self.free_to_zone(cpu, zone, pfn, order);

@@ -76,6 +76,8 @@ pub(crate) struct Pcp {
     /// `lists` stays empty; with [`Config::own_bitmap`](crate::Config::own_bitmap) the
     /// order-0 lists are; otherwise these stay empty (and unallocated).
     pub(crate) rings: [Ring; NR_PCP_LISTS],
+    /// `Config::pcp_buddy`: the pageblocks this pageset owns (`pcp_buddy.rs`).
+    pub(crate) owned: crate::pcp_buddy::Owned,
 }
 
 impl Pcp {
@@ -111,6 +113,7 @@ impl Pcp {
             resized: false,
             lists: [List::new(); NR_PCP_LISTS],
             rings: core::array::from_fn(|_| Ring::default()),
+            owned: Default::default(),
         }
     }
 }
@@ -167,7 +170,7 @@ impl Hot {
             (orders, 0)
         };
         Hot {
-            orders,
+            orders: crate::pcp_buddy::hit_orders(cfg, orders),
             ring_orders,
             cached: orders | ring_orders,
             rings: cfg.array_pcp,

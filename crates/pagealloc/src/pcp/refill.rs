@@ -7,7 +7,7 @@ use super::{pindex, Pageset, Pcp, PcpList};
 use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::buddy::RmqueueMode;
-use crate::frame::{MigrateType, THP_ORDER};
+use crate::frame::{MigrateType, PAGEBLOCK_ORDER, THP_ORDER};
 use crate::memmap::State;
 use crate::tune;
 use crate::zone::{Rec, Zone};
@@ -76,7 +76,24 @@ impl Allocator {
                 self.nr_pcp_alloc(&mut pcp.st, zone, zf, order);
             }
         }
-        let got = self.rmqueue_bulk(ps, pcp, l, n, aflags);
+        if self.cfg.pcp_buddy && order < PAGEBLOCK_ORDER {
+            let (Pageset { cpu, zone, slot }, PcpList { order, mt, pi }) = (ps, l);
+            let w = crate::pcp_buddy::Want {
+                cpu,
+                zone,
+                slot,
+                order,
+                mt,
+                pi,
+                n,
+            };
+            n -= self.pcp_buddy_refill(w, pcp);
+        }
+        let got = if n > 0 || !self.cfg.pcp_buddy {
+            self.rmqueue_bulk(ps, pcp, l, n, aflags)
+        } else {
+            0
+        };
         pcp.settle_resize();
         if got > 0 {
             let pages = (got as u64) << order;
