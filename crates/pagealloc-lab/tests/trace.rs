@@ -427,3 +427,44 @@ fn decay_waits_for_an_idle_cpu_to_wake() {
         i.notes
     );
 }
+
+/// A trace recorded with `/proc/pagetypeinfo` (`memhog_pagetypeinfo.trace`): its start
+/// free lists read, add up to the zoneinfo's free pages of each zone (two snapshots a
+/// moment apart: within 2 %), and the replay compares them with pagealloc's, zone by zone.
+#[test]
+fn pagetypeinfo_is_read_and_compared() {
+    use pagealloc::os::zoneinfo::KernelZoneinfo;
+    use pagealloc_lab::trace::pagetype;
+    let (h, _) = format::read(&data("memhog_pagetypeinfo.trace")).unwrap();
+    let kfree = pagetype::parse(&h.start.pagetypeinfo).unwrap();
+    let zi = KernelZoneinfo::parse(&h.start.zoneinfo).unwrap();
+    let mut zones = 0;
+    for z in zi.populated() {
+        let k = &kfree[&(z.node, z.name.clone())];
+        let pages: u64 = k.by_type.keys().map(|t| k.pages(t)).sum();
+        let diff = pages.abs_diff(z.free);
+        assert!(diff * 50 <= z.free, "{}: {pages} vs {}", z.name, z.free);
+        zones += 1;
+    }
+    assert_eq!(zones, 3, "DMA, DMA32, Normal");
+    // The state behind the drains replay misses: the kernel's Normal zone held no free
+    // block of a pageblock's order and no free unmovable page, so ALLOC_NOFRAGMENT sent
+    // every THP and unmovable refill that its own lists could not serve to DMA32.
+    let normal = &kfree[&(0, "Normal".to_string())];
+    assert_eq!(
+        (normal.whole_pageblocks(), normal.pages("Unmovable")),
+        (0, 0)
+    );
+    // Older traces have none: no comparison, no error.
+    assert!(pagetype::parse("").unwrap().is_empty());
+    let r = replay_with("memhog_pagetypeinfo.trace", "linux-6.18");
+    let cmp: Vec<&String> = r
+        .notes
+        .iter()
+        .filter(|n| n.starts_with("free lists at the start"))
+        .collect();
+    assert_eq!(cmp.len(), 3, "{:?}", r.notes);
+    assert!(cmp.iter().any(|n| n.contains("zone Normal: kernel")));
+    let old = replay_with("memhog.trace", "linux-6.18");
+    assert!(!old.notes.iter().any(|n| n.starts_with("free lists")));
+}

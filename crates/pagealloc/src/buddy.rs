@@ -21,7 +21,8 @@ use crate::frame::{MigrateType, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED};
 use crate::stats::Stats;
 use crate::zone::{
-    Rec, Zone, ZoneGuard, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ZONE_BOOSTED_WATERMARK,
+    Rec, Zone, ZoneGuard, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ALLOC_NOFRAGMENT,
+    ZONE_BOOSTED_WATERMARK,
 };
 
 const PB_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
@@ -57,6 +58,16 @@ pub(crate) enum RmqueueMode {
     Normal,
     /// `RMQUEUE_STEAL`: `__rmqueue_steal` at once.
     Steal,
+}
+
+/// The smallest order a fallback may take a block of: `order`, or a pageblock's order
+/// under `ALLOC_NOFRAGMENT` (`__rmqueue_claim`'s `min_order`; docs/mechanisms.md §11.6).
+fn nofragment_min_order(order: u8, aflags: u32) -> u8 {
+    if aflags & ALLOC_NOFRAGMENT != 0 {
+        order.max(PAGEBLOCK_ORDER)
+    } else {
+        order
+    }
 }
 
 /// `can_steal_fallback` (6.15+: `should_try_claim_block`, on the candidate block's order).
@@ -420,6 +431,10 @@ impl<const SINK: bool> Buddy<'_, SINK> {
                 return Some(p);
             }
         }
+        // ALLOC_NOFRAGMENT: no block smaller than a pageblock from another type.
+        if aflags & ALLOC_NOFRAGMENT != 0 {
+            return None;
+        }
         let p = self.steal(order, mt)?;
         *mode = RmqueueMode::Steal;
         Some(p)
@@ -428,8 +443,9 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     /// `__rmqueue_claim` (6.15, docs/mechanisms.md §11.1): from the largest order down,
     /// while a block of that order may claim its pageblock (`should_try_claim_block`, as
     /// [`can_steal`]), try to claim the pageblock of the first fallback type's head block.
+    /// With `ALLOC_NOFRAGMENT` only blocks of a pageblock's order or more are tried.
     fn claim(&mut self, order: u8, start: MigrateType, aflags: u32) -> Option<u64> {
-        for cur in (order..=MAX_ORDER).rev() {
+        for cur in (nofragment_min_order(order, aflags)..=MAX_ORDER).rev() {
             if !can_steal(cur, start) {
                 break;
             }
@@ -516,9 +532,11 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     /// `__rmqueue_fallback` (docs/mechanisms.md §7.3): the largest fallback block first, so that a
     /// whole pageblock can be claimed; a movable request that cannot claim takes the
     /// smallest block instead.
+    /// With `ALLOC_NOFRAGMENT` only blocks of a pageblock's order or more are tried
+    /// (they can always claim, so the search for the smallest block never runs).
     fn fallback(&mut self, order: u8, start: MigrateType, aflags: u32) -> Option<u64> {
         let mut cur = MAX_ORDER as i32;
-        while cur >= order as i32 {
+        while cur >= nofragment_min_order(order, aflags) as i32 {
             let c = cur as u8;
             if let Some(ft) = self.find_fallback(c, start) {
                 let mut c = c;

@@ -15,7 +15,7 @@
 //! | `patch9` | BELOW_HIGH: high cut only below the high watermark | V3 8/9 |
 //! | `patch10` | free_count replaces free_factor (= v6.7 / v6.8) | V3 9/9 |
 //! | `linux-6.12` | 2 THP lists, no pcp migratetype cache, chunked drains, claim-at-half stealing, free highatomic in watermarks | v6.10–6.12 |
-//! | `linux-6.18` | fallbacks claim before they steal, refills remember the fallback mode, free_high after `batch + high_min / 2` freed, decay drains in batches | v6.15–6.18.y |
+//! | `linux-6.18` | fallbacks claim before they steal, refills remember the fallback mode, free_high after `batch + high_min / 2` freed, decay drains in batches, `ALLOC_NOFRAGMENT` | v6.15–6.18.y (and 5.0) |
 //! | `fast` | `linux-6.12` + merge skipping, clustered refills, refills cut as runs, spliced drains, THP refills below high, order-0 ownership bitmap and rings, untimed zone-lock holds (not bit-exact; merges on demand) | none |
 //!
 //! A config string is a preset name optionally followed by `,key=value` overrides, e.g.
@@ -483,6 +483,16 @@ config_table! {
     /// one zone-lock hold long enough to starve the CPUs waiting for it. Off: one drain
     /// of the whole excess.
     decay_batched: bool = false, from Linux618 = true, bound any;
+    /// 5.0, 6bb154504f8b "mm, page_alloc: spread allocations across zones before
+    /// introducing fragmentation" (`alloc_flags_nofragment`, `ALLOC_NOFRAGMENT`): an
+    /// allocation whose preferred zone is Normal, on a node with DMA32, first walks the
+    /// zonelist forbidding fallbacks below a pageblock (`__rmqueue_claim`'s `min_order`,
+    /// no `__rmqueue_steal`), so that a Normal zone that would have to mix types is passed
+    /// over for DMA32; only if no zone can serve does it walk again without. Why: mixing
+    /// types in pageblocks fragments memory for good, while DMA32 usually has room. In
+    /// every kernel since 5.0; on in `linux-6.18` only, which `trace replay` checks
+    /// against this kernel (the earlier presets keep their pinned results).
+    nofragment: bool = false, from Linux618 = true, bound any;
 
     // ---- beyond mainline ----
     /// Zonelist full-zone cache (2.6.20–4.3): skip zones found full in the last second.

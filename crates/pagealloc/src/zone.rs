@@ -64,6 +64,9 @@ pub(crate) const ALLOC_NON_BLOCK: u32 = 0x20;
 pub(crate) const ALLOC_HIGHATOMIC: u32 = 0x40;
 /// Last attempt before failing.
 pub(crate) const ALLOC_OOM: u32 = 0x80;
+/// `ALLOC_NOFRAGMENT` (`Config::nofragment`): a fallback may only take a whole pageblock;
+/// the zonelist walk moves on to the next zone rather than fragment one.
+pub(crate) const ALLOC_NOFRAGMENT: u32 = 0x100;
 
 /// Zone flag: watermark boosted by a fallback; the next rmqueue wakes kswapd.
 pub(crate) const ZONE_BOOSTED_WATERMARK: u32 = 1 << 0;

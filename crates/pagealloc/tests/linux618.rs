@@ -9,7 +9,7 @@ use pagealloc::*;
 const GIB: u64 = 1 << 18; // pages
 
 #[test]
-fn preset_is_6_12_plus_the_four_switches() {
+fn preset_is_6_12_plus_the_five_switches() {
     let c612 = Preset::Linux612.config();
     let c618 = Preset::Linux618.config();
     assert_eq!(Preset::SERIES.last(), Some(&Preset::Linux618));
@@ -20,6 +20,7 @@ fn preset_is_6_12_plus_the_four_switches() {
         rmqueue_mode: true,
         free_high_min_count: true,
         decay_batched: true,
+        nofragment: true,
         ..c612.clone()
     };
     assert_eq!(c618, on);
@@ -28,7 +29,8 @@ fn preset_is_6_12_plus_the_four_switches() {
     for p in Preset::ALL {
         let c = p.config();
         let later = c.fallback_claim_first || c.rmqueue_mode || c.free_high_min_count;
-        assert_eq!(later || c.decay_batched, p == Preset::Linux618, "{p}");
+        let later = later || c.decay_batched || c.nofragment;
+        assert_eq!(later, p == Preset::Linux618, "{p}");
     }
     assert_eq!(Config::default(), c612);
 }
@@ -236,7 +238,10 @@ fn steal_scenario(c: Config) -> (Counters, ZoneInfo) {
 #[test]
 fn refill_remembers_the_steal_mode() {
     let (without, z0) = steal_scenario(cfg("linux-6.12,fallback_claim_first=on"));
-    let (with, z1) = steal_scenario(cfg("linux-6.18"));
+    // Without `nofragment`: on this one-zone node it makes the first refill attempt find
+    // nothing and the walk's retry try again, and `nr_pcp_alloc` runs (and raises
+    // `alloc_factor`) once per attempt as in the kernel, so the refill would be larger.
+    let (with, z1) = steal_scenario(cfg("linux-6.18,nofragment=off"));
     // The same blocks leave (stealing order 0 from P1 in both) ...
     assert_eq!(z0.nr_free, z1.nr_free);
     assert_eq!(without.pcp_refill_pages, with.pcp_refill_pages);
@@ -251,4 +256,110 @@ fn refill_remembers_the_steal_mode() {
         with.zone_lock_meta,
         without.zone_lock_meta
     );
+}
+
+/// DMA32 (zone 0, 8192 pages) and Normal (zone 1, 8192 pages) on one node, one CPU. Normal
+/// is filled with movable pages and every other one freed: over 4096 free movable pages,
+/// no unmovable one, no free block of a pageblock's order. Then one unmovable page: from
+/// which zone, what the fallback counters say, and Normal's free lists after it.
+fn nofragment_scenario(c: Config, with_dma32: bool) -> (usize, Counters, ZoneInfo, ZoneInfo) {
+    let c = Config {
+        min_free_kbytes: Some(0),
+        watermark_scale_factor: 1,
+        thp: false,
+        fixed_batch: Some(15),
+        ..c
+    };
+    let normal = ZoneLayout::new(ZoneKind::Normal, 0x10_0000, 0x2000);
+    let zones = if with_dma32 {
+        vec![ZoneLayout::new(ZoneKind::Dma32, 0x1000, 0x2000), normal]
+    } else {
+        vec![normal]
+    };
+    let layout = Layout {
+        nodes: vec![NodeLayout {
+            zones,
+            distance: vec![],
+        }],
+        cpus: vec![
+            CpuLayout {
+                node: 0,
+                llc_slice_bytes: 2 << 20,
+                online: true,
+            };
+            1
+        ],
+    };
+    let nz = a_zone(with_dma32);
+    let a = manual(&layout, c).0;
+    let mut held = Vec::new();
+    while let Ok(f) = a.alloc_on(0, 0, Gfp::USER, None) {
+        let normal = a.zone_of_pfn(f.pfn) == Some(nz);
+        held.push(f);
+        if !normal {
+            break;
+        }
+    }
+    let (back, keep): (Vec<Frame>, Vec<Frame>) = held
+        .iter()
+        .partition(|f| a.zone_of_pfn(f.pfn) == Some(nz) && f.pfn.0 % 2 == 0);
+    for f in &back {
+        a.free_on(0, *f).unwrap();
+    }
+    a.drain_cpu(0);
+    let before = a.zone_info(nz).unwrap();
+    // The watermarks keep a few pages unallocated, which merge with freed neighbours
+    // into small blocks (and the last pageset refill comes back); no pageblock is free.
+    assert!(before.free >= 4096, "{before:?}");
+    assert_eq!(before.nr_free[9..].iter().sum::<u64>(), 0, "{before:?}");
+    let k = a.counters();
+    let u = a.alloc_on(0, 0, Gfp::KERNEL, None).unwrap();
+    let d = a.counters().since(&k);
+    let zone = a.zone_of_pfn(u.pfn).unwrap();
+    let after = a.zone_info(nz).unwrap();
+    a.free_on(0, u).unwrap();
+    for f in keep {
+        a.free_on(0, f).unwrap();
+    }
+    a.validate().unwrap();
+    (zone, d, before, after)
+}
+
+/// The Normal zone's index in [`nofragment_scenario`]'s layout.
+fn a_zone(with_dma32: bool) -> usize {
+    usize::from(with_dma32)
+}
+
+#[test]
+fn nofragment_sends_an_unmovable_refill_to_dma32() {
+    // Without ALLOC_NOFRAGMENT the refill falls back inside Normal: it claims a pageblock
+    // of free movable order-0 pages (half of it is free) for unmovable.
+    for c in ["linux-6.12", "linux-6.18,nofragment=off"] {
+        let (zone, d, before, after) = nofragment_scenario(cfg(c), true);
+        assert_eq!(zone, 1, "{c}: served by Normal");
+        assert_eq!(d.zonelist_scanned, 0, "{c}: DMA32 not looked at");
+        assert!(d.fallback >= 1 && d.pageblock_claim >= 1, "{c}: {d:?}");
+        assert!(
+            after.nr_free[0] < before.nr_free[0],
+            "{c}: Normal's pages taken"
+        );
+    }
+    // With it (6bb154504f8b): Normal has no free block of a pageblock's order, so no
+    // fallback there; the walk moves on to DMA32, whose whole free order-10 block is
+    // claimed (two pageblocks retagged, nothing mixed), and Normal is left as it was.
+    for c in ["linux-6.18", "linux-6.12,nofragment=on"] {
+        let (zone, d, before, after) = nofragment_scenario(cfg(c), true);
+        assert_eq!(zone, 0, "{c}: served by DMA32");
+        assert_eq!(d.zonelist_scanned, 1, "{c}: one zone past Normal");
+        assert_eq!((d.fallback, d.pageblock_claim), (1, 1), "{c}");
+        assert_eq!(after.nr_free, before.nr_free, "{c}: Normal untouched");
+    }
+    // On a node with Normal alone the flag is set too (the kernel assumes DMA32 on one
+    // node): the walk finds nothing, walks again without it and fragments Normal.
+    let (zone, d, before, after) = nofragment_scenario(cfg("linux-6.18"), false);
+    assert_eq!(zone, 0);
+    assert_eq!(d.zonelist_scanned, 1, "the retry's walk");
+    assert!(d.fallback >= 1 && after.nr_free[0] < before.nr_free[0]);
+    let (_, d, _, _) = nofragment_scenario(cfg("linux-6.18,nofragment=off"), false);
+    assert_eq!(d.zonelist_scanned, 0);
 }

@@ -27,6 +27,7 @@
 //! recording starts show only as allocations without a refill.
 
 pub mod format;
+pub mod pagetype;
 pub mod record;
 pub mod replay;
 

@@ -623,6 +623,22 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     for z in 0..a.nr_zones() {
         a.settle_zone_flags(z);
     }
+    // What ALLOC_NOFRAGMENT sees in each zone, the kernel's and pagealloc's (pagealloc's
+    // free lists are not shaped to the kernel's: docs/mechanisms.md §11.6).
+    if !h.start.pagetypeinfo.is_empty() {
+        // Only a note: a table this cannot read costs the comparison, not the replay.
+        let kfree = super::pagetype::parse(&h.start.pagetypeinfo).unwrap_or_else(|e| {
+            notes.push(format!("the trace's start {e}: free lists not compared"));
+            Default::default()
+        });
+        for (z, (_, zl)) in built.layout.zones().enumerate() {
+            let (node, name) = &built.zones[z];
+            if let Some(k) = kfree.get(&(*node, name.clone())) {
+                let p = super::pagetype::of_allocator(&a, zl.start_pfn, zl.end_pfn());
+                notes.push(super::pagetype::compare(k, &p, *node, name));
+            }
+        }
+    }
     let kstart = pcp_of(&zi);
     let kend = KernelZoneinfo::parse(&h.end.zoneinfo)
         .map(|z| pcp_of(&z))

@@ -172,10 +172,41 @@ impl Allocator {
         if gfp.contains(Gfp::KSWAPD) {
             aflags |= ALLOC_KSWAPD;
         }
+        aflags |= self.nofragment_flag(node, mt);
         if let Some(pfn) = self.get_page_from_freelist(cpu, node, order, mt, gfp, aflags) {
             return Ok(Frame::new(Pfn(pfn), order));
         }
         self.alloc_slowpath(cpu, node, order, mt, gfp)
+    }
+
+    /// `alloc_flags_nofragment` (`Config::nofragment`, docs/mechanisms.md §11.6):
+    /// `ALLOC_NOFRAGMENT` when the preferred zone (the first of `node`'s zonelist that `mt`
+    /// may use) is a Normal zone and DMA32 can take over: on one node always (the kernel
+    /// assumes DMA32 is populated there), on several when the preferred zone's node has a
+    /// DMA32 zone with managed pages.
+    fn nofragment_flag(&self, node: usize, mt: MigrateType) -> u32 {
+        if !self.cfg.nofragment {
+            return 0;
+        }
+        let Some(p) = self.zonelists[node]
+            .iter()
+            .map(|&zi| &self.zones[zi])
+            .find(|z| z.kind != ZoneKind::Movable || mt == MigrateType::Movable)
+        else {
+            return 0;
+        };
+        if p.kind != ZoneKind::Normal {
+            return 0;
+        }
+        if self.zonelists.len() > 1
+            && !self
+                .zones
+                .iter()
+                .any(|z| z.node == p.node && z.kind == ZoneKind::Dma32 && z.managed > 0)
+        {
+            return 0;
+        }
+        ALLOC_NOFRAGMENT
     }
 
     /// `get_page_from_freelist` (docs/mechanisms.md §6.4): walk the zonelist; BELOW_HIGH detection,
@@ -187,6 +218,11 @@ impl Allocator {
     /// nothing with the cache walks once more without it. Without the cache the only
     /// cost is one never-taken branch per zone. GFP_THISNODE walks have no cache, as in
     /// the kernel.
+    ///
+    /// With `ALLOC_NOFRAGMENT` in `aflags` (`Allocator::nofragment_flag`): a walk that
+    /// reaches a zone of another node than the first zone's, or that found nothing, starts
+    /// again without it (`no_fallback`: fragmenting a local zone is better than going
+    /// remote or failing).
     #[inline]
     fn get_page_from_freelist(
         &self,
@@ -195,76 +231,90 @@ impl Allocator {
         order: u8,
         mt: MigrateType,
         gfp: Gfp,
-        aflags: u32,
+        mut aflags: u32,
     ) -> Option<u64> {
         let zl = &self.zonelists[node];
-        let mut zlc_active = false;
-        let mut did_setup = false;
-        let mut second_pass = false;
-        loop {
-            for (k, &zi) in zl.iter().enumerate() {
-                let z = &self.zones[zi];
-                if zlc_active && !self.zlc[node].worth_trying(k) {
-                    self.cpus[cpu].stats.zonelist_skipped.add_shared(1);
-                    // `zlc_zone_worth_trying` read the entry's `z_to_n` and full bit.
-                    if let Some(s) = z.trace.sink() {
-                        zlc_traced(s, node, k, false);
+        let mut retried = false;
+        'retry: loop {
+            let mut zlc_active = false;
+            let mut did_setup = false;
+            let mut second_pass = retried;
+            loop {
+                for (k, &zi) in zl.iter().enumerate() {
+                    let z = &self.zones[zi];
+                    if zlc_active && !self.zlc[node].worth_trying(k) {
+                        self.cpus[cpu].stats.zonelist_skipped.add_shared(1);
+                        // `zlc_zone_worth_trying` read the entry's `z_to_n` and full bit.
+                        if let Some(s) = z.trace.sink() {
+                            zlc_traced(s, node, k, false);
+                        }
+                        continue;
                     }
-                    continue;
+                    // `__GFP_THISNODE`: no zone of another node, the first entry included
+                    // (a memoryless node's zonelist starts on another node).
+                    if gfp.contains(Gfp::THISNODE) && z.node != node {
+                        break;
+                    }
+                    if aflags & ALLOC_NOFRAGMENT != 0 && k > 0 && z.node != self.zones[zl[0]].node {
+                        aflags &= !ALLOC_NOFRAGMENT;
+                        retried = true;
+                        continue 'retry;
+                    }
+                    if k > 0 || second_pass {
+                        self.cpus[cpu].stats.zonelist_scanned.add_shared(1);
+                    }
+                    let full = match self.try_zone(cpu, z, order, mt, aflags) {
+                        ZoneTry::Got(pfn) => {
+                            // Reported after the zone's own accesses (the walk read these
+                            // lines first): checking the sink here rather than before
+                            // `try_zone` keeps the hot path's registers free.
+                            if let Some(s) = z.trace.sink() {
+                                zone_check_traced(s, node, k, zi);
+                            }
+                            return Some(pfn);
+                        }
+                        ZoneTry::Full => true,
+                        ZoneTry::Skip => false,
+                    };
+                    if let Some(s) = z.trace.sink() {
+                        zone_check_traced(s, node, k, zi);
+                    }
+                    // From here on this walk failed at least once: the cold part.
+                    let zlc =
+                        self.cfg.zonelist_cache && zl.len() > 1 && !gfp.contains(Gfp::THISNODE);
+                    if zlc && full {
+                        self.zlc[node].mark_full(k);
+                        if let Some(s) = z.trace.sink() {
+                            zlc_traced(s, node, k, true);
+                        }
+                    }
+                    if !did_setup {
+                        did_setup = true;
+                        if zlc {
+                            // zlc_setup only after the first zone failed; a wipe writes
+                            // the bits it clears.
+                            let sink = z.trace.sink();
+                            self.zlc[node].setup(self.platform.now_ns(), |i| {
+                                if let Some(s) = sink {
+                                    zlc_traced(s, node, i, true);
+                                }
+                            });
+                            zlc_active = true;
+                        }
+                    }
                 }
-                // `__GFP_THISNODE`: no zone of another node, the first entry included
-                // (a memoryless node's zonelist starts on another node).
-                if gfp.contains(Gfp::THISNODE) && z.node != node {
+                if !zlc_active {
                     break;
                 }
-                if k > 0 || second_pass {
-                    self.cpus[cpu].stats.zonelist_scanned.add_shared(1);
-                }
-                let full = match self.try_zone(cpu, z, order, mt, aflags) {
-                    ZoneTry::Got(pfn) => {
-                        // Reported after the zone's own accesses (the walk read these
-                        // lines first): checking the sink here rather than before
-                        // `try_zone` keeps the hot path's registers free.
-                        if let Some(s) = z.trace.sink() {
-                            zone_check_traced(s, node, k, zi);
-                        }
-                        return Some(pfn);
-                    }
-                    ZoneTry::Full => true,
-                    ZoneTry::Skip => false,
-                };
-                if let Some(s) = z.trace.sink() {
-                    zone_check_traced(s, node, k, zi);
-                }
-                // From here on this walk failed at least once: the cold part.
-                let zlc = self.cfg.zonelist_cache && zl.len() > 1 && !gfp.contains(Gfp::THISNODE);
-                if zlc && full {
-                    self.zlc[node].mark_full(k);
-                    if let Some(s) = z.trace.sink() {
-                        zlc_traced(s, node, k, true);
-                    }
-                }
-                if !did_setup {
-                    did_setup = true;
-                    if zlc {
-                        // zlc_setup only after the first zone failed; a wipe writes
-                        // the bits it clears.
-                        let sink = z.trace.sink();
-                        self.zlc[node].setup(self.platform.now_ns(), |i| {
-                            if let Some(s) = sink {
-                                zlc_traced(s, node, i, true);
-                            }
-                        });
-                        zlc_active = true;
-                    }
-                }
+                // The second pass ignores the cache (zones may have freed pages since).
+                zlc_active = false;
+                second_pass = true;
             }
-            if !zlc_active {
+            if aflags & ALLOC_NOFRAGMENT == 0 {
                 return None;
             }
-            // The second pass ignores the cache (zones may have freed pages since).
-            zlc_active = false;
-            second_pass = true;
+            aflags &= !ALLOC_NOFRAGMENT;
+            retried = true;
         }
     }
 
@@ -611,6 +661,13 @@ impl Allocator {
             let slot = self.slot(cpu, zi);
             let mt = gfp.migratetype();
             let fa = self.cfg.highatomic_free_accounting;
+            // `alloc_pages_bulk` refills with the walk's flags, NOFRAGMENT included when
+            // it refills the preferred zone.
+            let node = node.unwrap_or(self.cpus[cpu].node);
+            let mut aflags = ALLOC_KSWAPD;
+            if self.zonelists.get(node).and_then(|zl| zl.first()) == Some(&zi) {
+                aflags |= self.nofragment_flag(node, mt);
+            }
             if let Some(mut pcp) = slot.pcp.try_lock() {
                 while done < n && z.watermark_fast(order, z.wmark(WMARK_LOW), 0, fa) {
                     tune::on_alloc(&mut pcp.st, &self.tune);
@@ -619,7 +676,7 @@ impl Allocator {
                         &mut pcp,
                         order,
                         mt,
-                        ALLOC_KSWAPD,
+                        aflags,
                     ) else {
                         break;
                     };
