@@ -537,9 +537,16 @@ pub fn kbuild_decay_table(rows: &[Row]) -> String {
 /// CPU's decay tick kept the lock busy past its time (mean, largest).
 pub fn kbuild_lock_table(rows: &[Row]) -> String {
     let mut s = String::new();
+    // Each row by its whole config (two rows of one preset differ in a switch or policy).
+    let w = rows
+        .iter()
+        .map(|r| r.config.as_deref().unwrap_or("").len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
     let _ = writeln!(
         s,
-        "{:<8} | {:>6} | {:>9} | {:>6} | {:>8} | {:>8} | {:>9} | {:>6} | {:>8} | {:>8} | {:>6} | {:>8} | {:>6} | {:>6} | {:>7} | {:>9}",
+        "{:<w$} | {:>6} | {:>9} | {:>6} | {:>8} | {:>8} | {:>9} | {:>6} | {:>8} | {:>8} | {:>6} | {:>8} | {:>6} | {:>6} | {:>7} | {:>9}",
         "config",
         "lock %",
         "refills",
@@ -560,7 +567,6 @@ pub fn kbuild_lock_table(rows: &[Row]) -> String {
     for r in rows {
         let e = |k: &str| r.extra.get(k).copied().unwrap_or(f64::NAN);
         let config = r.config.as_deref().unwrap_or("");
-        let config = config.split(',').next().unwrap_or(config);
         let per = |n: f64, d: f64| if d > 0.0 { n / d } else { 0.0 };
         let wait = e("refill_wait_s") + e("drain_wait_s");
         let behind = e("bg_wait_behind_s");
@@ -568,7 +574,7 @@ pub fn kbuild_lock_table(rows: &[Row]) -> String {
         let ticks = e("ticks");
         let _ = writeln!(
             s,
-            "{:<8} | {:>6.1} | {:>9.0} | {:>6.1} | {:>8.2} | {:>8.2} | {:>9.0} | {:>6.1} | {:>8.2} | {:>8.2} | {:>6.0} | {:>6.1}ms | {:>5.1}% | {:>6.1} | {:>7.1} | {:>5.0}/{:<3.0}",
+            "{:<w$} | {:>6.1} | {:>9.0} | {:>6.1} | {:>8.2} | {:>8.2} | {:>9.0} | {:>6.1} | {:>8.2} | {:>8.2} | {:>6.0} | {:>6.1}ms | {:>5.1}% | {:>6.1} | {:>7.1} | {:>5.0}/{:<3.0}",
             config,
             r.zone_lock_pct.unwrap_or(f64::NAN),
             e("refill_trips"),
@@ -595,8 +601,7 @@ pub fn kbuild_lock_table(rows: &[Row]) -> String {
     for r in rows {
         let e = |k: &str| r.extra.get(k).copied().unwrap_or(f64::NAN);
         let config = r.config.as_deref().unwrap_or("");
-        let config = config.split(',').next().unwrap_or(config);
-        let _ = write!(s, "{config:<8} |");
+        let _ = write!(s, "{config:<w$} |");
         for kind in ["refill", "drain", "bg"] {
             let (lines, missed, trips) = (
                 e(&format!("{kind}_lines")),
@@ -619,7 +624,6 @@ pub fn kbuild_lock_table(rows: &[Row]) -> String {
     );
     for r in rows {
         let config = r.config.as_deref().unwrap_or("");
-        let config = config.split(',').next().unwrap_or(config);
         let waits: Vec<(f64, f64)> = (0..)
             .map_while(|i| {
                 let w = r.extra.get(&format!("tick{i}_wait_s"))?;
@@ -627,7 +631,7 @@ pub fn kbuild_lock_table(rows: &[Row]) -> String {
             })
             .collect();
         let total: f64 = waits.iter().map(|w| w.0).sum();
-        let _ = write!(s, "{config:<8} |");
+        let _ = write!(s, "{config:<w$} |");
         for (w, n) in waits {
             let share = if total > 0.0 { 100.0 * w / total } else { 0.0 };
             let _ = write!(s, " {share:>5.1}% ({n:.0})");
