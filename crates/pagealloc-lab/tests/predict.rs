@@ -2,29 +2,13 @@
 //! refusals, and (root and tracefs; skipped without them) a live AF_UNIX stream whose
 //! allocations per message the kernel and the simulator must agree on exactly.
 
-use std::process::{Command, Output};
+mod common;
+use common::{one_line_exit_2, pagealloc};
 
 use pagealloc_lab::predict::kernel::{analyse, zone_locks};
 use pagealloc_lab::predict::program::{ProgramResult, Size, TaskWindow};
 use pagealloc_lab::predict::PredictOptions;
 use pagealloc_lab::trace::format::{Event, EventKind};
-
-fn pagealloc(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_pagealloc"));
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("runs")
-}
-
-fn one_line_exit_2(o: &Output, says: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(lines.len(), 1, "one error line: {err}");
-    assert!(lines[0].contains(says), "{says:?} in {err}");
-}
 
 #[test]
 fn without_tracefs_one_line_exit_2() {

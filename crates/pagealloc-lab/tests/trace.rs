@@ -3,7 +3,9 @@
 //! and the recorder's refusals.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod common;
+use common::{one_line_exit_2, pagealloc};
 
 use pagealloc_lab::trace::format::{self, Event, EventKind};
 use pagealloc_lab::trace::replay::{self, ReplayOptions, ReplayReport};
@@ -12,23 +14,6 @@ fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/traces")
         .join(name)
-}
-
-fn pagealloc(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_pagealloc"));
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("runs")
-}
-
-fn one_line_exit_2(o: &Output, says: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(lines.len(), 1, "one error line: {err}");
-    assert!(lines[0].contains(says), "{says:?} in {err}");
 }
 
 /// A fresh scratch directory for one test.

@@ -1,11 +1,13 @@
-//! What the command-line test files share: running the built binary under a deadline.
+//! What the command-line test files share: running the built binary (under a deadline, or
+//! to its end) and checking a refusal's one error line. Not every file uses every helper.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs `cmd` with stdout discarded and stderr captured: its exit code (None: killed by a
 /// signal) and stderr. Panics, after killing it, if it outlives `deadline`.
+#[allow(dead_code)]
 pub(crate) fn run_until(mut cmd: Command, deadline: Duration) -> (Option<i32>, String) {
     let what = format!("{cmd:?}");
     let mut child = cmd
@@ -33,4 +35,25 @@ pub(crate) fn run_until(mut cmd: Command, deadline: Duration) -> (Option<i32>, S
         .read_to_string(&mut err)
         .expect("read stderr");
     (status.code(), err)
+}
+
+/// Runs the built `pagealloc` with `args` and extra environment `env`, to its end.
+#[allow(dead_code)]
+pub(crate) fn pagealloc(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pagealloc"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("runs")
+}
+
+/// `o` is a refusal: exit 2 and one `error:` line on stderr, which contains `says`.
+#[allow(dead_code)]
+pub(crate) fn one_line_exit_2(o: &Output, says: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "one error line: {err}");
+    assert!(lines[0].contains(says), "{says:?} in {err}");
 }
