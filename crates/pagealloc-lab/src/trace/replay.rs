@@ -860,57 +860,21 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         per.push((c, k, p));
     }
     let add = |lines: &mut Vec<Line>, scope: &str, k: &Side, p: &Side| {
-        let f = |v: &[Trip]| v.len() as f64;
+        let kinds = [
+            ("refill", "refilled", &k.refills, &p.refills),
+            ("drain", "drained", &k.drains, &p.drains),
+        ];
+        for (kind, done, kv, pv) in kinds {
+            let (kn, pn) = (kv.len() as f64, pv.len() as f64);
+            lines.push(line(scope, &format!("{kind} trips"), kn, pn, false));
+            let (ks, ps) = (Side::sum(kv) as f64, Side::sum(pv) as f64);
+            lines.push(line(scope, &format!("pages {done}"), ks, ps, false));
+            let (km, pm) = (Side::median(kv), Side::median(pv));
+            lines.push(line(scope, &format!("{kind} median (pages)"), km, pm, true));
+        }
         let on_free = |v: &[Trip]| v.iter().filter(|t| t.on_free).count() as f64;
-        lines.push(line(
-            scope,
-            "refill trips",
-            f(&k.refills),
-            f(&p.refills),
-            false,
-        ));
-        lines.push(line(
-            scope,
-            "pages refilled",
-            Side::sum(&k.refills) as f64,
-            Side::sum(&p.refills) as f64,
-            false,
-        ));
-        lines.push(line(
-            scope,
-            "refill median (pages)",
-            Side::median(&k.refills),
-            Side::median(&p.refills),
-            true,
-        ));
-        lines.push(line(
-            scope,
-            "drain trips",
-            f(&k.drains),
-            f(&p.drains),
-            false,
-        ));
-        lines.push(line(
-            scope,
-            "pages drained",
-            Side::sum(&k.drains) as f64,
-            Side::sum(&p.drains) as f64,
-            false,
-        ));
-        lines.push(line(
-            scope,
-            "drain median (pages)",
-            Side::median(&k.drains),
-            Side::median(&p.drains),
-            true,
-        ));
-        lines.push(line(
-            scope,
-            "drains on a free",
-            on_free(&k.drains),
-            on_free(&p.drains),
-            false,
-        ));
+        let (kf, pf) = (on_free(&k.drains), on_free(&p.drains));
+        lines.push(line(scope, "drains on a free", kf, pf, false));
     };
     add(&mut lines, "total", &kt, &pt);
     for (c, k, p) in &per {
