@@ -77,6 +77,7 @@ fn the_kernel_side_counts_each_block_once_inside_the_windows() {
             start_ns: 1010,
             end_ns: 2010,
             cpu_ns: 500,
+            wait_ns: 0,
         }],
     };
     let lock = 0xdead;

@@ -119,6 +119,72 @@ pub fn measure(
     Ok(analyse(opts, h.t0_ns, &h.kernel_release, &ev, &prog, &pcp))
 }
 
+/// Runs the program without the recorder (`predict-program`, as the recorder would run
+/// it) and returns what it reports: the times of a run the tracer does not slow.
+///
+/// # Errors
+/// [`TraceError::Failed`] when the program could not run or failed.
+pub fn run_untraced(opts: &PredictOptions) -> Result<ProgramResult, TraceError> {
+    let result = std::env::temp_dir().join(format!(
+        "pagealloc-predict-time-{}-{}.json",
+        std::process::id(),
+        opts.cpus
+    ));
+    let _ = std::fs::remove_file(&result);
+    let s = opts.size;
+    let status = std::process::Command::new(&opts.exe)
+        .arg("predict-program")
+        .arg(&opts.workload)
+        .args(["--cpus", &opts.cpus.to_string()])
+        .args(["--pages", &s.pages.to_string()])
+        .args(["--count", &s.count.to_string()])
+        .args(["--extra", &s.extra.to_string()])
+        .arg("--result")
+        .arg(&result)
+        .status()
+        .map_err(|e| TraceError::Failed(format!("running {}: {e}", opts.exe.display())))?;
+    let text = std::fs::read_to_string(&result);
+    let _ = std::fs::remove_file(&result);
+    if !status.success() {
+        return Err(TraceError::Failed(format!(
+            "the program {} failed ({status})",
+            opts.workload
+        )));
+    }
+    text.ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| TraceError::Failed("the program wrote no result".into()))
+}
+
+/// The time lines of one run from the program's own clocks: CPU time per operation,
+/// and rate and idle share over the windows less the time the tasks waited for a CPU
+/// other processes held (`wait_ns`). Tasks sharing a CPU (a stream on one CPU) also
+/// wait for each other, which `wait_ns` does not tell apart, and one of them is
+/// always runnable: their CPU's window is the longest of theirs less all their
+/// waits, never shorter than their CPU time together (idle 0 then).
+pub fn times_of(opts: &PredictOptions, prog: &ProgramResult) -> (f64, f64, f64) {
+    let ops = ops_of(&opts.workload, opts.cpus, opts.size).max(1) as f64;
+    let mut by_cpu: HashMap<u32, Vec<&TaskWindow>> = HashMap::new();
+    for t in &prog.tasks {
+        by_cpu.entry(t.cpu).or_default().push(t);
+    }
+    let (mut busy, mut windows, mut span) = (0u64, 0u64, 0u64);
+    for ts in by_cpu.values() {
+        let cpu: u64 = ts.iter().map(|t| t.cpu_ns).sum();
+        let start = ts.iter().map(|t| t.start_ns).min().unwrap_or(0);
+        let end = ts.iter().map(|t| t.end_ns).max().unwrap_or(0);
+        let wait: u64 = ts.iter().map(|t| t.wait_ns).sum();
+        let eff = end.saturating_sub(start).saturating_sub(wait).max(cpu);
+        busy += cpu;
+        windows += eff;
+        span = span.max(eff);
+    }
+    let rate = ops / (span as f64 * 1e-9).max(1e-12);
+    let cpu_us = busy as f64 * 1e-3 / ops;
+    let idle = (100.0 * (1.0 - busy as f64 / windows.max(1) as f64)).max(0.0);
+    (rate, cpu_us, idle)
+}
+
 /// The kernel's figures from a recording of the program: `ev` as the recorder returns
 /// them (times from `t0_ns` on the monotonic clock), `pcp` the pagesets' pages sampled.
 pub fn analyse(

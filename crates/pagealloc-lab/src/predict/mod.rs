@@ -11,11 +11,18 @@
 //! 2. [`kernel`]: the kernel's figures from those events: blocks allocated and freed by
 //!    order (and migratetype), refill and drain trips ([`crate::trace::replay::kernel_trips`]),
 //!    zone-lock wait (`lock:contention_begin/end` on the zone lock, found as the lock
-//!    whose contention ends right before a refill or drain on the same CPU), CPU time
-//!    and idle share from the program's own clocks, and the pagesets' pages sampled
-//!    from `/proc/zoneinfo` every 10 ms.
+//!    whose contention ends right before a refill or drain on the same CPU), and the
+//!    pagesets' pages sampled from `/proc/zoneinfo` every 10 ms. The time lines (rate,
+//!    CPU time per operation, idle share) come from runs of the same program without
+//!    the recorder ([`kernel::run_untraced`], at least [`TIMING_RUNS`]): the tracer
+//!    costs the traced tasks CPU time per event (0.1-0.5 µs per page event here, 5 × a
+//!    two-CPU AF_UNIX message), which is the tracer's, not the workload's. Each task
+//!    reports its CPU time and the time it waited runnable (`schedstat`), taken out of
+//!    the windows as time other processes held the CPU.
 //! 3. The simulator runs the lab workload of the same name and size on `host` with the
-//!    preset that models the running kernel ([`crate::trace::replay::preset_for`]).
+//!    preset that models the running kernel ([`crate::trace::replay::preset_for`]) and
+//!    the programs' work outside the allocator measured on this machine ([`work`]); a
+//!    stream on one CPU runs both ends on it, taking turns.
 //!
 //! Both sides divide by the same operation count (pages faulted, pages freed or
 //! messages), fixed by the size: the work is the same by construction, what differs is
@@ -24,8 +31,7 @@
 //! # Verdicts
 //! Events per operation and pages per trip: within ±5 %; times (rate, CPU time per
 //! operation) and pages on the pagesets: ±15 %; idle and zone-lock wait, shares of CPU
-//! time: within 5 percentage points. A value the simulator cannot give (a stream with
-//! both ends on one CPU: the simulator runs one script per CPU) reads `differs`.
+//! time: within 5 percentage points.
 //!
 //! # What it cannot see
 //! Frees the kernel does outside the program's tasks (RCU callbacks, `ksoftirqd`,
@@ -36,6 +42,7 @@
 
 pub mod kernel;
 pub mod program;
+pub mod work;
 
 use serde::Serialize;
 
@@ -106,6 +113,8 @@ pub fn sim_workload(
                 ("loops", s.count),
                 ("order", 0),
                 ("pte_tables", 1),
+                ("fault_work_ns", work::FAULT_WORK_NS.into()),
+                ("unmap_work_ns", work::UNMAP_WORK_NS.into()),
             ]),
         ),
         "parallel_free" => (
@@ -114,6 +123,7 @@ pub fn sim_workload(
                 ("region_pages", s.pages),
                 ("tasks", u64::from(cpus)),
                 ("order", 0),
+                ("unmap_work_ns", work::UNMAP_WORK_NS.into()),
             ]),
         ),
         "thp_mix" => (
@@ -124,11 +134,21 @@ pub fn sim_workload(
                 ("loops", s.count),
                 ("break_pages_per_cpu", s.extra),
                 ("pte_tables", 1),
+                ("fault_work_ns", work::FAULT_WORK_NS.into()),
+                ("thp_fault_work_ns", work::THP_FAULT_WORK_NS.into()),
+                ("unmap_work_ns", work::UNMAP_WORK_NS.into()),
             ]),
         ),
         "unix_stream" => (
             "lmbench",
-            kv(&[("pairs", 1), ("chunks", s.count), ("chunk_bytes", s.extra)]),
+            kv(&[
+                ("pairs", 1),
+                ("chunks", s.count),
+                ("chunk_bytes", s.extra),
+                ("send_protocol_ns", work::UNIX_PROTOCOL_NS.into()),
+                ("recv_protocol_ns", work::UNIX_PROTOCOL_NS.into()),
+                ("turn_messages", work::UNIX_TURN_MESSAGES.into()),
+            ]),
         ),
         "tcp_stream" => (
             "netperf",
@@ -139,6 +159,8 @@ pub fn sim_workload(
                 ("frag_bytes", 32_768),
                 // The live kernel freed 72-81 % of the fragments on the sender's CPU.
                 ("sender_free_pct", 75),
+                ("send_protocol_ns", work::TCP_SEND_PROTOCOL_NS.into()),
+                ("recv_protocol_ns", work::TCP_RECV_PROTOCOL_NS.into()),
             ]),
         ),
         _ => return None,
@@ -180,6 +202,9 @@ impl Tolerance {
         }
     }
 }
+
+/// Runs without the recorder that give the kernel's time lines, at least.
+pub const TIMING_RUNS: u32 = 3;
 
 /// Events per operation, pages per trip.
 pub const EVENTS: Tolerance = Tolerance::Rel(0.05);
@@ -421,10 +446,10 @@ pub fn ops_of(name: &str, cpus: u32, s: Size) -> u64 {
     }
 }
 
-/// Whether the simulator can run program `name` on `cpus` CPUs (the streams need a CPU
-/// for each end).
+/// Whether the simulator can run program `name` on `cpus` CPUs: every program at
+/// every count (a stream on one CPU runs both ends on it, taking turns).
 pub fn simulable(name: &str, cpus: u32) -> bool {
-    !matches!(name, "unix_stream" | "tcp_stream") || cpus >= 2
+    WORKLOADS.iter().any(|w| w.0 == name) && cpus >= 1
 }
 
 /// Runs one prediction: the program under the recorder, then the simulation.
@@ -463,6 +488,36 @@ pub fn predict(
                 .join(", ")
         ));
     }
+    // The times come from runs without the recorder: each traced page event costs the
+    // tracer CPU time the program's own work does not (docs/predict.md).
+    let traced_cpu = k.figures.cpu_us_per_op;
+    let timed = opts.runs.max(TIMING_RUNS);
+    let mut times = Vec::new();
+    let mut per_task: Vec<Vec<f64>> = Vec::new();
+    for i in 0..timed {
+        progress(&format!("timing run {} of {timed} (no recorder)", i + 1));
+        let prog = kernel::run_untraced(opts)?;
+        let ops = ops_of(&opts.workload, opts.cpus, opts.size).max(1) as f64;
+        per_task.push(
+            prog.tasks
+                .iter()
+                .map(|t| t.cpu_ns as f64 * 1e-3 / ops)
+                .collect(),
+        );
+        times.push(kernel::times_of(opts, &prog));
+    }
+    k.figures.rate = median(times.iter().map(|t| t.0).collect());
+    k.figures.cpu_us_per_op = median(times.iter().map(|t| t.1).collect());
+    k.figures.idle_pct = median(times.iter().map(|t| t.2).collect());
+    let min_cpu = times.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+    let tasks = per_task.iter().map(Vec::len).min().unwrap_or(0);
+    notes.push(format!(
+        "kernel times: medians of {timed} runs without the recorder; CPU µs/op min {min_cpu:.3}, per task (median) {}; under the recorder {traced_cpu:.3} µs/op",
+        (0..tasks)
+            .map(|i| format!("{:.3}", median(per_task.iter().map(|v| v[i]).collect())))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    ));
     let (sim, hash) = if simulable(&opts.workload, opts.cpus) {
         progress(&format!(
             "simulating {} on host at {} CPU(s), config {config}",

@@ -9,7 +9,7 @@
 //! per CPU, as will-it-scale's process mode does (each its own mm: no mmap lock shared
 //! between CPUs); a pipe pair is their barrier (each child writes a byte when its
 //! prelude is done and waits for the parent's byte), a third pipe carries each child's
-//! 40-byte record back (below `PIPE_BUF`: one atomic write). The stream programs
+//! 56-byte record back (below `PIPE_BUF`: one atomic write). The stream programs
 //! (`unix_stream`, `tcp_stream`) are two threads of one process, writer on CPU 0, reader
 //! on CPU 1 (both on CPU 0 with one CPU), as lmbench's bw_unix and iperf3 run their two
 //! ends.
@@ -35,6 +35,11 @@ pub struct TaskWindow {
     pub end_ns: u64,
     /// CPU time the task used in the window, ns.
     pub cpu_ns: u64,
+    /// Time the task waited runnable for a CPU in the window (`run_delay` of
+    /// `/proc/thread-self/schedstat`): preempted by other processes, ns; 0 where the
+    /// kernel keeps no schedstats.
+    #[serde(default)]
+    pub wait_ns: u64,
 }
 
 /// What a program reports.
@@ -73,6 +78,15 @@ fn clock(id: libc::clockid_t) -> u64 {
         return 0;
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's time spent runnable but waiting for a CPU (`run_delay`, the
+/// second field of `/proc/thread-self/schedstat`), ns; 0 if unreadable.
+fn run_delay_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn pin(cpu: u32) -> Result<(), String> {
@@ -180,6 +194,10 @@ fn pipe() -> Result<(std::fs::File, std::fs::File), String> {
     })
 }
 
+/// Bytes of a child's record: seven little-endian u64 (pid, CPU, start, end, CPU time,
+/// operations, wait), below `PIPE_BUF`: one atomic write.
+const REC: usize = 56;
+
 /// What one forked task does: its prelude (before the barrier) and its measured work,
 /// which returns the operations it did.
 type Task = dyn Fn(u32) -> Result<(Box<dyn FnOnce() -> u64>, ()), String>;
@@ -217,7 +235,7 @@ fn fork_tasks(cpus: u32, prelude: &Task) -> Result<ProgramResult, String> {
     drop(go);
     let mut res = res_r;
     let mut out = ProgramResult::default();
-    let mut rec = [0u8; 48];
+    let mut rec = [0u8; REC];
     while res.read_exact(&mut rec).is_ok() {
         let w = |i: usize| u64::from_le_bytes(rec[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
         out.tasks.push(TaskWindow {
@@ -226,6 +244,7 @@ fn fork_tasks(cpus: u32, prelude: &Task) -> Result<ProgramResult, String> {
             start_ns: w(2),
             end_ns: w(3),
             cpu_ns: w(4),
+            wait_ns: w(6),
         });
         out.ops += w(5);
     }
@@ -265,14 +284,16 @@ fn child(
         return 1;
     }
     let start = mono_ns();
+    let d0 = run_delay_ns();
     let c0 = clock(libc::CLOCK_PROCESS_CPUTIME_ID);
     let ops = work();
     let cpu_ns = clock(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(c0);
+    let wait_ns = run_delay_ns().saturating_sub(d0);
     let end = mono_ns();
     // SAFETY: getpid has no preconditions and cannot fail.
     let pid = unsafe { libc::getpid() } as u64;
-    let mut rec = [0u8; 48];
-    for (i, v) in [pid, u64::from(cpu), start, end, cpu_ns, ops]
+    let mut rec = [0u8; REC];
+    for (i, v) in [pid, u64::from(cpu), start, end, cpu_ns, ops, wait_ns]
         .into_iter()
         .enumerate()
     {
@@ -364,11 +385,13 @@ where
         let buf = vec![7u8; bytes];
         b2.wait();
         let start = mono_ns();
+        let d0 = run_delay_ns();
         let c0 = clock(libc::CLOCK_THREAD_CPUTIME_ID);
         for _ in 0..messages {
             w.write_all(&buf).map_err(|e| format!("write: {e}"))?;
         }
         let cpu_ns = clock(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(c0);
+        let wait_ns = run_delay_ns().saturating_sub(d0);
         let end = mono_ns();
         drop(w);
         Ok(TaskWindow {
@@ -377,6 +400,7 @@ where
             start_ns: start,
             end_ns: end,
             cpu_ns,
+            wait_ns,
         })
     });
     let reader = std::thread::spawn(move || -> Result<TaskWindow, String> {
@@ -385,6 +409,7 @@ where
         let want = messages * bytes as u64;
         barrier.wait();
         let start = mono_ns();
+        let d0 = run_delay_ns();
         let c0 = clock(libc::CLOCK_THREAD_CPUTIME_ID);
         let mut got = 0u64;
         while got < want {
@@ -396,6 +421,7 @@ where
             }
         }
         let cpu_ns = clock(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(c0);
+        let wait_ns = run_delay_ns().saturating_sub(d0);
         let end = mono_ns();
         if got < want {
             return Err(format!("the stream ended after {got} of {want} bytes"));
@@ -406,6 +432,7 @@ where
             start_ns: start,
             end_ns: end,
             cpu_ns,
+            wait_ns,
         })
     });
     let wt = writer

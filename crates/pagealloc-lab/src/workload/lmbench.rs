@@ -70,6 +70,12 @@ define_params! {
         /// The same on the reader (`unix_stream_read_generic`: dequeue, accounting,
         /// `consume_skb`), ns.
         recv_protocol_ns: u64 = 500, full 500;
+        /// With both ends on one CPU (a pair on a 1-CPU run): messages the writer
+        /// queues before the woken reader preempts it; 0: until the buffer is full.
+        turn_messages: u32 = 0, full 0;
+        /// With both ends on one CPU: a hand-over's cost (the sleeper's context switch
+        /// and the local wakeup: the cost model's `switch_ns` + `wake_ns`), ns.
+        shared_switch_ns: u64 = 1_100, full 1_100;
     }
 }
 
@@ -146,6 +152,8 @@ impl Lmbench {
             send_protocol_ns: p.send_protocol_ns,
             recv_protocol_ns: p.recv_protocol_ns,
             sender_free_pct: 0,
+            turn_messages: p.turn_messages,
+            shared_switch_ns: p.shared_switch_ns,
         };
         Ok(Lmbench { params, shape })
     }

@@ -74,6 +74,7 @@ mod netperf;
 mod page_fault1;
 mod parallel_free;
 mod purger;
+mod shared_cpu;
 mod stream;
 mod thp_mix;
 mod zonelist_hog;

@@ -83,6 +83,12 @@ define_params! {
         /// SCTP's work per message on the receiver (`sctp_recvmsg`, freeing the
         /// ulpevent, the window updates), ns: the other half of the rest.
         recv_protocol_ns: u64 = 600, full 600;
+        /// With both ends on one CPU (a pair on a 1-CPU run): messages the writer
+        /// queues before the woken reader preempts it; 0: until the buffer is full.
+        turn_messages: u32 = 0, full 0;
+        /// With both ends on one CPU: a hand-over's cost (the sleeper's context switch
+        /// and the local wakeup: the cost model's `switch_ns` + `wake_ns`), ns.
+        shared_switch_ns: u64 = 1_100, full 1_100;
     }
 }
 
@@ -140,6 +146,8 @@ impl Netperf {
             send_protocol_ns: p.send_protocol_ns * u64::from(writes),
             recv_protocol_ns: p.recv_protocol_ns * u64::from(writes),
             sender_free_pct: p.sender_free_pct.min(100),
+            turn_messages: p.turn_messages,
+            shared_switch_ns: p.shared_switch_ns,
         };
         Ok(Netperf { params, shape })
     }

@@ -16,8 +16,8 @@ use super::entry::{make, scaled, Entry, Scale};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
 use super::{
-    check_nonzero, check_order, invalid, CpuScript, MigrateKind, OpCounts, Params, Rng, ScoreKind,
-    Slot, Workload, WorkloadError,
+    check_nonzero, check_order, invalid, CpuScript, MigrateKind, Op, OpCounts, Params, Rng,
+    ScoreKind, Slot, Workload, WorkloadError,
 };
 
 /// The registry entry of page_fault1: the seed measured it on Skylake, 2 sockets.
@@ -60,6 +60,15 @@ define_params! {
         /// 1.004 blocks per 4 KiB fault, 1 per THP); 0: none (the published tables'
         /// model, and the default).
         pte_tables: u8 = 0, full 0;
+        /// CPU work of each fault outside the allocator and the page's zeroing that the
+        /// cost model charges (`fault_ns`, the touch): a `Compute` after each block's
+        /// touch, ns. 0 (the default): none, the published tables' model. `pagealloc
+        /// predict` sets it from this machine's kernel (docs/sim-cost-model.md §12).
+        fault_work_ns: u32 = 0, full 0;
+        /// CPU work of the unmap per block (TLB flush, rmap, page-table teardown,
+        /// LRU), one `Compute` of blocks × this before the loop's frees, ns; 0 (the
+        /// default): none.
+        unmap_work_ns: u32 = 0, full 0;
     }
 }
 
@@ -168,6 +177,9 @@ pub(crate) struct FaultLoop {
     loops_left: u32,
     /// Page-table pages per loop (0: none), in slots `blocks..blocks + tables`.
     tables: Slot,
+    /// Work per fault and per block unmapped, ns (0: none).
+    fault_work_ns: u64,
+    unmap_work_ns: u64,
 }
 
 impl FaultLoop {
@@ -181,7 +193,47 @@ impl FaultLoop {
             } else {
                 0
             },
+            fault_work_ns: u64::from(p.fault_work_ns),
+            unmap_work_ns: u64::from(p.unmap_work_ns),
         }
+    }
+
+    /// The faults of `slots`: touched, then their work outside the allocator.
+    fn faults(&self, slots: std::ops::Range<Slot>) -> Phase {
+        Phase::Fill(
+            Fill::new(slots, self.order, MigrateKind::Movable)
+                .touching()
+                .working(self.fault_work_ns),
+        )
+    }
+}
+
+/// Blocks the kernel unmaps between two batches of frees: one page table's worth
+/// (`zap_pte_range` per PMD, the `mmu_gather` batch flushed after it).
+const UNMAP_BATCH: Slot = 512;
+
+/// The unmap of `slots` (held blocks of `order`): with `work_ns` > 0, each batch of
+/// [`UNMAP_BATCH`] base pages' blocks is a `Compute` of `work_ns` per block and then
+/// their frees; with 0, the frees alone, as one phase.
+pub(crate) fn unmap(
+    slots: std::ops::Range<Slot>,
+    order: u8,
+    work_ns: u64,
+    out: &mut VecDeque<Phase>,
+) {
+    if work_ns == 0 {
+        out.push_back(Phase::Free(slots));
+        return;
+    }
+    let batch = (UNMAP_BATCH >> order).max(1);
+    let mut at = slots.start;
+    while at < slots.end {
+        let end = (at + batch).min(slots.end);
+        out.push_back(Phase::Op(Op::Compute {
+            ns: work_ns * u64::from(end - at),
+        }));
+        out.push_back(Phase::Free(at..end));
+        at = end;
     }
 }
 
@@ -196,10 +248,8 @@ impl Program for FaultLoop {
         }
         self.loops_left -= 1;
         if self.tables == 0 {
-            out.push_back(Phase::Fill(
-                Fill::new(0..self.blocks, self.order, MigrateKind::Movable).touching(),
-            ));
-            out.push_back(Phase::Free(0..self.blocks));
+            out.push_back(self.faults(0..self.blocks));
+            unmap(0..self.blocks, self.order, self.unmap_work_ns, out);
             return true;
         }
         // Each 2 MiB: its page table, then its faults.
@@ -213,12 +263,10 @@ impl Program for FaultLoop {
                 MigrateKind::Unmovable,
             )));
             if first < end {
-                out.push_back(Phase::Fill(
-                    Fill::new(first..end, self.order, MigrateKind::Movable).touching(),
-                ));
+                out.push_back(self.faults(first..end));
             }
         }
-        out.push_back(Phase::Free(0..self.blocks));
+        unmap(0..self.blocks, self.order, self.unmap_work_ns, out);
         out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
         true
     }

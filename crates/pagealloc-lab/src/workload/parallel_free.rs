@@ -7,6 +7,8 @@
 //! zone lock to the exiting tasks. Score: 100 / time to free; the freed pages are the work.
 
 use super::entry::{scaled, Entry};
+use std::collections::VecDeque;
+
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase};
 use super::{
@@ -28,6 +30,9 @@ define_params! {
         order: u8 = 0, full 0;
         /// Exiting tasks, one per CPU from CPU 0.
         tasks: u32 = 1, full 1;
+        /// CPU work of the unmap per block outside the allocator (TLB flush, rmap,
+        /// page-table teardown), ns: page_fault1's `unmap_work_ns` (0, the default: none).
+        unmap_work_ns: u32 = 0, full 0;
     }
 }
 
@@ -83,18 +88,21 @@ impl Workload for ParallelFree {
                     return script(Once::new(0, vec![barrier.clone()]));
                 }
                 let region = 0..self.blocks;
-                script(Once::new(
-                    self.blocks,
-                    vec![
-                        Phase::Fill(
-                            Fill::new(region.clone(), self.params.order, MigrateKind::Movable)
-                                .touching(),
-                        ),
-                        barrier.clone(),
-                        Phase::Free(region),
-                        Phase::Op(Op::Exit),
-                    ],
-                ))
+                let mut phases = VecDeque::from([
+                    Phase::Fill(
+                        Fill::new(region.clone(), self.params.order, MigrateKind::Movable)
+                            .touching(),
+                    ),
+                    barrier.clone(),
+                ]);
+                super::page_fault1::unmap(
+                    region,
+                    self.params.order,
+                    u64::from(self.params.unmap_work_ns),
+                    &mut phases,
+                );
+                phases.push_back(Phase::Op(Op::Exit));
+                script(Once::new(self.blocks, phases.into()))
             })
             .collect())
     }

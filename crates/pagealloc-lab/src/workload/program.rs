@@ -30,6 +30,7 @@ pub(crate) struct Fill {
     order: u8,
     kind: MigrateKind,
     touch: bool,
+    work_ns: u64,
     unmovable_per_mille: u32,
     retries: u32,
     backoff_ns: u64,
@@ -46,6 +47,7 @@ impl Fill {
             order,
             kind,
             touch: false,
+            work_ns: 0,
             unmovable_per_mille: 0,
             retries: 0,
             backoff_ns: 0,
@@ -55,6 +57,13 @@ impl Fill {
     /// Touches each block right after allocating it (a page fault zeroes the page).
     pub(crate) fn touching(mut self) -> Self {
         self.touch = true;
+        self
+    }
+
+    /// Computes `ns` after each block is allocated (and touched): the work of the page
+    /// fault outside the allocator. 0 (the default) emits nothing.
+    pub(crate) fn working(mut self, ns: u64) -> Self {
+        self.work_ns = ns;
         self
     }
 
@@ -266,6 +275,7 @@ enum Awaiting {
     Nothing,
     Alloc,
     Touch,
+    Work,
     Backoff,
 }
 
@@ -315,6 +325,10 @@ impl Active {
                             *awaiting = Awaiting::Touch;
                             return Some(Op::Touch { slot: *next });
                         }
+                        if fill.work_ns > 0 {
+                            *awaiting = Awaiting::Work;
+                            return Some(Op::Compute { ns: fill.work_ns });
+                        }
                         *next += 1;
                         *retries_left = fill.retries;
                     }
@@ -332,7 +346,11 @@ impl Active {
                             ns: fill.backoff_ns,
                         });
                     }
-                    Awaiting::Touch => {
+                    Awaiting::Touch if fill.work_ns > 0 => {
+                        *awaiting = Awaiting::Work;
+                        return Some(Op::Compute { ns: fill.work_ns });
+                    }
+                    Awaiting::Touch | Awaiting::Work => {
                         *next += 1;
                         *retries_left = fill.retries;
                     }

@@ -3,7 +3,8 @@
 //! # Design
 //! Pair `k` is sender CPU `2k` and receiver CPU `2k + 1`: neighbours, hence on the same
 //! socket when CPUs are numbered socket by socket (as the simulator's machines are).
-//! CPUs past the pairs are idle. A message is one or more [`Part`]s, each `blocks`
+//! CPUs past the pairs are idle. One pair on one CPU runs both ends on it, taking
+//! turns ([`SharedCpu`]). A message is one or more [`Part`]s, each `blocks`
 //! blocks of one order, all unmovable (socket buffers); its header lives in slab memory,
 //! which makes no page allocation per message. Per message, as the real programs do:
 //! - the sender enters the system call (`syscall_ns`), allocates the blocks (retrying
@@ -32,6 +33,7 @@
 use std::collections::VecDeque;
 
 use super::program::{script, Fill, Once, Phase, Program, RETRY_FOREVER};
+use super::shared_cpu::SharedCpu;
 use super::{check_cpus, CpuScript, MigrateKind, Op, Rng, Slot, WorkloadError};
 
 /// The shape of one stream workload, resolved from its parameters.
@@ -61,6 +63,10 @@ pub(crate) struct StreamShape {
     /// out and hands them back (as TCP over loopback drops a page fragment's last
     /// reference in the sender's ACK processing); 0: the receiver frees every block.
     pub(crate) sender_free_pct: u32,
+    /// One pair on one CPU: messages the writer queues per turn (0: until full).
+    pub(crate) turn_messages: u32,
+    /// One pair on one CPU: the cost of a hand-over between the ends, ns.
+    pub(crate) shared_switch_ns: u64,
 }
 
 impl StreamShape {
@@ -131,6 +137,9 @@ impl StreamShape {
         workload: &'static str,
         cpus: u32,
     ) -> Result<Vec<Box<dyn CpuScript>>, WorkloadError> {
+        if cpus == 1 && self.pairs <= 1 {
+            return Ok(vec![self.shared_cpu()]);
+        }
         let pairs = if self.pairs == 0 {
             cpus / 2
         } else {
@@ -158,6 +167,36 @@ impl StreamShape {
                 }
             })
             .collect())
+    }
+}
+
+impl StreamShape {
+    /// One pair with both ends on CPU 0 ([`SharedCpu`]): the receiver frees every
+    /// block (with one CPU, the sender's frees land on the same pageset).
+    fn shared_cpu(&self) -> Box<dyn CpuScript> {
+        let shape = StreamShape {
+            sender_free_pct: 0,
+            ..*self
+        };
+        let writer = script(Sender {
+            shape,
+            to_cpu: 0,
+            left: shape.messages,
+            next: 0,
+            taken_back: 0,
+        });
+        let reader = script(Receiver {
+            shape,
+            from_cpu: 0,
+            left: shape.messages,
+        });
+        Box::new(SharedCpu::new(
+            writer,
+            reader,
+            shape.inbox_capacity(),
+            shape.turn_messages as usize * shape.blocks as usize,
+            shape.shared_switch_ns,
+        ))
     }
 }
 

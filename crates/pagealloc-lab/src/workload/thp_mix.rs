@@ -37,6 +37,14 @@ define_params! {
         break_pages_per_cpu: u32 = 16_384, full 149_796;
         /// 1: page-table pages as page_fault1's `pte_tables`; 0: none (the default).
         pte_tables: u8 = 0, full 0;
+        /// Work of each order-0 fault outside the allocator, ns: page_fault1's
+        /// `fault_work_ns` (0, the default: none).
+        fault_work_ns: u32 = 0, full 0;
+        /// The same for each THP fault, ns (0: none).
+        thp_fault_work_ns: u32 = 0, full 0;
+        /// Work of the unmap per block (order 0 or THP), ns: page_fault1's
+        /// `unmap_work_ns` (0: none).
+        unmap_work_ns: u32 = 0, full 0;
     }
 }
 
@@ -84,6 +92,12 @@ impl ThpMix {
             loops: self.params.loops,
             order,
             pte_tables: self.params.pte_tables,
+            fault_work_ns: if order == THP_ORDER {
+                self.params.thp_fault_work_ns
+            } else {
+                self.params.fault_work_ns
+            },
+            unmap_work_ns: self.params.unmap_work_ns,
         }
     }
 }
