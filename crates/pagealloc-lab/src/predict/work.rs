@@ -4,32 +4,35 @@
 //!
 //! # Source
 //! CPU time per operation of the programs run without the recorder (`pagealloc
-//! predict-program`, the task's own `CLOCK_*_CPUTIME_ID` over its window), median of
-//! ten runs at one CPU (load average 8-13 on the 2-vCPU AMD EPYC KVM guest, 6.18,
-//! 2026-11-27; this guest exposes no PMU, so cycles and instructions are not
-//! available), less what the simulator already charges for the same operation on
+//! predict-program`, the task's own `CLOCK_*_CPUTIME_ID` over its window) at one CPU:
+//! in each of four or five batches of 3-5 runs the run of least CPU time (other
+//! processes only add to it), and the median of those (load average 8-14 on the 2-vCPU
+//! AMD EPYC KVM guest, 6.18, 2026-11-27; this guest exposes no PMU, so cycles and
+//! instructions are not available), less what the simulator already charges for the same operation on
 //! `host` with the term at 0 (its cost model's `fault_ns`, the allocator, the page's
 //! zeroing or the copies through the cache hierarchy, the system calls). The two-CPU
 //! runs are the check (docs/sim-cost-model.md §12, docs/predict.md).
 
-/// Per 4 KiB fault: kernel 2.53 µs per page of page_fault1 (fault and unmap) less the
-/// unmap's 0.338 µs (parallel_free) less the simulator's 1.224 µs.
-pub const FAULT_WORK_NS: u32 = 1_030;
-/// Per page unmapped: kernel 0.338 µs per page of one `munmap` of 256 MiB
-/// (parallel_free) less the simulator's 0.056 µs (the frees).
-pub const UNMAP_WORK_NS: u32 = 280;
-/// Per THP fault: kernel 0.400 µs per base page of thp_mix at one CPU (204.8 µs per
-/// 2 MiB: its zeroing, at ~10 GB/s here) less the simulator's 34.3 µs less the unmap.
-pub const THP_FAULT_WORK_NS: u32 = 170_000;
-/// AF_UNIX, per 64 KiB message and side: kernel 11.9 µs per message at one CPU (both
-/// ends, 5.9 µs each) less the simulator's 6.07 µs with no protocol work.
-pub const UNIX_PROTOCOL_NS: u32 = 2_900;
+/// Per 4 KiB fault: kernel 2.47 µs per page of page_fault1 (fault and unmap; batches
+/// 2.19-2.52) less the simulator's 1.224 µs less the unmap's work below.
+pub const FAULT_WORK_NS: u32 = 980;
+/// Per page unmapped: kernel 0.321 µs per page of one `munmap` of 256 MiB
+/// (parallel_free; batches 0.237-0.353) less the simulator's 0.056 µs (the frees).
+pub const UNMAP_WORK_NS: u32 = 265;
+/// Per THP fault: kernel 0.296 µs per base page of thp_mix at one CPU (152 µs per
+/// 2 MiB, mostly its zeroing: ~14 GB/s here; batches 0.222-0.324) less the
+/// simulator's 34.3 µs less the unmap.
+pub const THP_FAULT_WORK_NS: u32 = 117_000;
+/// AF_UNIX, per 64 KiB message and side: kernel 12.7 µs per message at one CPU (both
+/// ends, half each; batches 11.5-14.6) less the simulator's 6.07 µs with no protocol
+/// work.
+pub const UNIX_PROTOCOL_NS: u32 = 3_300;
 /// AF_UNIX on one CPU: messages the writer queues before the woken reader preempts it
 /// (the kernel switched 0.91-0.95 times per message: two hand-overs per two messages).
 pub const UNIX_TURN_MESSAGES: u32 = 2;
 /// TCP over loopback, per 16 KiB write, writer side: the kernel's writer took 28 % of
-/// the 8.79 µs per write at one CPU (the receive path runs mostly in the reader's
-/// context), less half the simulator's 1.80 µs with no protocol work.
-pub const TCP_SEND_PROTOCOL_NS: u32 = 1_560;
-/// The same, reader side: 72 % of 8.79 µs less half of 1.80 µs.
-pub const TCP_RECV_PROTOCOL_NS: u32 = 5_430;
+/// the 8.25 µs per write at one CPU (batches 7.5-10.0; the receive path runs mostly in
+/// the reader's context), less half the simulator's 1.80 µs with no protocol work.
+pub const TCP_SEND_PROTOCOL_NS: u32 = 1_410;
+/// The same, reader side: 72 % of 8.25 µs less half of 1.80 µs.
+pub const TCP_RECV_PROTOCOL_NS: u32 = 5_040;
