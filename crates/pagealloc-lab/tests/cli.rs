@@ -190,7 +190,11 @@ fn zero_cpus_is_refused_on_threads_and_in_the_simulator() {
 
 #[test]
 fn too_few_cpus_is_a_usage_error() {
-    refused(&["run", "netperf", "--cpus", "1"], &["needs 2 CPUs"]);
+    // One pair runs on one CPU (both ends, taking turns); two pairs need four.
+    refused(
+        &["run", "netperf", "--cpus", "3", "-p", "pairs=2"],
+        &["needs 4 CPUs"],
+    );
 }
 
 fn json_rows(o: &Output) -> Vec<serde_json::Value> {
