@@ -5,6 +5,11 @@
 //! touched; barrier 0 starts the measured window; then each frees its region in address
 //! order and exits. The other CPUs only pass the barrier: they are idle, leaving the
 //! zone lock to the exiting tasks. Score: 100 / time to free; the freed pages are the work.
+//!
+//! The unmap's own work: before the allocator sees a page, `zap_pte_range` clears its
+//! PTE and drops its rmap, and `release_pages` takes it off the LRU and uncharges it;
+//! the pages reach `free_unref_folios` a `folio_batch` (31) at a time. Each batch of
+//! `GATHER` blocks is one `Compute` of `unmap_ns` per block, then the frees.
 
 use super::entry::{scaled, Entry};
 use super::params::define_params;
@@ -28,8 +33,17 @@ define_params! {
         order: u8 = 0, full 0;
         /// Exiting tasks, one per CPU from CPU 0.
         tasks: u32 = 1, full 1;
+        /// The unmap's work per block outside the allocator, ns (page table, rmap,
+        /// LRU, memcg; docs/sim-cost-model.md §11 gives the source).
+        unmap_ns: u64 = UNMAP_NS, full UNMAP_NS;
     }
 }
+
+/// Blocks per `free_unref_folios` call: a `folio_batch` (`PAGEVEC_SIZE`, 31).
+const GATHER: Slot = 31;
+
+/// The default of `unmap_ns`.
+const UNMAP_NS: u64 = 73;
 
 /// parallel_free: time the exit of tasks holding large regions.
 #[derive(Clone, Debug)]
@@ -83,18 +97,24 @@ impl Workload for ParallelFree {
                     return script(Once::new(0, vec![barrier.clone()]));
                 }
                 let region = 0..self.blocks;
-                script(Once::new(
-                    self.blocks,
-                    vec![
-                        Phase::Fill(
-                            Fill::new(region.clone(), self.params.order, MigrateKind::Movable)
-                                .touching(),
-                        ),
-                        barrier.clone(),
-                        Phase::Free(region),
-                        Phase::Op(Op::Exit),
-                    ],
-                ))
+                let mut phases = vec![
+                    Phase::Fill(
+                        Fill::new(region, self.params.order, MigrateKind::Movable).touching(),
+                    ),
+                    barrier.clone(),
+                ];
+                let mut at = 0;
+                while at < self.blocks {
+                    let end = self.blocks.min(at + GATHER);
+                    if self.params.unmap_ns > 0 {
+                        let ns = self.params.unmap_ns * u64::from(end - at);
+                        phases.push(Phase::Op(Op::Compute { ns }));
+                    }
+                    phases.push(Phase::Free(at..end));
+                    at = end;
+                }
+                phases.push(Phase::Op(Op::Exit));
+                script(Once::new(self.blocks, phases))
             })
             .collect())
     }

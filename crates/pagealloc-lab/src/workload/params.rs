@@ -106,6 +106,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("thp_cpus", MAX_CPUS, "CPUs"),
     ("threads", MAX_CPUS, "threads"),
     ("total_pages", MAX_PAGES, "pages"),
+    ("unmap_ns", MAX_NS, "ns"),
     ("unmovable_per_mille", 1000.0, "‰"),
     ("vmap_stack", 1.0, "(true/false)"),
     ("wake_jitter_ns", MAX_NS, "ns"),
