@@ -208,27 +208,22 @@ impl FaultLoop {
     }
 }
 
-/// Blocks the kernel unmaps between two batches of frees: one page table's worth
-/// (`zap_pte_range` per PMD, the `mmu_gather` batch flushed after it).
-const UNMAP_BATCH: Slot = 512;
+/// Blocks per `free_unref_folios` call: a `folio_batch` (`FOLIO_BATCH_SIZE`, 31 folios,
+/// whatever their order). The unmap (`zap_pte_range`, then `release_pages`) hands the
+/// allocator its frees in these batches.
+const UNMAP_BATCH: Slot = 31;
 
-/// The unmap of `slots` (held blocks of `order`): with `work_ns` > 0, each batch of
-/// [`UNMAP_BATCH`] base pages' blocks is a `Compute` of `work_ns` per block and then
-/// their frees; with 0, the frees alone, as one phase.
-pub(crate) fn unmap(
-    slots: std::ops::Range<Slot>,
-    order: u8,
-    work_ns: u64,
-    out: &mut VecDeque<Phase>,
-) {
+/// The unmap of `slots` (held blocks): with `work_ns` > 0, each batch of
+/// [`UNMAP_BATCH`] blocks is a `Compute` of `work_ns` per block and then their frees;
+/// with 0, the frees alone, as one phase.
+pub(crate) fn unmap(slots: std::ops::Range<Slot>, work_ns: u64, out: &mut VecDeque<Phase>) {
     if work_ns == 0 {
         out.push_back(Phase::Free(slots));
         return;
     }
-    let batch = (UNMAP_BATCH >> order).max(1);
     let mut at = slots.start;
     while at < slots.end {
-        let end = (at + batch).min(slots.end);
+        let end = (at + UNMAP_BATCH).min(slots.end);
         out.push_back(Phase::Op(Op::Compute {
             ns: work_ns * u64::from(end - at),
         }));
@@ -249,7 +244,7 @@ impl Program for FaultLoop {
         self.loops_left -= 1;
         if self.tables == 0 {
             out.push_back(self.faults(0..self.blocks));
-            unmap(0..self.blocks, self.order, self.unmap_work_ns, out);
+            unmap(0..self.blocks, self.unmap_work_ns, out);
             return true;
         }
         // Each 2 MiB: its page table, then its faults.
@@ -266,7 +261,7 @@ impl Program for FaultLoop {
                 out.push_back(self.faults(first..end));
             }
         }
-        unmap(0..self.blocks, self.order, self.unmap_work_ns, out);
+        unmap(0..self.blocks, self.unmap_work_ns, out);
         out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
         true
     }

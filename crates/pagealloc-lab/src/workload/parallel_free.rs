@@ -5,6 +5,11 @@
 //! touched; barrier 0 starts the measured window; then each frees its region in address
 //! order and exits. The other CPUs only pass the barrier: they are idle, leaving the
 //! zone lock to the exiting tasks. Score: 100 / time to free; the freed pages are the work.
+//!
+//! The unmap's own work: before the allocator sees a page, `zap_pte_range` clears its
+//! PTE and drops its rmap, and `release_pages` takes it off the LRU and uncharges it;
+//! the pages reach `free_unref_folios` a `folio_batch` (31) at a time
+//! ([`super::page_fault1::unmap`]).
 
 use super::entry::{scaled, Entry};
 use std::collections::VecDeque;
@@ -30,11 +35,16 @@ define_params! {
         order: u8 = 0, full 0;
         /// Exiting tasks, one per CPU from CPU 0.
         tasks: u32 = 1, full 1;
-        /// CPU work of the unmap per block outside the allocator (TLB flush, rmap,
-        /// page-table teardown), ns: page_fault1's `unmap_work_ns` (0, the default: none).
-        unmap_work_ns: u32 = 0, full 0;
+        /// The unmap's work per block outside the allocator, ns (page table, rmap,
+        /// LRU, memcg; docs/sim-cost-model.md §11 gives the source of the default, §12
+        /// this machine's figure).
+        unmap_work_ns: u32 = UNMAP_WORK_NS, full UNMAP_WORK_NS;
     }
 }
+
+/// The default of `unmap_work_ns`: Lu's 2017 single-thread free of 320 GiB on Skylake
+/// (10.8 s, 129 ns a page) less the 56 ns a page's free costs in the simulator.
+const UNMAP_WORK_NS: u32 = 73;
 
 /// parallel_free: time the exit of tasks holding large regions.
 #[derive(Clone, Debug)]
@@ -97,7 +107,6 @@ impl Workload for ParallelFree {
                 ]);
                 super::page_fault1::unmap(
                     region,
-                    self.params.order,
                     u64::from(self.params.unmap_work_ns),
                     &mut phases,
                 );

@@ -328,6 +328,8 @@ pub(super) fn drained_mt<const SINK: bool>(
     e: &PageMeta,
 ) -> MigrateType {
     if cached {
+        // `get_pcppage_migratetype`: a load of `page->index`.
+        b.rec().frame(pfn, false);
         e.mt_type()
     } else {
         b.pb_mt(pfn)

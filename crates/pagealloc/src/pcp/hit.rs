@@ -324,7 +324,11 @@ impl Allocator {
             let e = self.meta_in(zone, i);
             e.set_state(State::Pcp);
             if slot.hot.mt_cache {
+                // ≤ 6.9 `free_unref_page_prepare`: `set_pcppage_migratetype`, a store.
                 e.set_mt(pb_mt as u8);
+                if TRACED {
+                    crate::zone::Rec::<true>::unlocked(zone).frame(zone.pfn_of(i), true);
+                }
             }
         }
         pcp.active = true;

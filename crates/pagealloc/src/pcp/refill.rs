@@ -222,8 +222,11 @@ impl Allocator {
                 if typed {
                     // ≤ 6.9 `__rmqueue_smallest`: `set_pcppage_migratetype(page,
                     // migratetype)` with the type of the free list it came from (no
-                    // pageblock lookup).
+                    // pageblock lookup): a store to `page->index`, under the zone lock.
                     e.set_mt(mt as u8);
+                    if self.cfg.pcp_migratetype_cache {
+                        b.rec().frame(pfn + (k << order), true);
+                    }
                 }
                 if ring {
                     ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &b.rec());
