@@ -63,6 +63,14 @@ impl CliError {
     pub fn run(m: impl std::fmt::Display) -> Self {
         CliError::Run(m.to_string())
     }
+    /// `m` as the error of a tool whose errors carry their exit status (`code`): 2 is a
+    /// usage error, anything else a failed run.
+    pub fn with_code(code: i32, m: impl std::fmt::Display) -> Self {
+        match code {
+            2 => CliError::usage(m),
+            _ => CliError::run(m),
+        }
+    }
     /// The process exit status.
     pub fn exit_code(&self) -> u8 {
         match self {

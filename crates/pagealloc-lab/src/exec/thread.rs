@@ -1,7 +1,8 @@
-//! One CPU's thread: its backend (the source as that CPU, timed; the inboxes; the
-//! barriers) and its loop ([`drive`]).
+//! The run on threads ([`run`]): one thread per CPU, its backend (the source as that
+//! CPU, timed; the inboxes; the barriers) and its loop ([`drive`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
@@ -10,69 +11,322 @@ use crate::peers::{Block, Counters, PageSource, SourceError};
 use crate::row::{record_ns, CpuWindow};
 use crate::workload::driver::TraceBlock;
 use crate::workload::{
-    Backend, CpuDriver, CpuScript, Flow, MigrateKind, Op, OpCounts, Step, NR_ORDERS,
+    Backend, CpuDriver, CpuScript, Flow, MigrateKind, Op, OpCounts, Step, TraceHash, Workload,
+    NR_ORDERS,
 };
+use crate::Row;
 
 use super::clock;
 use super::live::LiveMap;
-use super::outcome::{BadBlock, ExecError, Latencies};
-use super::sync::{Abort, IdBarrier, WaitQueue, Waiter};
+use super::outcome::{BadBlock, ExecError, ExecResult, Latencies, PcpSample};
+use super::sync::{self, Abort, IdBarrier, WaitQueue, Waiter};
 use super::ExecOptions;
 
 /// Per-thread output.
-pub(super) struct ThreadOut {
-    pub(super) counts: OpCounts,
-    pub(super) window: CpuWindow,
+struct ThreadOut {
+    counts: OpCounts,
+    window: CpuWindow,
     /// When the thread began its script, ns since the run's epoch.
-    pub(super) began_ns: u64,
+    began_ns: u64,
     /// The thread's CPU clock at the window's start, then its CPU time in the window.
-    pub(super) cpu_ns: u64,
-    pub(super) trace_hash: u64,
-    pub(super) latency: Option<Latencies>,
-    pub(super) alloc_free_ns: u64,
-    pub(super) touch_ns: u64,
-    pub(super) alloc_ns_by_order: [(u64, u64); NR_ORDERS],
+    cpu_ns: u64,
+    trace_hash: u64,
+    latency: Option<Latencies>,
+    alloc_free_ns: u64,
+    touch_ns: u64,
+    alloc_ns_by_order: [(u64, u64); NR_ORDERS],
 }
 
 /// A CPU's inbox: the queue (the socket buffer), the wait queue its receiver sleeps on
 /// while it is empty, and the one its sender sleeps on while it is full.
-pub(super) struct Inbox {
-    pub(super) queue: ArrayQueue<Block>,
+struct Inbox {
+    queue: ArrayQueue<Block>,
     /// Blocks counted against the inbox: sent and not yet released by the receiver
     /// (queued, or received and not all freed: an skb counts against its socket's
     /// buffer until freed). One counter, raised by the sender before each push and
     /// lowered by a whole message at a release, so a sender never sees a count in
     /// the middle of a message it is sending.
-    pub(super) held: AtomicUsize,
-    pub(super) data: WaitQueue,
-    pub(super) space: WaitQueue,
+    held: AtomicUsize,
+    data: WaitQueue,
+    space: WaitQueue,
 }
 
 impl Inbox {
     /// Blocks counted against the inbox.
-    pub(super) fn held(&self) -> usize {
+    fn held(&self) -> usize {
         self.held.load(Ordering::SeqCst)
     }
 }
 
 /// Shared state of one run.
-pub(super) struct Shared<'a> {
-    pub(super) source: &'a dyn PageSource,
-    pub(super) inboxes: Vec<Option<Inbox>>,
+struct Shared<'a> {
+    source: &'a dyn PageSource,
+    inboxes: Vec<Option<Inbox>>,
     /// Blocks an inbox drains to before its sleeping sender is woken.
-    pub(super) resume: usize,
+    resume: usize,
     /// Blocks an inbox holds (queued or received and not freed) before sends block.
-    pub(super) capacity: usize,
-    pub(super) barrier: IdBarrier,
-    pub(super) abort: Abort,
-    pub(super) live: LiveMap,
-    pub(super) measured_after: Option<u32>,
-    pub(super) epoch: Instant,
-    pub(super) opts: &'a ExecOptions,
+    capacity: usize,
+    barrier: IdBarrier,
+    abort: Abort,
+    live: LiveMap,
+    measured_after: Option<u32>,
+    epoch: Instant,
+    opts: &'a ExecOptions,
+}
+
+/// Runs `workload` on `source` with `opts`.
+///
+/// # Errors
+/// See [`ExecError`]: the run fails on any broken check.
+pub fn run(
+    workload: &dyn Workload,
+    source: &dyn PageSource,
+    opts: &ExecOptions,
+) -> Result<ExecResult, ExecError> {
+    let n = opts.cpus.max(1);
+    let scripts = workload.scripts(n).map_err(ExecError::Workload)?;
+    let mut warnings = Vec::new();
+    let allowed = sync::allowed_cpus();
+    let pinned = opts.pin && allowed.len() >= n as usize;
+    if opts.pin && !pinned {
+        warnings.push(format!(
+            "{n} CPUs asked, this process may use {}: threads run unpinned",
+            allowed.len()
+        ));
+    }
+    let cap = workload.inbox_capacity();
+    let shared = Shared {
+        source,
+        inboxes: (0..n)
+            .map(|_| {
+                (cap > 0).then(|| Inbox {
+                    queue: ArrayQueue::new(cap),
+                    held: AtomicUsize::new(0),
+                    data: WaitQueue::default(),
+                    space: WaitQueue::default(),
+                })
+            })
+            .collect(),
+        resume: workload.inbox_resume(),
+        capacity: cap,
+        barrier: IdBarrier::new(n),
+        abort: Abort::default(),
+        live: LiveMap::new(source.handle_space()),
+        measured_after: workload.measured_after(),
+        epoch: Instant::now(),
+        opts,
+    };
+    if opts.latency {
+        clock::calibrate();
+    }
+    let before = source.counters();
+    let start = std::sync::Barrier::new(n as usize + 1);
+    let stop_sampler = AtomicBool::new(false);
+    let samples: Mutex<Vec<PcpSample>> = Mutex::new(Vec::new());
+    let peak = AtomicU64::new(0);
+
+    let outs: Vec<Result<ThreadOut, ExecError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = scripts
+            .into_iter()
+            .enumerate()
+            .map(|(i, script)| {
+                let shared = &shared;
+                let start = &start;
+                let host_cpu = allowed.get(i).copied();
+                std::thread::Builder::new()
+                    .name(format!("cpu{i}"))
+                    .spawn_scoped(s, move || {
+                        if let (true, Some(c)) = (pinned, host_cpu) {
+                            // A failed pin leaves the thread unpinned; the run still counts.
+                            let _ = sync::pin_to(c);
+                        }
+                        start.wait();
+                        // A panicking thread stops the others (they may wait for it).
+                        let _guard = AbortOnPanic(&shared.abort);
+                        let r = drive(i, script, shared);
+                        if r.is_err() {
+                            shared.abort.set();
+                        }
+                        r
+                    })
+                    .expect("spawn an executor thread")
+            })
+            .collect();
+        let sampler = (opts.sample_ms > 0 && source.pcp_pages().is_some()).then(|| {
+            let (stop, samples, peak, epoch) = (&stop_sampler, &samples, &peak, shared.epoch);
+            s.spawn(move || {
+                let period = Duration::from_millis(opts.sample_ms);
+                while !stop.load(Ordering::Relaxed) {
+                    let total = source.pcp_pages().unwrap_or(0);
+                    let p = source.pcp_info(0).unwrap_or_default();
+                    peak.fetch_max(total, Ordering::Relaxed);
+                    samples.lock().expect("sampler lock").push(PcpSample {
+                        t_ms: epoch.elapsed().as_millis() as u64,
+                        total_pages: total,
+                        cpu0_high: p.high,
+                        cpu0_count: p.count,
+                        cpu0_high_min: p.high_min,
+                    });
+                    std::thread::sleep(period);
+                }
+            })
+        });
+        start.wait();
+        // Join every worker before acting on a panic: the sampler must be stopped
+        // first, or the scope would wait for it forever.
+        let mut panicked = None;
+        let mut outs = Vec::with_capacity(handles.len());
+        for h in handles {
+            match h.join() {
+                Ok(r) => outs.push(r),
+                Err(p) => {
+                    shared.abort.set();
+                    outs.push(Err(ExecError::Aborted));
+                    panicked.get_or_insert(p);
+                }
+            }
+        }
+        if sampler.is_some() && opts.linger_ms > 0 && panicked.is_none() {
+            std::thread::sleep(Duration::from_millis(opts.linger_ms));
+        }
+        stop_sampler.store(true, Ordering::Relaxed);
+        if let Some(h) = sampler {
+            h.join().expect("sampler thread");
+        }
+        if let Some(p) = panicked {
+            std::panic::resume_unwind(p);
+        }
+        outs
+    });
+
+    // The first real error wins over the `Aborted` of the threads it stopped.
+    let mut threads = Vec::with_capacity(outs.len());
+    let mut first_err = None;
+    for o in outs {
+        match o {
+            Ok(t) => threads.push(t),
+            Err(ExecError::Aborted) => {}
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if threads.len() != n as usize {
+        return Err(ExecError::Aborted);
+    }
+
+    // End-of-run checks.
+    for (i, q) in shared.inboxes.iter().enumerate() {
+        if let Some(q) = q {
+            if !q.queue.is_empty() {
+                return Err(ExecError::Script(format!(
+                    "{} blocks left in CPU {i}'s inbox",
+                    q.queue.len()
+                )));
+            }
+        }
+    }
+    let live = shared.live.live_frames();
+    if live != 0 {
+        return Err(BadBlock::Leaked(live).into());
+    }
+    let pcp_final = source.pcp_pages();
+    let after = source.counters();
+    source.validate()?;
+
+    let per_cpu: Vec<OpCounts> = threads.iter().map(|t| t.counts.clone()).collect();
+    let total = OpCounts::sum(&per_cpu);
+    if total.allocs != total.frees {
+        return Err(ExecError::Script(format!(
+            "allocations by order {:?} != frees {:?}",
+            total.allocs, total.frees
+        )));
+    }
+    let windows: Vec<CpuWindow> = threads.iter().map(|t| t.window.clone()).collect();
+    let measured = OpCounts::sum(windows.iter().map(|w| &w.counts));
+    let failed = total.failed_allocs();
+    if failed > 0 && workload.score_kind() == crate::workload::ScoreKind::Rate {
+        warnings.push(format!(
+            "{}: {failed} allocations failed (out of memory); the throughput counts only \
+             what was allocated (more memory: --memory)",
+            workload.name()
+        ));
+    }
+    let began = threads.iter().map(|t| t.began_ns).min().unwrap_or(0);
+    let ended = windows.iter().map(|w| w.end_ns).max().unwrap_or(0);
+    let wall_s = ended.saturating_sub(began) as f64 / 1e9;
+    let snapshot = shared
+        .barrier
+        .snapshot
+        .lock()
+        .expect("snapshot lock")
+        .take();
+    let counters = match (after, snapshot.or(before)) {
+        (Some(a), Some(b)) => Some(a.since(&b)),
+        _ => None,
+    };
+    let latency = opts.latency.then(|| {
+        let mut l = Latencies::new();
+        for t in &threads {
+            if let Some(tl) = &t.latency {
+                l.merge(tl);
+            }
+        }
+        l
+    });
+    let mut by_order = [None; NR_ORDERS];
+    if opts.latency {
+        for (o, slot) in by_order.iter_mut().enumerate() {
+            let (sum, cnt) = threads.iter().fold((0u64, 0u64), |(s, c), t| {
+                (s + t.alloc_ns_by_order[o].0, c + t.alloc_ns_by_order[o].1)
+            });
+            if cnt > 0 {
+                *slot = Some(sum as f64 / cnt as f64);
+            }
+        }
+    }
+    let pcp_peak = source
+        .pcp_pages()
+        .map(|_| peak.load(Ordering::Relaxed).max(pcp_final.unwrap_or(0)));
+    let mut r = ExecResult {
+        workload: workload.name(),
+        alloc: source.name(),
+        config: source.config(),
+        cpus: n,
+        seed: opts.seed,
+        pinned,
+        score: 0.0,
+        score_unit: workload.score_unit(),
+        elapsed_s: 0.0,
+        wall_s,
+        cpu_time_ns: threads.iter().map(|t| t.cpu_ns).sum(),
+        trace_hash: TraceHash::combine(threads.iter().map(|t| t.trace_hash)),
+        windows,
+        per_cpu,
+        total,
+        measured,
+        counters,
+        latency,
+        alloc_free_s: threads.iter().map(|t| t.alloc_free_ns).sum::<u64>() as f64 / 1e9,
+        touch_s: threads.iter().map(|t| t.touch_ns).sum::<u64>() as f64 / 1e9,
+        alloc_avg_ns_by_order: by_order,
+        pcp_samples: samples.into_inner().expect("sampler lock"),
+        pcp_peak_pages: pcp_peak,
+        pcp_final_pages: pcp_final,
+        warnings,
+        row: Row::default(),
+    };
+    r.row = r.measure(workload);
+    r.score = r.row.score.unwrap_or(0.0);
+    r.elapsed_s = r.row.extra["elapsed_s"];
+    Ok(r)
 }
 
 /// Sets the abort flag when dropped during a panic.
-pub(super) struct AbortOnPanic<'a>(pub(super) &'a Abort);
+struct AbortOnPanic<'a>(&'a Abort);
 
 impl Drop for AbortOnPanic<'_> {
     fn drop(&mut self) {
@@ -314,11 +568,7 @@ impl Backend for ThreadBackend<'_, '_> {
 
 /// One CPU's loop: the driver steps the script; a blocked op waits (spin, then yield)
 /// and is retried.
-pub(super) fn drive(
-    cpu: usize,
-    script: Box<dyn CpuScript>,
-    sh: &Shared<'_>,
-) -> Result<ThreadOut, ExecError> {
+fn drive(cpu: usize, script: Box<dyn CpuScript>, sh: &Shared<'_>) -> Result<ThreadOut, ExecError> {
     let src = sh.source;
     let trips = sh.opts.latency && src.cpu_counters(cpu).is_some();
     let mut k = ThreadBackend {

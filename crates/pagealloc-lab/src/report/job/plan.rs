@@ -7,6 +7,7 @@ use crate::exec::{self, ExecOptions, ExecResult};
 use crate::report::section::{Mode, Section};
 use crate::report::ReportError;
 use crate::workload::by_name;
+use crate::workload::overrides as kv;
 
 /// The suite's sizes in one mode.
 pub(super) struct Plan {
@@ -23,13 +24,6 @@ pub(super) struct Plan {
     pub(super) linger_ms: u64,
     pub(super) bench_memory: u64,
     pub(super) bench_iterations: u32,
-}
-
-fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 impl Plan {
