@@ -4,9 +4,9 @@
 //! # Design
 //! Thread `i` plays CPU `i`: it is pinned to the `i`-th CPU this process may use (when
 //! there are enough; otherwise the run is unpinned, with a warning), owns CPU `i`'s slot
-//! table and RNG (a [`CpuDriver`], the executor contract of [`crate::workload`] written
+//! table and RNG (a [`CpuDriver`](crate::workload::CpuDriver), the executor contract of [`crate::workload`] written
 //! once), and allocates as CPU `i` (`alloc_on(i, …)` for pagealloc): the thread is the
-//! driver's [`Backend`]. `Send`/`Recv` go through real bounded MPMC queues (crossbeam
+//! driver's [`Backend`](crate::workload::Backend). `Send`/`Recv` go through real bounded MPMC queues (crossbeam
 //! `ArrayQueue`, FIFO, capacity [`Workload::inbox_capacity`]); a blocked `Send` or
 //! `Recv` sleeps on the inbox's wait queue (a condition variable: off the CPU, as a
 //! task blocked in a socket call is) until the other side wakes it: a receiver when a
@@ -16,9 +16,9 @@
 //! A blocked barrier spins then yields; barriers check their ids, and a script that
 //! finishes while others wait at a barrier fails the run.
 //!
-//! Measurements, per thread, merged at the end into a row by [`Row::from_measurement`]
+//! Measurements, per thread, merged at the end into a row by [`Row::from_measurement`](crate::Row::from_measurement)
 //! (the simulator's constructor too):
-//! - [`OpCounts`] for the whole run and the measured window; the score is the
+//! - [`OpCounts`](crate::workload::OpCounts) for the whole run and the measured window; the score is the
 //!   workload's [`Workload::score`] over the window (from the measured barrier, or the
 //!   start, to the last `Done`).
 //! - The thread's CPU time in its window (`CLOCK_THREAD_CPUTIME_ID`): the zone lock %

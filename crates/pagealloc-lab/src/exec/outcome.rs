@@ -166,7 +166,7 @@ pub struct ExecResult {
     pub windows: Vec<CpuWindow>,
     /// Σ of the threads' CPU time in their measured windows, ns.
     pub cpu_time_ns: u64,
-    /// Hash of every CPU's completed ops and results ([`TraceHash`]): the dry run's
+    /// Hash of every CPU's completed ops and results ([`TraceHash`](crate::workload::TraceHash)): the dry run's
     /// hash when the ops did not depend on timing (no failed allocation, no shared
     /// task queue).
     pub trace_hash: u64,
@@ -178,7 +178,7 @@ pub struct ExecResult {
     pub measured: OpCounts,
     /// Counters' change over the measured window (sources with counters).
     pub counters: Option<Counters>,
-    /// Latencies (with [`ExecOptions::latency`]).
+    /// Latencies (with [`ExecOptions::latency`](super::ExecOptions::latency)).
     pub latency: Option<Latencies>,
     /// Seconds spent in allocations and frees, all CPUs (with latency on).
     pub alloc_free_s: f64,
