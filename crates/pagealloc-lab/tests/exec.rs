@@ -5,14 +5,8 @@
 use pagealloc::Config;
 use pagealloc_lab::exec::{self, ExecError, ExecOptions};
 use pagealloc_lab::peers::{self, Block, HandleSpace, PageSource, SourceError, SourceSpec};
+use pagealloc_lab::workload::overrides as kv;
 use pagealloc_lab::workload::{by_name, names, DryRun, MigrateKind, Workload};
-
-fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
 
 /// Small parameters, so each workload runs in milliseconds.
 fn small(name: &str) -> Vec<(&'static str, &'static str)> {

@@ -6,17 +6,11 @@
 
 use pagealloc::Config;
 use pagealloc_lab::sim::{self, calibrate, Machine, SimOptions};
+use pagealloc_lab::workload::overrides as kv;
 use pagealloc_lab::workload::{self, dry_run, Scale};
 
 fn small(name: &str, pairs: &[(&str, &str)]) -> Box<dyn workload::Workload> {
     workload::build(name, Scale::Laptop, &kv(pairs)).unwrap()
-}
-
-fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 fn opts(machine: &str, config: &str, seed: u64) -> SimOptions {

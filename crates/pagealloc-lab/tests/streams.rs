@@ -5,15 +5,9 @@
 
 use pagealloc::Config;
 use pagealloc_lab::sim::{self, Machine, SimOptions};
+use pagealloc_lab::workload::overrides as kv;
 use pagealloc_lab::workload::{self, Scale};
 use pagealloc_lab::Row;
-
-fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
 
 /// `name` with `params` on desktop-8 (4 pairs: the zone lock is far from saturated, so
 /// the pairs' own flow decides their pace), linux-6.12, seed 1, with `cost` overrides.

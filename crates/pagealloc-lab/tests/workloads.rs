@@ -2,17 +2,11 @@
 //! run: counts, conservation, balance of sends and barriers, determinism, and the
 //! registry's errors.
 
+use pagealloc_lab::workload::overrides as kv;
 use pagealloc_lab::workload::{
     build, by_name, dry_run, names, CpuScript, DryRun, DryRunStats, MigrateKind, Op, OpResult, Rng,
     Scale, ScoreKind, Slot, TraceEntry, Workload, WorkloadError,
 };
-
-fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
 
 fn workload(name: &str, overrides: &[(&str, &str)]) -> Box<dyn Workload> {
     by_name(name, &kv(overrides)).unwrap_or_else(|e| panic!("{e}"))

@@ -3,14 +3,19 @@
 //!
 //! # Design
 //! The command line sits on top of the lab: the executors, the simulator and the
-//! reports are library functions that print nothing and know no flags; this module
-//! (and `sim.rs`, the simulator's subcommands) parses, calls them and prints. One
-//! clap-derive [`Command`] enum holds every subcommand, so other tools add theirs with
-//! one variant and one match arm in [`dispatch`]. Lists (`a,b,c`) go through one parser,
-//! [`parse_list`]; bad input is one error, [`CliError::Usage`]. Values clap cannot check by itself
-//! (workload, config, allocator names, `key=value` parameters) are checked here and
-//! refused with one line naming the valid choices and exit status 2, like clap's own
-//! errors. A run whose checks fail exits with status 1.
+//! reports are library functions that print nothing and know no flags; this module and
+//! its files parse, call them and print. One clap-derive [`Command`] enum holds every
+//! subcommand, so other tools add theirs with one variant and one match arm in
+//! [`dispatch`]. Lists (`a,b,c`) go through one parser, [`parse_list`]; bad input is one
+//! error, [`CliError::Usage`]. Values clap cannot check by itself (workload, config,
+//! allocator names, `key=value` parameters) are checked in `parse.rs` and refused with
+//! one line naming the valid choices and exit status 2, like clap's own errors. A run
+//! whose checks fail exits with status 1.
+//!
+//! The files: this one holds the commands' arguments and the dispatch; `threads.rs`
+//! runs `run`, `compare`, `bench` and `report` on real threads; [`sim`] the simulator's
+//! subcommands (`sim`, `calibrate`, `compare --sim`); [`twin`], [`trace`] and
+//! [`predict`] theirs; `progress.rs` the progress of many runs ([`Progress`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,16 +23,24 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use pagealloc::Preset;
 
+mod parse;
 pub mod predict;
+mod progress;
 pub mod sim;
+mod threads;
 pub mod trace;
 pub mod twin;
 
-use crate::bench::{self, BenchKind, BenchParams};
-use crate::exec::{self, ExecOptions};
-use crate::report::{self, compare_columns, job, BENCH_COLUMNS, WORKLOAD_COLUMNS};
+pub use parse::{
+    config_of, configs_of, parse_list, parse_list_with, parse_params, split_allocs, split_configs,
+    workload_of,
+};
+pub use progress::Progress;
+
+use crate::bench::BenchKind;
+use crate::report;
 use crate::units::MemSize;
-use crate::workload::{self, Workload};
+use crate::workload;
 use crate::{peers, Row};
 
 /// What can end a command: printed as one line after `error: `.
@@ -49,6 +62,14 @@ impl CliError {
     /// A failed run saying `m`.
     pub fn run(m: impl std::fmt::Display) -> Self {
         CliError::Run(m.to_string())
+    }
+    /// `m` as the error of a tool whose errors carry their exit status (`code`): 2 is a
+    /// usage error, anything else a failed run.
+    pub fn with_code(code: i32, m: impl std::fmt::Display) -> Self {
+        match code {
+            2 => CliError::usage(m),
+            _ => CliError::run(m),
+        }
     }
     /// The process exit status.
     pub fn exit_code(&self) -> u8 {
@@ -288,80 +309,6 @@ pub fn print_compare(format: Format, raw: &[Row], rows: &[Row], columns: &[&str]
     }
 }
 
-/// Progress of a command of many runs: indicatif's bar with an ETA on a terminal; with
-/// `lines` and stderr not a terminal (a log, CI), one plain line per finished run instead
-/// (what finished, the time so far and the ETA at the mean time per run).
-#[derive(Debug)]
-pub struct Progress {
-    bar: indicatif::ProgressBar,
-    lines: bool,
-    total: u64,
-    done: std::sync::atomic::AtomicU64,
-    t0: std::time::Instant,
-}
-
-impl Progress {
-    /// Progress over `total` runs; `lines`: print a line per run where no bar shows.
-    pub fn new(total: u64, lines: bool) -> Self {
-        use std::io::IsTerminal;
-        let bar = indicatif::ProgressBar::new(total);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg} ETA {eta}",
-            )
-            .expect("a valid template")
-            .progress_chars("=> "),
-        );
-        Progress {
-            bar,
-            lines: lines && !std::io::stderr().is_terminal(),
-            total,
-            done: std::sync::atomic::AtomicU64::new(0),
-            t0: std::time::Instant::now(),
-        }
-    }
-
-    /// Names the run under way (the bar's message).
-    pub fn set_message(&self, m: String) {
-        self.bar.set_message(m);
-    }
-
-    /// One more run finished: `what` it was.
-    pub fn inc(&self, what: &str) {
-        self.bar.inc(1);
-        let n = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if self.lines {
-            let elapsed = self.t0.elapsed().as_secs_f64();
-            let eta = elapsed / n as f64 * self.total.saturating_sub(n) as f64;
-            eprintln!(
-                "[{n}/{}] {what}; elapsed {elapsed:.0} s, ETA {eta:.0} s",
-                self.total
-            );
-        }
-    }
-
-    /// One simulation finished with `row`: its config, machine, wall time and page ops/s.
-    pub fn finished(&self, row: &Row) {
-        self.inc(&format!(
-            "{} on {}: {:.1} s, {:.2} M page ops/s per core",
-            row.config.as_deref().unwrap_or("-"),
-            row.machine.as_deref().unwrap_or("-"),
-            row.wall_s.unwrap_or(0.0),
-            row.extra.get("page_ops_per_cpu_s").copied().unwrap_or(0.0) / 1e6,
-        ));
-    }
-
-    /// Prints `m` on stderr without tearing the bar.
-    pub fn println(&self, m: &str) {
-        self.bar.suspend(|| eprintln!("{m}"));
-    }
-
-    /// Clears the bar.
-    pub fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
-}
-
 /// `pagealloc bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -467,10 +414,10 @@ pub fn main() -> ExitCode {
 /// [`CliError::Usage`] for bad values, [`CliError::Run`] for failed runs.
 pub fn dispatch(command: Command) -> Result<(), CliError> {
     match command {
-        Command::Run(a) => cmd_run(&a),
-        Command::Compare(a) => cmd_compare(&a),
-        Command::Bench(a) => cmd_bench(&a),
-        Command::Report(a) => cmd_report(&a),
+        Command::Run(a) => threads::cmd_run(&a),
+        Command::Compare(a) => threads::cmd_compare(&a),
+        Command::Bench(a) => threads::cmd_bench(&a),
+        Command::Report(a) => threads::cmd_report(&a),
         Command::Sim(a) => sim::cmd_sim(&a),
         Command::Calibrate(a) => sim::cmd_calibrate(&a),
         Command::Twin(a) => twin::cmd_twin(&a),
@@ -554,429 +501,9 @@ fn list_text() -> String {
     )
 }
 
-/// Parses `KEY=VALUE` items.
-///
-/// # Errors
-/// An item without `=`, or a key given twice.
-pub fn parse_params(items: &[String]) -> Result<Vec<(String, String)>, CliError> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for kv in items {
-        let (k, v) = kv
-            .split_once('=')
-            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-            .ok_or_else(|| CliError::usage(format!("parameter `{kv}` is not KEY=VALUE")))?;
-        if out.iter().any(|(seen, _)| *seen == k) {
-            return Err(CliError::usage(format!(
-                "parameter `{k}` given twice (-p {k}=…): give each once"
-            )));
-        }
-        out.push((k, v));
-    }
-    Ok(out)
-}
-
-/// Builds the workload, refusing unknown names and parameters with the valid choices.
-///
-/// # Errors
-/// [`CliError::Usage`].
-pub fn workload_of(name: &str, params: &[String]) -> Result<Box<dyn Workload>, CliError> {
-    let ov = parse_params(params)?;
-    workload::by_name(name, &ov).map_err(|e| CliError::usage(e.to_string()))
-}
-
-/// Parses a config string.
-///
-/// # Errors
-/// [`CliError::Usage`] naming the valid presets or keys.
-pub fn config_of(s: &str) -> Result<pagealloc::Config, CliError> {
-    crate::policies::config(s).map_err(|e| CliError::usage(format!("config `{s}`: {e}")))
-}
-
-/// Splits a comma-separated config list; `key=value` items join the config before them.
-///
-/// # Errors
-/// [`CliError::Usage`] for an empty list, an override with no config before it, or a
-/// config that does not parse.
-pub fn split_configs(s: &str) -> Result<Vec<String>, CliError> {
-    let mut out: Vec<String> = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        if item.contains('=') {
-            let last = out.last_mut().ok_or_else(|| {
-                CliError::usage(format!(
-                    "override `{item}` has no config before it: each config starts with a preset ({}), e.g. linux-6.12,{item}",
-                    Preset::NAMES
-                ))
-            })?;
-            last.push(',');
-            last.push_str(item);
-        } else {
-            out.push(item.to_owned());
-        }
-    }
-    if out.is_empty() {
-        return Err(CliError::usage(format!(
-            "no config given; valid: {}",
-            Preset::NAMES
-        )));
-    }
-    for c in &out {
-        config_of(c)?;
-    }
-    Ok(out)
-}
-
-/// Splits a comma-separated list (`a,b,c`; blanks around items and empty items are
-/// ignored) and parses each item with `parse`.
-///
-/// # Errors
-/// [`CliError::Usage`] for an empty list or an item that does not parse, naming `what`
-/// and the `valid` choices.
-pub fn parse_list_with<T, E>(
-    s: &str,
-    what: &str,
-    valid: &str,
-    parse: impl Fn(&str) -> Result<T, E>,
-) -> Result<Vec<T>, CliError> {
-    let v: Vec<T> = s
-        .split(',')
-        .map(str::trim)
-        .filter(|i| !i.is_empty())
-        .map(|i| {
-            parse(i).map_err(|_| CliError::usage(format!("invalid {what} `{i}`; valid: {valid}")))
-        })
-        .collect::<Result<_, _>>()?;
-    if v.is_empty() {
-        return Err(CliError::usage(format!("no {what} given; valid: {valid}")));
-    }
-    Ok(v)
-}
-
-/// [`parse_list_with`] for any [`FromStr`](std::str::FromStr) type.
-///
-/// # Errors
-/// As [`parse_list_with`].
-pub fn parse_list<T: std::str::FromStr>(
-    s: &str,
-    what: &str,
-    valid: &str,
-) -> Result<Vec<T>, CliError> {
-    parse_list_with(s, what, valid, str::parse::<T>)
-}
-
-/// `--configs` of `compare`: the list given, or the kernel series' presets in order
-/// ([`Preset::SERIES`]).
-///
-/// # Errors
-/// As [`split_configs`].
-pub fn configs_of(s: Option<&str>) -> Result<Vec<String>, CliError> {
-    match s {
-        Some(s) => split_configs(s),
-        None => Ok(Preset::SERIES.iter().map(|p| p.name().to_owned()).collect()),
-    }
-}
-
-/// Splits and checks a comma-separated allocator list.
-///
-/// # Errors
-/// [`CliError::Usage`] naming the valid allocators.
-pub fn split_allocs(s: &str) -> Result<Vec<&'static str>, CliError> {
-    parse_list_with(s, "allocator", &peers::Peer::names_help(), peers::canonical)
-}
-
-/// `--cpus` (checked by its value parser), or the CPUs this process may use.
-fn cpus_of(o: &WorkloadOpts) -> u32 {
-    o.common
-        .cpus
-        .unwrap_or_else(|| (exec::host_cpus().max(1) as u64).min(crate::limits::MAX_THREADS) as u32)
-}
-
-/// One row of `workload` on `alloc` (with `config`): one run, runs repeated for
-/// `--seconds` (the median-score run stands for all), or `--runs N` runs merged into
-/// one row with their means, spreads and samples ([`crate::stats::merge`]).
-fn measure(
-    w: &dyn Workload,
-    alloc: &'static str,
-    config: &pagealloc::Config,
-    o: &WorkloadOpts,
-    cpus: u32,
-    warned: &mut Vec<String>,
-    progress: &Progress,
-) -> Result<Row, CliError> {
-    let opts = ExecOptions {
-        seed: o.common.seed,
-        latency: !o.no_latency,
-        ..ExecOptions::new(cpus)
-    };
-    let frames = o.memory.map(MemSize::pages);
-    let t0 = std::time::Instant::now();
-    let mut rows = Vec::new();
-    loop {
-        let r = exec::run_named(w, alloc, config, &opts, frames).map_err(|e| {
-            let what = if alloc == "pagealloc" {
-                format!("{} on pagealloc {config}", w.name())
-            } else {
-                format!("{} on {alloc}", w.name())
-            };
-            match e {
-                exec::ExecError::Workload(e) => CliError::usage(e.to_string()),
-                e => CliError::run(format!("{what}: {e}")),
-            }
-        })?;
-        for warn in &r.warnings {
-            if !warned.contains(warn) {
-                eprintln!("warning: {warn}");
-                warned.push(warn.clone());
-            }
-        }
-        rows.push(r.row());
-        if let Some(n) = o.runs {
-            let what = if alloc == "pagealloc" {
-                format!("{} on pagealloc {config}", w.name())
-            } else {
-                format!("{} on {alloc}", w.name())
-            };
-            progress.inc(&format!("{what}: run {}/{n}", rows.len()));
-            if rows.len() < n as usize {
-                continue;
-            }
-            return Ok(crate::stats::merge(rows, "runs"));
-        }
-        match o.seconds {
-            Some(s) if t0.elapsed().as_secs_f64() < s => {}
-            _ => break,
-        }
-    }
-    // The median-score run stands for all.
-    rows.sort_by(|a, b| a.score.unwrap_or(0.0).total_cmp(&b.score.unwrap_or(0.0)));
-    let n = rows.len();
-    let mut row = rows.swap_remove(n / 2);
-    if n > 1 {
-        row.extra.insert("runs".into(), n as f64);
-    }
-    Ok(row)
-}
-
-fn emit(rows: &[Row], columns: &[&str], json: bool) {
-    if json {
-        print!("{}", report::json_lines(rows));
-    } else {
-        report::print_table(rows, columns);
-    }
-}
-
-/// Refuses `--seeds` on threads: runs there are not seeded repetitions.
-fn threads_only(o: &WorkloadOpts) -> Result<(), CliError> {
-    if o.common.seeds.is_some() {
-        return Err(CliError::usage(
-            "--seeds repeats simulations (sim, compare --sim); on threads use --runs N",
-        ));
-    }
-    Ok(())
-}
-
-/// The columns of a row of several runs: the score's stddev (% of the mean) after it.
-fn with_spread(mut cols: Vec<&'static str>, o: &WorkloadOpts) -> Vec<&'static str> {
-    if o.runs.is_some() {
-        let at = cols.iter().position(|&c| c == "score").map_or(0, |i| i + 1);
-        cols.insert(at, "score_stddev_pct");
-        cols.push("runs");
-    }
-    cols
-}
-
-fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
-    threads_only(&a.opts)?;
-    let w = workload_of(&a.workload, &a.opts.common.params)?;
-    let alloc = peers::canonical(&a.alloc).map_err(|e| CliError::usage(e.to_string()))?;
-    let config = config_of(&a.config)?;
-    let cpus = cpus_of(&a.opts);
-    let runs = a.opts.runs.unwrap_or(1);
-    let progress = Progress::new(u64::from(runs), runs > 1 && !a.opts.common.json);
-    let row = measure(
-        &*w,
-        alloc,
-        &config,
-        &a.opts,
-        cpus,
-        &mut Vec::new(),
-        &progress,
-    )?;
-    progress.finish();
-    let mut cols = with_spread(WORKLOAD_COLUMNS.to_vec(), &a.opts);
-    cols.push("score_unit");
-    emit(&[row], &cols, a.opts.common.json);
-    Ok(())
-}
-
-fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
-    if a.sim {
-        return sim::cmd_compare(a);
-    }
-    if a.cost.cost.is_some() {
-        return Err(CliError::usage(
-            "--cost sets the simulator's cost model: it needs --sim",
-        ));
-    }
-    threads_only(&a.opts)?;
-    let w = workload_of(&a.workload, &a.opts.common.params)?;
-    let allocs = split_allocs(&a.alloc)?;
-    let configs = configs_of(a.configs.as_deref())?;
-    let cpus = cpus_of(&a.opts);
-    let mut plan: Vec<(&'static str, pagealloc::Config)> = Vec::new();
-    for &al in &allocs {
-        if al == "pagealloc" {
-            for c in &configs {
-                plan.push((al, config_of(c)?));
-            }
-        } else {
-            plan.push((al, pagealloc::Config::default()));
-        }
-    }
-    let runs = a.opts.runs.map_or(1, u64::from);
-    let pb = Progress::new(plan.len() as u64 * runs, runs > 1 && !a.opts.common.json);
-    let mut rows = Vec::new();
-    let mut warned = Vec::new();
-    for (al, cfg) in &plan {
-        pb.set_message(format!("{al} {cfg}"));
-        rows.push(measure(&*w, al, cfg, &a.opts, cpus, &mut warned, &pb)?);
-        if a.opts.runs.is_none() {
-            pb.inc(&format!("{al} {cfg}"));
-        }
-    }
-    pb.finish();
-    let raw = rows.clone();
-    report::normalise(&mut rows);
-    if a.opts.common.json {
-        print!("{}", report::json_lines(&rows));
-    } else {
-        let cols = with_spread(compare_columns(), &a.opts);
-        print_compare(a.format, &raw, &rows, &cols);
-    }
-    Ok(())
-}
-
-fn cmd_bench(a: &BenchArgs) -> Result<(), CliError> {
-    let kinds: Vec<BenchKind> = parse_list(&a.kind, "benchmark", "bulk, repeat, rand")?;
-    let allocs = split_allocs(&a.alloc)?;
-    let config = config_of(&a.config)?;
-    let threads: Vec<u32> = parse_list(&a.cpus, "CPU count", "1, 2, …")?;
-    let orders: Vec<u8> = parse_list(&a.order, "order", "0..=10")?;
-    if let Some(o) = orders.iter().find(|&&o| o > 10) {
-        return Err(CliError::usage(format!(
-            "invalid order `{o}`; valid: 0..=10"
-        )));
-    }
-    for &t in &threads {
-        crate::limits::check_threads(u64::from(t))
-            .map_err(|e| CliError::usage(format!("invalid CPU count: {e}")))?;
-    }
-    // The field is public: a value built in code gets the parser's check too.
-    crate::limits::check_memory(a.memory)
-        .map_err(|e| CliError::usage(format!("invalid --memory: {e}")))?;
-    let memory_bytes = a.memory.bytes();
-    let total = kinds.len() * allocs.len() * threads.len() * orders.len();
-    let pb = indicatif::ProgressBar::new(total as u64);
-    let mut rows = Vec::new();
-    for &kind in &kinds {
-        for &alloc in &allocs {
-            for &t in &threads {
-                for &order in &orders {
-                    pb.set_message(format!("{kind} {alloc} × {t} order {order}"));
-                    let p = BenchParams {
-                        kind,
-                        alloc,
-                        config: config.clone(),
-                        threads: t,
-                        order,
-                        memory_bytes,
-                        iterations: a.iterations,
-                        seed: a.seed,
-                        reuse: a.reuse,
-                    };
-                    match bench::run(&p) {
-                        Ok(r) => rows.push(r),
-                        Err(e @ peers::SourceError::Unsupported { .. }) => {
-                            pb.suspend(|| eprintln!("skipped: {e}"));
-                        }
-                        Err(e) => return Err(CliError::run(format!("bench {kind} {alloc}: {e}"))),
-                    }
-                    pb.inc(1);
-                }
-            }
-        }
-    }
-    pb.finish_and_clear();
-    let mut cols = BENCH_COLUMNS.to_vec();
-    if a.counters {
-        cols.extend_from_slice(bench::COUNTER_COLUMNS);
-    }
-    emit(&rows, &cols, a.json);
-    Ok(())
-}
-
-fn cmd_report(a: &ReportArgs) -> Result<(), CliError> {
-    let mode = if a.tiny {
-        job::Mode::Tiny
-    } else if a.quick {
-        job::Mode::Quick
-    } else {
-        job::Mode::Full
-    };
-    // Written whole or not at all (`output`): the path is checked before the run.
-    let staged = crate::output::Staged::dir(&a.out).map_err(CliError::usage)?;
-    let s = job::run(staged.path(), mode).map_err(CliError::run)?;
-    staged.commit_dir().map_err(CliError::usage)?;
-    for w in &s.warnings {
-        eprintln!("warning: {w}");
-    }
-    println!("{}", s.text.trim_end());
-    println!(
-        "\nreport written to {} in {:.0} s ({} files): {}",
-        a.out.display(),
-        s.seconds,
-        s.files.len(),
-        a.out.join("report.md").display()
-    );
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn config_lists_keep_overrides_with_their_config() {
-        let v = split_configs("base,patch7,batch_scale_max=3,fixed_batch=63,linux-6.12").unwrap();
-        assert_eq!(
-            v,
-            [
-                "base",
-                "patch7,batch_scale_max=3,fixed_batch=63",
-                "linux-6.12"
-            ]
-        );
-        let e = split_configs("batch_scale_max=3,base")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("starts with a preset") && e.contains("linux-6.12,batch_scale_max=3"),
-            "{e}"
-        );
-        assert!(split_configs("nope").is_err());
-    }
-
-    #[test]
-    fn allocator_aliases_resolve() {
-        assert_eq!(
-            split_allocs("buddy,pagealloc,std").unwrap(),
-            ["buddy_system_allocator", "pagealloc", "system"]
-        );
-        let e = split_allocs("tcmalloc").unwrap_err();
-        let CliError::Usage(m) = e else {
-            panic!("usage error expected")
-        };
-        assert!(m.contains("valid:") && m.contains("kernel"), "{m}");
-    }
 
     #[test]
     fn the_clap_definition_is_consistent() {

@@ -70,10 +70,7 @@ pub struct ReplayArgs {
 
 impl From<TraceError> for CliError {
     fn from(e: TraceError) -> Self {
-        match e.exit_code() {
-            2 => CliError::usage(e),
-            _ => CliError::run(e),
-        }
+        CliError::with_code(e.exit_code(), e)
     }
 }
 

@@ -58,10 +58,7 @@ pub struct TwinArgs {
 impl From<TwinError> for CliError {
     fn from(e: TwinError) -> Self {
         // Unsupported kernels and bad arguments exit with status 2, the rest with 1.
-        match e.exit_code() {
-            2 => CliError::usage(e),
-            _ => CliError::run(e),
-        }
+        CliError::with_code(e.exit_code(), e)
     }
 }
 

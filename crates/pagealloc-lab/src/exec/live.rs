@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::BadBlock;
+use super::outcome::BadBlock;
 use crate::peers::{Block, HandleSpace};
 
 /// Live frames of a frame-range source, one bit per frame; for address sources only

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::ExecError;
+use super::outcome::{ExecError, STUCK_AFTER};
 
 /// Shared stop flag: set when any thread fails, so the others leave their waits.
 #[derive(Debug, Default)]
@@ -27,9 +27,6 @@ pub(crate) struct Waiter {
     spins: u32,
     since: Instant,
 }
-
-/// How long one blocked op may wait before the run is declared stuck.
-pub(crate) const STUCK_AFTER: Duration = Duration::from_secs(120);
 
 impl Waiter {
     pub(crate) fn new() -> Self {

@@ -15,14 +15,8 @@ use super::ReportError;
 use super::{Mode, Section};
 use crate::sim::calibrate::{self, PUBLISHED_KBUILD, PUBLISHED_SWEEP};
 use crate::sim::{compare, Machine, SimOptions};
+use crate::workload::overrides as kv;
 use crate::workload::{self, Scale};
-
-fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
 
 /// The simulator's sections for a report of size `mode`; `pb` shows which run is going.
 ///

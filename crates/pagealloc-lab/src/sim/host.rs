@@ -36,80 +36,15 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use pagealloc::os::sysfs::HostTopology;
-use pagealloc::Layout;
 
 use super::machine::{
-    CacheSpec, CostModel, Machine, MachineError, DESKTOP_CACHES, ICX_CACHES, ICX_COST, SKX_CACHES,
-    SPR_CACHES,
+    CacheSpec, CostModel, HostShape, Machine, MachineError, DESKTOP_CACHES, ICX_CACHES, ICX_COST,
+    SKX_CACHES, SPR_CACHES,
 };
 use crate::twin::{host as twin_host, layout as twin_layout, TwinError};
 
 /// Where sysfs keeps the CPUs.
 const SYS_CPU: &str = "/sys/devices/system/cpu";
-
-/// The host's shape beyond the uniform fields of [`Machine`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostShape {
-    /// Per CPU (index: kernel CPU id): its LLC domain (the simulator's socket) and its
-    /// node, both numbered from 0.
-    pub cpus: Vec<(u32, u32)>,
-    /// The zones as the twin builds them from `/proc/zoneinfo`, every CPU online.
-    pub layout: Layout,
-    /// `model name` of `/proc/cpuinfo`, with vendor, family and model.
-    pub cpu_model: String,
-    /// Where the latencies came from.
-    pub latency_source: &'static str,
-}
-
-impl HostShape {
-    /// The layout with every zone span and hole divided by `s` (1: as read).
-    ///
-    /// # Errors
-    /// [`MachineError::BadScale`] for 0, a node left with under 64 MiB managed, or a
-    /// layout the core refuses.
-    pub fn layout(&self, s: u64) -> Result<Layout, MachineError> {
-        if s == 0 {
-            return Err(MachineError::BadScale(s));
-        }
-        let mut l = self.layout.clone();
-        for n in &mut l.nodes {
-            for z in &mut n.zones {
-                let end = (z.start_pfn + z.pages) / s;
-                z.start_pfn /= s;
-                z.pages = end - z.start_pfn;
-                for h in &mut z.holes {
-                    *h = (h.0 / s, h.1 / s);
-                }
-                z.holes.retain(|h| h.0 < h.1);
-            }
-            n.zones.retain(|z| z.pages > 0);
-        }
-        let small = l
-            .nodes
-            .iter()
-            .any(|n| (managed(n.zones.iter()) * pagealloc::PAGE_SIZE as u64) >> 20 < 64);
-        if small || l.validate().is_err() {
-            return Err(MachineError::BadScale(s));
-        }
-        Ok(l)
-    }
-
-    /// The most frames a node manages after scaling by `s`.
-    pub fn pages_per_node(&self, s: u64) -> Result<u64, MachineError> {
-        let l = self.layout(s)?;
-        Ok(l.nodes
-            .iter()
-            .map(|n| managed(n.zones.iter()))
-            .max()
-            .unwrap_or(0))
-    }
-}
-
-fn managed<'a>(zones: impl Iterator<Item = &'a pagealloc::ZoneLayout>) -> u64 {
-    zones
-        .map(|z| z.pages - z.holes.iter().map(|h| h.1 - h.0).sum::<u64>())
-        .sum()
-}
 
 /// Private caches of CPU 0 as sysfs lists them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

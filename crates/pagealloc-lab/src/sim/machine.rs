@@ -18,7 +18,6 @@
 
 use pagealloc::Layout;
 
-use super::host::HostShape;
 use crate::workload::DefaultCpus;
 
 /// Bytes per GiB.
@@ -448,9 +447,73 @@ pub struct Machine {
     /// Caches and memory latencies (the simulator's cache hierarchy).
     pub caches: CacheSpec,
     /// `host` only: each CPU's LLC domain and node as sysfs shows them, and the zones
-    /// as `/proc/zoneinfo` shows them ([`super::host`]); `None` for the published
+    /// as `/proc/zoneinfo` shows them (read by `sim::host`); `None` for the published
     /// machines, whose CPUs split evenly and whose nodes have one Normal zone each.
     pub host: Option<&'static HostShape>,
+}
+
+/// The host's shape beyond the uniform fields of [`Machine`] (`--machine host`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostShape {
+    /// Per CPU (index: kernel CPU id): its LLC domain (the simulator's socket) and its
+    /// node, both numbered from 0.
+    pub cpus: Vec<(u32, u32)>,
+    /// The zones as the twin builds them from `/proc/zoneinfo`, every CPU online.
+    pub layout: Layout,
+    /// `model name` of `/proc/cpuinfo`, with vendor, family and model.
+    pub cpu_model: String,
+    /// Where the latencies came from.
+    pub latency_source: &'static str,
+}
+
+impl HostShape {
+    /// The layout with every zone span and hole divided by `s` (1: as read).
+    ///
+    /// # Errors
+    /// [`MachineError::BadScale`] for 0, a node left with under 64 MiB managed, or a
+    /// layout the core refuses.
+    pub fn layout(&self, s: u64) -> Result<Layout, MachineError> {
+        if s == 0 {
+            return Err(MachineError::BadScale(s));
+        }
+        let mut l = self.layout.clone();
+        for n in &mut l.nodes {
+            for z in &mut n.zones {
+                let end = (z.start_pfn + z.pages) / s;
+                z.start_pfn /= s;
+                z.pages = end - z.start_pfn;
+                for h in &mut z.holes {
+                    *h = (h.0 / s, h.1 / s);
+                }
+                z.holes.retain(|h| h.0 < h.1);
+            }
+            n.zones.retain(|z| z.pages > 0);
+        }
+        let small = l
+            .nodes
+            .iter()
+            .any(|n| (managed(n.zones.iter()) * pagealloc::PAGE_SIZE as u64) >> 20 < 64);
+        if small || l.validate().is_err() {
+            return Err(MachineError::BadScale(s));
+        }
+        Ok(l)
+    }
+
+    /// The most frames a node manages after scaling by `s`.
+    pub fn pages_per_node(&self, s: u64) -> Result<u64, MachineError> {
+        let l = self.layout(s)?;
+        Ok(l.nodes
+            .iter()
+            .map(|n| managed(n.zones.iter()))
+            .max()
+            .unwrap_or(0))
+    }
+}
+
+fn managed<'a>(zones: impl Iterator<Item = &'a pagealloc::ZoneLayout>) -> u64 {
+    zones
+        .map(|z| z.pages - z.holes.iter().map(|h| h.1 - h.0).sum::<u64>())
+        .sum()
 }
 
 /// The machines of the seed measurements (docs/sim-cost-model.md §1).
@@ -570,30 +633,6 @@ fn machine_names() -> String {
 }
 
 impl Machine {
-    /// The machine called `name`.
-    ///
-    /// # Errors
-    /// [`MachineError::Unknown`], listing the valid names; [`MachineError::Host`] for
-    /// `host` on a machine whose sysfs or zoneinfo cannot be read.
-    pub fn by_name(name: &str) -> Result<Machine, MachineError> {
-        if name.trim() == "host" {
-            return Machine::host();
-        }
-        MACHINES
-            .iter()
-            .find(|m| m.name == name.trim())
-            .cloned()
-            .ok_or_else(|| MachineError::Unknown(name.to_owned()))
-    }
-
-    /// This machine, read from sysfs and `/proc` once per process ([`super::host`]).
-    ///
-    /// # Errors
-    /// [`MachineError::Host`], with the reason.
-    pub fn host() -> Result<Machine, MachineError> {
-        super::host::host()
-    }
-
     /// CPUs per socket (on `host`: of the first LLC domain).
     pub fn cpus_per_socket(&self) -> u32 {
         match self.host {
@@ -670,14 +709,6 @@ impl Machine {
             Some(DefaultCpus::Socket) => self.cpus_per_socket(),
             Some(DefaultCpus::Machine) | None => self.cpus,
         }
-    }
-
-    /// The machine the seed measurements ran `workload` on (the simulator's default), as
-    /// its registry entry says ([`crate::workload::Entry::seed_machine`]); an unknown
-    /// workload gets the desktop.
-    pub fn seed_for(workload: &str) -> Machine {
-        let name = crate::workload::entry(workload).map_or("desktop-8", |e| e.seed_machine);
-        Machine::by_name(name).expect("the seed machines are described")
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! # Design
 //! - [`machine`]: the machines of the seed measurements as data, with their
-//!   [`CostModel`]s and the core [`pagealloc::Layout`] each one becomes.
+//!   [`CostModel`]s and the core [`pagealloc::Layout`] each one becomes; [`host`]: this
+//!   machine, read from sysfs and `/proc`; `lookup`: a machine by name, either kind.
 //! - `engine`: the discrete-event loop. One virtual CPU per CPU runs its
 //!   [`crate::workload::CpuScript`] under the executor contract of [`crate::workload`];
 //!   every allocation and free runs the *real* allocator as that CPU, and its cost is the
@@ -40,6 +41,7 @@ pub mod calibrate;
 mod engine;
 pub mod hierarchy;
 pub mod host;
+mod lookup;
 pub mod machine;
 mod overlap;
 mod trace;

@@ -88,6 +88,13 @@ pub fn within(a: f64, b: f64, rel: f64, abs: f64) -> bool {
     (a - b).abs() <= (rel * a.abs().max(b.abs())).max(abs)
 }
 
+/// Both values of a pair (a range, or `high` and `count`) [`within`] ±10 % or ±2
+/// batches of the other side's.
+fn both_within(a: (i64, i64), b: (i64, i64), batch: f64) -> bool {
+    within(a.0 as f64, b.0 as f64, 0.10, 2.0 * batch)
+        && within(a.1 as f64, b.1 as f64, 0.10, 2.0 * batch)
+}
+
 fn distinct(v: impl Iterator<Item = i64>) -> String {
     let mut v: Vec<i64> = v.collect();
     v.sort_unstable();
@@ -325,19 +332,7 @@ pub fn trajectories(k: &Trajectory, o: &Trajectory) -> Vec<Line> {
             format!("{}..{}", kf.count_range.0, kf.count_range.1),
             format!("{}..{}", of.count_range.0, of.count_range.1),
             "each ±10 % or ±2 batches",
-            Verdict::of(
-                within(
-                    kf.count_range.0 as f64,
-                    of.count_range.0 as f64,
-                    0.10,
-                    2.0 * batch,
-                ) && within(
-                    kf.count_range.1 as f64,
-                    of.count_range.1 as f64,
-                    0.10,
-                    2.0 * batch,
-                ),
-            ),
+            Verdict::of(both_within(kf.count_range, of.count_range, batch)),
         ));
         out.push(line(
             &g,
@@ -401,10 +396,7 @@ pub fn trajectories(k: &Trajectory, o: &Trajectory) -> Vec<Line> {
             format!("{}, {}", kf.last.0, kf.last.1),
             format!("{}, {}", of.last.0, of.last.1),
             "each ±10 % or ±2 batches",
-            Verdict::of(
-                within(kf.last.0 as f64, of.last.0 as f64, 0.10, 2.0 * batch)
-                    && within(kf.last.1 as f64, of.last.1 as f64, 0.10, 2.0 * batch),
-            ),
+            Verdict::of(both_within(kf.last, of.last, batch)),
         ));
     }
     out

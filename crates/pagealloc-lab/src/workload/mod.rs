@@ -85,7 +85,7 @@ pub use counts::OpCounts;
 pub use driver::{Backend, CpuDriver, Flow, Step, TraceEntry, TraceHash};
 pub use dry_run::{dry_run, DryRun, DryRunStats};
 pub use entry::{BuildFn, DefaultCpus, Entry, Scale};
-pub use params::{param_bound, ParamError, Params, PARAM_BOUNDS};
+pub use params::{overrides, param_bound, ParamError, Params, PARAM_BOUNDS};
 pub use registry::{build, by_name, entry, names, ENTRIES};
 pub use rng::{cpu_seed, Rng, SplitMix64};
 

@@ -157,12 +157,18 @@ impl Workload for PageFault1 {
     }
 
     fn work_units(&self, counts: &OpCounts) -> f64 {
-        // Pages faulted: every data block is touched, a page table is not.
-        if self.params.pte_tables > 0 {
-            counts.touched_pages as f64
-        } else {
-            counts.allocated_pages() as f64
-        }
+        pages_faulted(counts, self.params.pte_tables)
+    }
+}
+
+/// Pages faulted, the score's unit of page_fault1 and thp_mix: with page tables
+/// (`pte_tables` > 0) the touched pages, since every data block is touched and a page
+/// table is not; without, every page allocated.
+pub(super) fn pages_faulted(counts: &OpCounts, pte_tables: u8) -> f64 {
+    if pte_tables > 0 {
+        counts.touched_pages as f64
+    } else {
+        counts.allocated_pages() as f64
     }
 }
 

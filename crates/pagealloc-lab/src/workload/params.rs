@@ -10,6 +10,15 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// Parameter overrides as [`by_name`](super::by_name) takes them, from string pairs
+/// (`&[("loops", "2")]`).
+pub fn overrides(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 /// A workload's parameter set.
 pub trait Params: Clone + fmt::Debug + Default {
     /// Parameter names, in declaration order.

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 
 use super::entry::{scaled, Entry};
-use super::page_fault1::{FaultLoop, PageFault1Params};
+use super::page_fault1::{pages_faulted, FaultLoop, PageFault1Params};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
 use super::{
@@ -134,12 +134,7 @@ impl Workload for ThpMix {
     }
 
     fn work_units(&self, counts: &OpCounts) -> f64 {
-        // Pages faulted: every data block is touched, a page table is not.
-        if self.params.pte_tables > 0 {
-            counts.touched_pages as f64
-        } else {
-            counts.allocated_pages() as f64
-        }
+        pages_faulted(counts, self.params.pte_tables)
     }
 
     fn groups(&self, cpus: u32) -> Vec<CpuGroup> {

@@ -1,318 +1,20 @@
-//! The `report` main job: a default suite of the seed workloads on real threads across
-//! configs and peers, the batch sweep, the PCP timeline and LLFree's microbenchmarks,
-//! written as `report.md` (tables), one JSON file per section and PNG/SVG plots.
-//!
-//! # Design
-//! A report is a list of [`Section`]s (title, text, rows, columns, plots); the job fills
-//! them and [`write_report`] writes them, so other tools (the simulator) can add theirs.
-//! The suite's size is chosen by [`Mode`]: `Full`, `Quick` (fewer configs, smaller
-//! workloads) and `Tiny` (seconds: for tests); the README has their measured
-//! durations. Every run is a full executor run with all its checks: a failed check
-//! fails the report.
+//! The real-thread sections of the report, one function each.
 
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::Path;
 
-use indicatif::{ProgressBar, ProgressStyle};
-use pagealloc::Preset;
-
-use super::plot::{self, Chart, Series};
-use super::{markdown_table, normalise, ReportError, BENCH_COLUMNS};
+use super::plan::{Ctx, Plan};
 use crate::bench::{self, BenchKind, BenchParams};
-use crate::exec::{self, ExecOptions, ExecResult, PcpSample};
-use crate::workload::by_name;
+use crate::exec::PcpSample;
+use crate::report::plot::{self, Chart, Series};
+use crate::report::section::Section;
+use crate::report::{normalise, ReportError, BENCH_COLUMNS};
 use crate::Row;
 
-pub use super::section::{Mode, Section};
-
-/// The suite's sizes in one mode.
-struct Plan {
-    pf1: Vec<(String, String)>,
-    kbuild: Vec<(String, String)>,
-    netperf: Vec<(String, String)>,
-    lmbench: Vec<(String, String)>,
-    sweep: Vec<(String, String)>,
-    batches: Vec<u32>,
-    peers: Vec<&'static str>,
-    cpus: Vec<u32>,
-    presets: Vec<&'static str>,
-    others: Vec<(&'static str, Vec<(String, String)>)>,
-    linger_ms: u64,
-    bench_memory: u64,
-    bench_iterations: u32,
-}
-
-fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
-impl Plan {
-    fn new(mode: Mode) -> Plan {
-        let host = exec::host_cpus().max(1) as u32;
-        let mut cpus: Vec<u32> = (1..=host.min(8)).collect();
-        if host > 8 {
-            cpus.push(host);
-        }
-        let all_presets: Vec<&'static str> = Preset::SERIES.iter().map(|p| p.name()).collect();
-        let peers = crate::peers::names();
-        match mode {
-            Mode::Full => Plan {
-                pf1: kv(&[("loops", "64")]),
-                kbuild: kv(&[("tasks", "256")]),
-                netperf: kv(&[("messages", "100000")]),
-                lmbench: kv(&[("chunks", "50000")]),
-                sweep: kv(&[("loops", "32")]),
-                batches: vec![63, 127, 255, 511, 1023, 2047, 4095],
-                peers,
-                cpus,
-                presets: all_presets,
-                others: vec![
-                    ("page_fault1_thp", kv(&[("loops", "32")])),
-                    ("bulk", kv(&[("rounds", "200")])),
-                    ("high_order_stress", kv(&[("attempts", "50")])),
-                    ("thp_mix", kv(&[("loops", "32")])),
-                    ("parallel_free", vec![]),
-                    ("zonelist_hog", vec![]),
-                ],
-                linger_ms: 2500,
-                bench_memory: 1 << 30,
-                bench_iterations: 3,
-            },
-            Mode::Quick => Plan {
-                pf1: kv(&[("loops", "16")]),
-                kbuild: kv(&[("tasks", "64")]),
-                netperf: kv(&[("messages", "20000")]),
-                lmbench: kv(&[("chunks", "5000")]),
-                sweep: kv(&[("loops", "8")]),
-                batches: vec![63, 255, 1023, 4095],
-                peers,
-                cpus,
-                presets: [
-                    Preset::Base,
-                    Preset::Patch1,
-                    Preset::Patch5,
-                    Preset::Patch7,
-                    Preset::Linux612,
-                ]
-                .map(Preset::name)
-                .to_vec(),
-                others: vec![
-                    ("bulk", kv(&[("rounds", "50")])),
-                    (
-                        "high_order_stress",
-                        kv(&[("attempts", "20"), ("interval_ns", "100000")]),
-                    ),
-                ],
-                linger_ms: 1000,
-                bench_memory: 256 << 20,
-                bench_iterations: 1,
-            },
-            Mode::Tiny => Plan {
-                pf1: kv(&[("pages_per_loop", "512"), ("loops", "2")]),
-                kbuild: kv(&[
-                    ("tasks", "8"),
-                    ("median_pages", "64"),
-                    ("min_pages", "16"),
-                    ("max_pages", "256"),
-                    ("compute_ns_per_page", "10"),
-                ]),
-                netperf: kv(&[("messages", "200")]),
-                lmbench: kv(&[("chunks", "50")]),
-                sweep: kv(&[("pages_per_loop", "1024"), ("loops", "2")]),
-                batches: vec![63, 255],
-                peers: vec!["pagealloc", "buddy_system_allocator", "pool", "kernel"],
-                cpus: cpus.into_iter().take(2).collect(),
-                presets: [Preset::Base, Preset::Linux612].map(Preset::name).to_vec(),
-                others: vec![("bulk", kv(&[("pages", "500"), ("rounds", "2")]))],
-                linger_ms: 100,
-                bench_memory: 16 << 20,
-                bench_iterations: 1,
-            },
-        }
-    }
-
-    /// Executor runs and bench rows the plan makes (for the progress bar).
-    fn steps(&self) -> u64 {
-        let n = |v: usize| v as u64;
-        let throughput = n(self.peers.len() * self.cpus.len()) + 1;
-        let kbuild = n(self.presets.len());
-        let streams = 2 * 3;
-        let sweep = n(self.batches.len());
-        let timeline = 2;
-        let others = 2 * n(self.others.len());
-        // 3 kinds × (pagealloc and buddy at orders 0 and 9, pool at 0) × threads
-        let bench = 3 * 5 * n(self.cpus.len().min(2));
-        // the simulator's kbuild ablation and batch sweep, and the twin
-        let last = 3;
-        throughput + kbuild + streams + sweep + timeline + others + bench + last
-    }
-}
-
-/// What the job did.
-#[derive(Debug)]
-pub struct Summary {
-    /// Files written.
-    pub files: Vec<PathBuf>,
-    /// Seconds it took.
-    pub seconds: f64,
-    /// Warnings collected from the runs.
-    pub warnings: Vec<String>,
-    /// The report's opening summary (Markdown, one screen).
-    pub text: String,
-}
-
-/// The 1-minute load average (`/proc/loadavg`), if the system has one.
-pub fn loadavg() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// Runs `f` (real-thread sections) and stamps its sections with the load average
-/// before and after.
-fn with_load(
+pub(super) fn throughput(
     cx: &mut Ctx,
-    f: impl FnOnce(&mut Ctx) -> Result<Vec<Section>, ReportError>,
+    plan: &Plan,
+    out: &Path,
 ) -> Result<Vec<Section>, ReportError> {
-    let before = loadavg();
-    let mut v = f(cx)?;
-    let after = loadavg();
-    for s in &mut v {
-        s.load = before.zip(after);
-    }
-    Ok(v)
-}
-
-struct Ctx {
-    pb: ProgressBar,
-    warnings: Vec<String>,
-    /// Executor runs made (for the summary).
-    runs: u32,
-}
-
-impl Ctx {
-    fn run(
-        &mut self,
-        workload: &str,
-        overrides: &[(String, String)],
-        alloc: &str,
-        config: &str,
-        cpus: u32,
-        linger_ms: u64,
-    ) -> Result<ExecResult, ReportError> {
-        let label = match alloc {
-            "pagealloc" => format!("{workload} {config} × {cpus}"),
-            _ => format!("{workload} {alloc} × {cpus}"),
-        };
-        self.pb.set_message(label.clone());
-        let w = by_name(workload, overrides)?;
-        let cfg: pagealloc::Config = config.parse()?;
-        let opts = ExecOptions {
-            linger_ms,
-            ..ExecOptions::new(cpus)
-        };
-        let r =
-            exec::run_named(&*w, alloc, &cfg, &opts, None).map_err(|error| ReportError::Run {
-                label: label.clone(),
-                error,
-            })?;
-        for warn in &r.warnings {
-            if !self.warnings.contains(warn) {
-                self.warnings.push(warn.clone());
-            }
-        }
-        self.pb.inc(1);
-        self.runs += 1;
-        Ok(r)
-    }
-}
-
-/// Prints `report: <s> s, step <pos>/<len>: <what>` to stderr every 15 s until `stop`.
-fn plain_progress(pb: &ProgressBar, stop: &std::sync::atomic::AtomicBool, t0: Instant) {
-    let mut next = 15u64;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let t = t0.elapsed().as_secs();
-        if t >= next {
-            next = t + 15;
-            eprintln!(
-                "report: {t:>4} s, step {}/{}: {}",
-                pb.position(),
-                pb.length().unwrap_or(0),
-                pb.message()
-            );
-        }
-    }
-}
-
-/// Runs the suite of `mode` and writes the report into `out`.
-///
-/// # Errors
-/// A failed run (with its check's message) or a file that cannot be written.
-pub fn run(out: &Path, mode: Mode) -> Result<Summary, ReportError> {
-    let t0 = Instant::now();
-    std::fs::create_dir_all(out).map_err(|e| ReportError::io(out, e))?;
-    let plan = Plan::new(mode);
-    let pb = ProgressBar::new(plan.steps());
-    pb.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
-    // Piped output (a CI log) gets no bar: a plain line on stderr every 15 s instead.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let lines =
-        (!std::io::IsTerminal::is_terminal(&std::io::stderr()) && mode != Mode::Tiny).then(|| {
-            let (pb, stop) = (pb.clone(), stop.clone());
-            std::thread::spawn(move || plain_progress(&pb, &stop, t0))
-        });
-    let mut cx = Ctx {
-        pb,
-        warnings: Vec::new(),
-        runs: 0,
-    };
-    let mut sections = Vec::new();
-    sections.extend(with_load(&mut cx, |cx| throughput(cx, &plan, out))?);
-    sections.extend(with_load(&mut cx, |cx| Ok(vec![series(cx, &plan)?]))?);
-    sections.extend(with_load(&mut cx, |cx| streams(cx, &plan))?);
-    sections.extend(with_load(&mut cx, |cx| {
-        Ok(vec![batch_sweep(cx, &plan, out)?])
-    })?);
-    sections.extend(with_load(&mut cx, |cx| {
-        Ok(vec![timeline(cx, &plan, out)?])
-    })?);
-    sections.extend(with_load(&mut cx, |cx| Ok(vec![others(cx, &plan)?]))?);
-    sections.extend(with_load(&mut cx, |cx| Ok(vec![microbench(cx, &plan)?]))?);
-    sections.extend(super::sim::sections(mode, &cx.pb)?);
-    sections.extend(with_load(&mut cx, |cx| {
-        let s = crate::twin::render::report_section(mode, out, &cx.pb);
-        cx.pb.inc(1);
-        Ok(vec![s])
-    })?);
-    cx.pb.finish_and_clear();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    if let Some(h) = lines {
-        let _ = h.join();
-    }
-    let seconds = t0.elapsed().as_secs_f64();
-    let text = summary_text(&sections, mode, seconds, cx.runs);
-    let files = write_report(out, &sections, mode, seconds, &text)?;
-    Ok(Summary {
-        files,
-        seconds,
-        warnings: cx.warnings,
-        text,
-    })
-}
-
-fn throughput(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Vec<Section>, ReportError> {
     let maxc = *plan.cpus.last().expect("at least one CPU");
     let mut rows = Vec::new();
     let mut series = Vec::new();
@@ -368,9 +70,9 @@ fn throughput(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Vec<Section>, Rep
                  pages). {peers_note}",
                 show(&plan.pf1)
             ),
-            after: super::latency_markdown(&cmp),
+            after: crate::report::latency_markdown(&cmp),
             rows: cmp,
-            columns: super::report_columns(),
+            columns: crate::report::report_columns(),
             ..Section::default()
         },
         Section {
@@ -396,7 +98,7 @@ fn throughput(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Vec<Section>, Rep
     ])
 }
 
-fn series(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
+pub(super) fn series(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
     let cpus = *plan.cpus.last().expect("CPUs");
     let mut rows = Vec::new();
     for &p in &plan.presets {
@@ -406,16 +108,16 @@ fn series(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
         );
     }
     normalise(&mut rows);
-    let close = super::published::kbuild_closeness(&rows);
+    let close = crate::report::published::kbuild_closeness(&rows);
     let after = format!(
         "Beside the published kbuild table ({}). Build time = 100 × makespan ÷ base \
          makespan. The published machine ran 112 CPUs, this one {cpus}: read the \
          directions of each step, not the magnitudes.\n\n{}\n{}.\n\n{}\n\n{}",
-        super::published::KBUILD_SOURCE,
-        super::published::kbuild_markdown(&rows),
+        crate::report::published::KBUILD_SOURCE,
+        crate::report::published::kbuild_markdown(&rows),
         close.line(),
         kbuild_free_high_note(&rows),
-        super::latency_markdown(&rows)
+        crate::report::latency_markdown(&rows)
     );
     Ok(Section {
         id: "kbuild_series".into(),
@@ -427,7 +129,7 @@ fn series(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
             show(&plan.kbuild)
         ),
         rows,
-        columns: super::report_columns(),
+        columns: crate::report::report_columns(),
         after,
         closeness: Some(format!(
             "kbuild on this host, {cpus} CPUs: {}",
@@ -467,7 +169,7 @@ fn kbuild_free_high_note(rows: &[Row]) -> String {
     )
 }
 
-fn streams(cx: &mut Ctx, plan: &Plan) -> Result<Vec<Section>, ReportError> {
+pub(super) fn streams(cx: &mut Ctx, plan: &Plan) -> Result<Vec<Section>, ReportError> {
     let cpus = (*plan.cpus.last().expect("CPUs")).max(2);
     let mut out = Vec::new();
     for (name, ov) in [("netperf", &plan.netperf), ("lmbench", &plan.lmbench)] {
@@ -524,17 +226,17 @@ fn streams(cx: &mut Ctx, plan: &Plan) -> Result<Vec<Section>, ReportError> {
                  machine's kernel.\n\n{}",
                 share.join(", "),
                 if name == "netperf" { 2 } else { 3 },
-                super::latency_markdown(&rows)
+                crate::report::latency_markdown(&rows)
             ),
             rows,
-            columns: super::report_columns(),
+            columns: crate::report::report_columns(),
             ..Section::default()
         });
     }
     Ok(out)
 }
 
-fn batch_sweep(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportError> {
+pub(super) fn batch_sweep(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportError> {
     let cpus = *plan.cpus.last().expect("CPUs");
     let mut rows = Vec::new();
     let mut lat: [Vec<(f64, f64)>; 4] = Default::default();
@@ -586,7 +288,7 @@ fn batch_sweep(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportE
     };
     plot::write(&chart, &out.join("latency_vs_batch"))?;
     let against = "spr-2s-224";
-    let close = super::published::sweep_line(&rows, Some(against));
+    let close = crate::report::published::sweep_line(&rows, Some(against));
     Ok(Section {
         id: "batch_sweep".into(),
         title: "Batch sweep".into(),
@@ -602,9 +304,9 @@ fn batch_sweep(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportE
              machine and times trips with its own clock, not with function_graph (whose \
              own cost is inside every published figure): read how each latency grows with \
              the batch.\n\n{}\n{close}.\n\n{}",
-            super::published::SWEEP_SOURCE,
-            super::published::sweep_markdown(&rows, Some(against)),
-            super::latency_markdown(&rows)
+            crate::report::published::SWEEP_SOURCE,
+            crate::report::published::sweep_markdown(&rows, Some(against)),
+            crate::report::latency_markdown(&rows)
         ),
         closeness: Some(format!("batch sweep on this host vs {against}: {close}")),
         rows,
@@ -614,7 +316,7 @@ fn batch_sweep(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportE
     })
 }
 
-fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportError> {
+pub(super) fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportError> {
     let cpus = *plan.cpus.last().expect("CPUs");
     let mut rows = Vec::new();
     let mut series = Vec::new();
@@ -734,7 +436,7 @@ fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportErro
         ),
         rows,
         columns: {
-            let mut c = super::report_columns();
+            let mut c = crate::report::report_columns();
             c.extend(["cpu0_high_last", "cpu0_count_last", "all_cpus_count_last"]);
             c
         },
@@ -747,7 +449,7 @@ fn timeline(cx: &mut Ctx, plan: &Plan, out: &Path) -> Result<Section, ReportErro
     })
 }
 
-fn others(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
+pub(super) fn others(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
     let cpus = *plan.cpus.last().expect("CPUs");
     let mut rows = Vec::new();
     for (name, ov) in &plan.others {
@@ -765,14 +467,14 @@ fn others(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
                 workloads' published results are not in the project's reference \
                 (crates/pagealloc-lab/docs/published.md §3)."
             .into(),
-        after: super::latency_markdown(&rows),
+        after: crate::report::latency_markdown(&rows),
         rows,
-        columns: super::report_columns(),
+        columns: crate::report::report_columns(),
         ..Section::default()
     })
 }
 
-fn microbench(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
+pub(super) fn microbench(cx: &mut Ctx, plan: &Plan) -> Result<Section, ReportError> {
     let mut rows: Vec<Row> = Vec::new();
     let threads: Vec<u32> = plan.cpus.iter().copied().take(2).collect();
     for kind in BenchKind::ALL {
@@ -851,209 +553,4 @@ fn show(ov: &[(String, String)]) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn host_line() -> String {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|_| "unknown".into());
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let mem = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
-        })
-        .and_then(|kb| kb.parse::<u64>().ok())
-        .map_or_else(
-            || "?".into(),
-            |kb| format!("{:.1} GiB", kb as f64 / 1048576.0),
-        );
-    format!(
-        "{model}, {} CPUs usable, {mem} RAM, Linux {kernel}",
-        exec::host_cpus()
-    )
-}
-
-/// The load line of a real-thread section, with a warning when the load was above the
-/// CPUs this process may use.
-fn load_line(load: (f64, f64)) -> String {
-    let cpus = exec::host_cpus().max(1) as f64;
-    let mut s = format!(
-        "Measured on this host ({}); load average (1 min) {:.2} when the section started, \
-         {:.2} when it ended.",
-        host_line(),
-        load.0,
-        load.1
-    );
-    if load.0.max(load.1) > cpus {
-        s += &format!(
-            " **Warning: load above the {cpus:.0} usable CPUs**: other processes competed \
-             for the CPUs, so absolute times (ns, µs, pages/s) are inflated and differ from \
-             run to run, and off-CPU time shows as idle %; compare rows of one table \
-             (ratios, measured side by side), not absolute figures across reports."
-        );
-    }
-    s
-}
-
-/// What the report opens with: what was run, on what, how long, and how close each
-/// reproduced table came.
-fn summary_text(sections: &[Section], mode: Mode, seconds: f64, runs: u32) -> String {
-    let mut t = String::new();
-    let loads: Vec<f64> = sections
-        .iter()
-        .filter_map(|s| s.load)
-        .flat_map(|(a, b)| [a, b])
-        .collect();
-    let (lo, hi) = loads
-        .iter()
-        .fold((f64::INFINITY, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
-    let cpus = exec::host_cpus();
-    let _ = writeln!(t, "## Summary\n");
-    let _ = writeln!(
-        t,
-        "- **What ran**: the {} suite, {runs} workload runs on real threads (one pinned \
-         thread per CPU, every run ending with `validate()` and a check of every block), \
-         LLFree's microbenchmarks, the simulator's kbuild ablation and batch sweep, and the \
-         live-kernel twin: {} sections below.",
-        match mode {
-            Mode::Full => "default",
-            Mode::Quick => "`--quick`",
-            Mode::Tiny => "tiny (tests)",
-        },
-        sections.len()
-    );
-    let _ = writeln!(t, "- **On**: {}.", host_line());
-    if lo.is_finite() {
-        let warn = if hi > cpus as f64 {
-            format!(
-                " **Above the {cpus} usable CPUs**: absolute times are inflated and vary \
-                 between runs; the ratios within a table (measured side by side) are the \
-                 figures to read."
-            )
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            t,
-            "- **Load** (1-minute average, sampled at each real-thread section's start and \
-             end): {lo:.2} … {hi:.2}.{warn}"
-        );
-    }
-    let _ = writeln!(
-        t,
-        "- **How long**: {seconds:.0} s for the suite (the build before it not included)."
-    );
-    let _ = writeln!(
-        t,
-        "- **How close to the published figures** (sources: \
-         crates/pagealloc-lab/docs/published.md; differences are ours against published, \
-         relative):"
-    );
-    for s in sections {
-        if let Some(c) = &s.closeness {
-            let _ = writeln!(t, "  - {c}.");
-        }
-    }
-    let _ = writeln!(
-        t,
-        "  - netperf, lmbench, the other workloads and the microbenchmarks: no published \
-         figures in the project's reference (held out, or not the same machine and \
-         allocator), so no comparison."
-    );
-    let _ = writeln!(
-        t,
-        "- **Reading the tables**: score, free_high, alloc_zone and PCP pages are % of the \
-         table's first row where the section says so; zone lock % = time waiting for zone \
-         locks ÷ CPU time, where the wait is wall time (a waiter that yields its CPU, or \
-         is preempted, is still waiting), so on a loaded machine it can pass 100 %. A *trip* is one pass under a zone lock (a refill when \
-         allocating, a drain when freeing; µs, as published); a *call* is one allocation \
-         or free, PCP hits included (ns). Each latency table gives count, avg, p50, p99, \
-         p99.9 and max from one histogram, and `tail %`, the share of all the time that \
-         the values above the p99 carry. Where the average exceeds the p99, that tail \
-         carries most of the time: a few trips hundreds of times longer than the rest, \
-         during which the thread was descheduled (preempted inside the trip, or waiting \
-         for the lock behind a preempted holder) on a machine with more runnable threads \
-         than CPUs. Read p50 and p99 for the allocator, max and p99.9 for the machine.\n"
-    );
-    t
-}
-
-/// Writes `report.md` (opening with `summary`), one `<id>.json` per section (an array
-/// of rows) and its further data files, and returns the files written (plots were
-/// written by their sections).
-///
-/// # Errors
-/// A file that cannot be written.
-pub fn write_report(
-    out: &Path,
-    sections: &[Section],
-    mode: Mode,
-    seconds: f64,
-    summary: &str,
-) -> Result<Vec<PathBuf>, ReportError> {
-    let mut files = Vec::new();
-    let mut md = String::new();
-    let _ = writeln!(md, "# pagealloc lab report\n");
-    let _ = writeln!(
-        md,
-        "Suite: {} ({:.0} s). Host: {}. Real threads, one pinned per CPU; every run ends \
-         with `validate()` and a check of every block returned.\n",
-        match mode {
-            Mode::Full => "default",
-            Mode::Quick => "--quick",
-            Mode::Tiny => "--tiny",
-        },
-        seconds,
-        host_line()
-    );
-    md.push_str(summary);
-    md.push('\n');
-    for s in sections {
-        let _ = writeln!(md, "## {}\n", s.title);
-        if let Some(load) = s.load {
-            let _ = writeln!(md, "{}\n", load_line(load));
-        }
-        if !s.intro.is_empty() {
-            let _ = writeln!(md, "{}\n", s.intro);
-        }
-        if !s.rows.is_empty() {
-            md.push_str(&markdown_table(&s.rows, &s.columns));
-            md.push('\n');
-        }
-        if !s.after.is_empty() {
-            let _ = writeln!(md, "{}\n", s.after.trim_end());
-        }
-        for p in &s.plots {
-            let stem = p.trim_end_matches(".png");
-            let _ = writeln!(md, "![{}]({p}) ([SVG]({stem}.svg))\n", s.title);
-            files.push(out.join(p));
-            files.push(out.join(format!("{stem}.svg")));
-        }
-        let _ = writeln!(md, "Data: [`{}.json`]({}.json)\n", s.id, s.id);
-        let json = serde_json::to_string_pretty(&s.rows).expect("rows serialise");
-        let path = out.join(format!("{}.json", s.id));
-        std::fs::write(&path, json + "\n").map_err(|e| ReportError::io(&path, e))?;
-        files.push(path);
-        for (stem, value) in &s.data {
-            let json = serde_json::to_string_pretty(value).expect("JSON values serialise");
-            let path = out.join(format!("{stem}.json"));
-            std::fs::write(&path, json + "\n").map_err(|e| ReportError::io(&path, e))?;
-            files.push(path);
-        }
-    }
-    let path = out.join("report.md");
-    std::fs::write(&path, md).map_err(|e| ReportError::io(&path, e))?;
-    files.push(path);
-    Ok(files)
 }
