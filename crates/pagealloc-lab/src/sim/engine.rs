@@ -366,6 +366,10 @@ struct Trip {
     hold: f64,
     /// The instructions around its lines (`locked_line_ns` each), ns.
     lines: f64,
+    /// Its lines, and of them those charged beyond the socket's LLC
+    /// ([`LockTally::lines`], added when it closes).
+    count: u64,
+    missed: u64,
 }
 
 const NO_CPU: u32 = u32::MAX;
@@ -424,7 +428,7 @@ struct Engine<'a> {
     /// Where each reported line lives.
     lines: LineMap,
     /// The accesses of the allocator call being replayed (reused buffer).
-    buf: Vec<trace::Packed>,
+    buf: Vec<trace::Rec>,
     /// Per machine CPU: its L2 streamer over `struct page` lines.
     streams: Vec<Streamer>,
     /// An L2 hit, ns (what a prefetched line costs).
@@ -468,8 +472,8 @@ pub(crate) fn simulate(
     let mut a = Allocator::with_platform(&layout, spec.config.clone(), platform.clone())
         .map_err(|e| EngineError::Build(e.to_string()))?;
     a.set_access_sink(Arc::new(trace::ThreadSink));
-    trace::discard();
     let lines = LineMap::new(&a, &layout);
+    trace::install(Some(lines.clone()));
     let indexed = lines.indexed();
     let nzones = a.nr_zones();
     let frames = layout.zones().map(|(_, z)| z.end_pfn()).max().unwrap_or(0);
@@ -598,6 +602,7 @@ pub(crate) fn simulate(
     trace::load_ahead(base, bytes, records);
     let ran = e.run(&mut drivers, workload.name());
     trace::load_ahead(std::ptr::null(), 0, 0);
+    trace::install(None);
     ran?;
     Ok(e.finish(&drivers))
 }
@@ -825,8 +830,8 @@ impl Engine<'_> {
                     self.overlap.begin(now);
                 }
             }
-            let p = self.lines.place_packed(x);
-            let c = self.mem.access(cpu, p.key, p.node, x.write());
+            // The line's level counts in the hierarchy's counters (`meta_levels`).
+            let c = self.mem.access(cpu, x.key(), x.node(), x.write());
             let (mut ns, mut level) = (c.ns, c.level);
             if let Some(pfn) = x.frame() {
                 if self.streams[cpu].prefetched(pfn) && c.level > Level::L2 {
@@ -835,17 +840,11 @@ impl Engine<'_> {
                     self.out.meta_prefetched += 1;
                 }
             }
-            self.out.meta_levels[c.level as usize] += 1;
-            self.overlap.access(p.key, level, ns, x.dep());
+            self.overlap.access(x.key(), level, ns, x.dep());
             if let Some(t) = trip.as_mut() {
                 t.lines += line_ns;
-                let k = &mut self.out.lock_kinds[match call {
-                    Call::Alloc => TripKind::Refill,
-                    Call::Free => TripKind::Drain,
-                    Call::Background => TripKind::Background,
-                } as usize];
-                k.lines += 1;
-                k.lines_missed += u64::from(level.missed_llc() || level == Level::Peer);
+                t.count += 1;
+                t.missed += u64::from(level.missed_llc() || level == Level::Peer);
             }
         }
         now = match trip.take() {
@@ -895,6 +894,8 @@ impl Engine<'_> {
             wait: start - now,
             hold: handoff + fixed,
             lines: 0.0,
+            count: 0,
+            missed: 0,
         }
     }
 
@@ -916,8 +917,10 @@ impl Engine<'_> {
             Call::Background => TripKind::Background,
         };
         l.last_kind = kind;
+        let k = &mut self.out.lock_kinds[kind as usize];
+        k.lines += t.count;
+        k.lines_missed += t.missed;
         if call == Call::Background || self.cpus[cpu].measuring {
-            let k = &mut self.out.lock_kinds[kind as usize];
             k.trips += 1;
             k.contended += u64::from(t.wait > 0.0);
             k.wait_ns += t.wait;
@@ -1137,6 +1140,8 @@ impl Engine<'_> {
         self.out.pcp_peak = self.out.pcp_peak.max(pcp);
         self.out.pcp_final = pcp;
         self.out.huge.2 = super::free_pageblocks(&self.a);
+        // Every replayed line, and nothing else, is a line access of the hierarchy.
+        self.out.meta_levels = self.mem.counters().lines;
         let (base, cache_alloc, cache_free) =
             self.window_base.unwrap_or((self.base_counters, 0, 0));
         self.out.counters = self.a.counters().since(&base);

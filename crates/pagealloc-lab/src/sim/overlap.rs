@@ -61,7 +61,7 @@ pub(crate) struct Overlap {
     /// Reports seen (indexes `recent`).
     n: usize,
     /// Lines filled in this run: key, run number, completion.
-    table: Vec<(u64, u32, f64)>,
+    table: [(u64, u32, f64); TABLE],
     /// Run number (invalidates `table` at each [`Overlap::begin`]).
     run: u32,
     /// The issue clock, ns.
@@ -79,7 +79,7 @@ impl Overlap {
             queue: Buffers::new(share(spec.l2_misses)),
             recent: [0.0; RECENT],
             n: 0,
-            table: vec![(u64::MAX, 0, 0.0); TABLE],
+            table: [(u64::MAX, 0, 0.0); TABLE],
             run: 0,
             issue: 0.0,
             end: 0.0,
