@@ -106,10 +106,8 @@ impl Overlap {
     /// with `dep` as [`pagealloc::Access::dep`]. Returns its completion time.
     #[inline]
     pub(crate) fn access(&mut self, key: u64, level: Level, ns: f64, dep: u8) -> f64 {
-        let k = dep as usize;
-        if k > 0 && k <= RECENT && k <= self.n {
-            let from = self.recent[(self.n - k) & (RECENT - 1)];
-            self.issue = self.issue.max(from);
+        if dep != 0 {
+            self.chase(dep);
         }
         let slot = ((key ^ (key >> 6)) as usize) & (TABLE - 1);
         let done = if level == Level::L1 {
@@ -141,6 +139,20 @@ impl Overlap {
             self.end = done;
         }
         done
+    }
+}
+
+impl Overlap {
+    /// A chased access (`dep = k`, see [`Overlap::access`]) issues no earlier than the
+    /// line reported `k` back arrived. Out of line: most accesses are not chases, and
+    /// the replay's loop keeps fewer registers without it.
+    #[inline(never)]
+    fn chase(&mut self, dep: u8) {
+        let k = dep as usize;
+        if k <= RECENT && k <= self.n {
+            let from = self.recent[(self.n - k) & (RECENT - 1)];
+            self.issue = self.issue.max(from);
+        }
     }
 }
 

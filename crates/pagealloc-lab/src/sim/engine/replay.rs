@@ -137,7 +137,7 @@ impl Engine<'_> {
             if let Some(t) = trip.as_mut() {
                 t.lines += line_ns;
                 t.count += 1;
-                t.missed += u64::from(level.missed_llc() || level == Level::Peer);
+                t.missed += u64::from(level >= Level::Peer); // beyond the LLC, or HITM
             }
         }
         now = match trip.take() {
