@@ -269,18 +269,18 @@ const MAX_SHARERS: usize = 256;
 /// The cache hierarchy of one simulated machine. See the module docs.
 #[derive(Debug)]
 pub struct Hierarchy {
-    /// Entries of frames, `stride` words per frame (calloc'ed: only touched frames cost
-    /// memory): the page's entry, then (stride 4) the frame's dense line entry.
-    frames: Vec<u64>,
+    /// Entries of frames, `stride` entries per frame (calloc'ed: only touched frames
+    /// cost memory): the page's entry, then (stride 2) the frame's dense line entry.
+    frames: Vec<Entry>,
     nframes: usize,
     stride: usize,
     /// Entries of other pages (user buffers).
     pages: FxHashMap<u64, Entry>,
     /// The dense line keys are `dense_base..dense_base + dense_count`: in the frames'
-    /// records when `stride == 4`, else in `dense`, two words per key.
+    /// records when `stride == 2`, else in `dense`.
     dense_base: u64,
     dense_count: usize,
-    dense: Vec<u64>,
+    dense: Vec<Entry>,
     /// The line keys `indexed_base..indexed_base + indexed_count` with their sharers, by
     /// index ([`Hierarchy::with_indexed_lines`]), and per (line, sharer CPU) where the
     /// sharer's copy was last inserted (`MAX_SHARERS` words per line, meaningful while
@@ -302,6 +302,8 @@ pub struct Hierarchy {
 /// keys, a dense row for indexed ones. `get` is read only while the sharer's bit is
 /// set; `clear` is called when it is cleared.
 trait Stamps {
+    /// Whether [`Stamps::clear`] does anything (else a write just drops the sharers).
+    const CLEARS: bool;
     fn get(&mut self, cpu: usize) -> u64;
     fn set(&mut self, cpu: usize, stamps: u64);
     fn clear(&mut self, cpu: usize);
@@ -311,6 +313,7 @@ trait Stamps {
 struct MapStamps<'a>(&'a mut FxHashMap<(u64, u32), u64>, u64);
 
 impl Stamps for MapStamps<'_> {
+    const CLEARS: bool = true;
     #[inline]
     fn get(&mut self, cpu: usize) -> u64 {
         *self.0.entry((self.1, cpu as u32)).or_insert(0)
@@ -325,18 +328,20 @@ impl Stamps for MapStamps<'_> {
     }
 }
 
-/// The stamps of an indexed line: one word per CPU below `MAX_SHARERS` (a stale word is
-/// never read: the sharer bit says whether it is valid).
-struct RowStamps<'a>(&'a mut [u64]);
+/// The stamps of an indexed line: one word per CPU below `MAX_SHARERS`, from index `1`
+/// of the table `0` (a stale word is never read: the sharer bit says whether it is
+/// valid).
+struct RowStamps<'a>(&'a mut [u64], usize);
 
 impl Stamps for RowStamps<'_> {
+    const CLEARS: bool = false;
     #[inline]
     fn get(&mut self, cpu: usize) -> u64 {
-        self.0[cpu]
+        self.0[self.1 + cpu]
     }
     #[inline]
     fn set(&mut self, cpu: usize, stamps: u64) {
-        self.0[cpu] = stamps;
+        self.0[self.1 + cpu] = stamps;
     }
     #[inline]
     fn clear(&mut self, _cpu: usize) {}
@@ -440,9 +445,9 @@ impl Hierarchy {
             counters: HierarchyCounters::default(),
         };
         Hierarchy {
-            frames: vec![0; 2 * frames as usize],
+            frames: vec![[0; 2]; frames as usize],
             nframes: frames as usize,
-            stride: 2,
+            stride: 1,
             pages: FxHashMap::default(),
             dense_base: 0,
             dense_count: 0,
@@ -467,13 +472,13 @@ impl Hierarchy {
         self.dense_base = base;
         self.dense_count = count as usize;
         if self.dense_count <= self.nframes {
-            self.stride = 4;
-            self.frames = vec![0; 4 * self.nframes];
+            self.stride = 2;
+            self.frames = vec![[0; 2]; 2 * self.nframes];
             self.dense = Vec::new();
         } else {
-            self.stride = 2;
-            self.frames = vec![0; 2 * self.nframes];
-            self.dense = vec![0; 2 * self.dense_count];
+            self.stride = 1;
+            self.frames = vec![[0; 2]; self.nframes];
+            self.dense = vec![[0; 2]; self.dense_count];
         }
         self
     }
@@ -482,7 +487,11 @@ impl Hierarchy {
     /// For host prefetch hints only ([`super::trace::load_ahead`]); the table is
     /// allocated once and never moves after [`Hierarchy::with_dense_lines`].
     pub(crate) fn frame_records(&self) -> (*const u64, usize, u64) {
-        (self.frames.as_ptr(), self.stride * 8, self.nframes as u64)
+        (
+            self.frames.as_ptr().cast(),
+            self.stride * std::mem::size_of::<Entry>(),
+            self.nframes as u64,
+        )
     }
 
     /// Keeps the line keys `base..base + count` in a table indexed by `key - base`
@@ -523,20 +532,18 @@ impl Hierarchy {
     pub fn access(&mut self, cpu: usize, line: u64, home: u32, write: bool) -> Charge {
         let i = line.wrapping_sub(self.dense_base) as usize;
         let level = if i < self.dense_count {
-            let words = if self.stride == 4 {
-                &mut self.frames[4 * i + 2..4 * i + 4]
+            let e = if self.stride == 2 {
+                &mut self.frames[2 * i + 1]
             } else {
-                &mut self.dense[2 * i..2 * i + 2]
+                &mut self.dense[i]
             };
-            let e: &mut Entry = words.try_into().expect("two words");
             self.state.visit(cpu, e, 1, home, write)
         } else {
             let j = line.wrapping_sub(self.indexed_base) as usize;
             if j < self.indexed_count {
                 let le = &mut self.indexed[j];
-                let row = &mut self.indexed_stamps[j * MAX_SHARERS..(j + 1) * MAX_SHARERS];
-                self.state
-                    .shared_access(cpu, le, &mut RowStamps(row), home, write)
+                let mut row = RowStamps(&mut self.indexed_stamps, j * MAX_SHARERS);
+                self.state.shared_access(cpu, le, &mut row, home, write)
             } else {
                 let le = self.lines.entry(line).or_default();
                 self.state.shared_access(
@@ -598,8 +605,7 @@ impl Hierarchy {
 
     fn touch_page(&mut self, cpu: usize, page: u64, lines: u64, home: u32, write: bool) -> Charge {
         let level = if page < self.nframes as u64 {
-            let i = self.stride * page as usize;
-            let e: &mut Entry = (&mut self.frames[i..i + 2]).try_into().expect("two words");
+            let e = &mut self.frames[self.stride * page as usize];
             self.state.visit(cpu, e, lines, home, write)
         } else {
             let e = self.pages.entry(page).or_default();
@@ -618,22 +624,26 @@ impl Hierarchy {
 impl State {
     /// An access of a line with sharers ([`LineEntry`]), its sharers' stamps in `st`.
     #[inline]
-    fn shared_access(
+    fn shared_access<S: Stamps>(
         &mut self,
         cpu: usize,
         le: &mut LineEntry,
-        st: &mut impl Stamps,
+        st: &mut S,
         home: u32,
         write: bool,
     ) -> Level {
         let owner = (le.e[0] >> OWNER_SHIFT) as usize;
         let (word, bit) = (cpu / 64, 1u64 << (cpu % 64));
         if write {
-            for (w, bits) in le.sharers.iter_mut().enumerate() {
-                while *bits != 0 {
-                    st.clear(64 * w + bits.trailing_zeros() as usize);
-                    *bits &= *bits - 1;
+            if S::CLEARS {
+                for (w, bits) in le.sharers.iter_mut().enumerate() {
+                    while *bits != 0 {
+                        st.clear(64 * w + bits.trailing_zeros() as usize);
+                        *bits &= *bits - 1;
+                    }
                 }
+            } else {
+                le.sharers = [0; 4];
             }
             self.visit(cpu, &mut le.e, 1, home, true)
         } else if owner == 0 || owner == cpu + 1 || cpu >= MAX_SHARERS {

@@ -61,7 +61,7 @@ pub(crate) struct Overlap {
     /// Reports seen (indexes `recent`).
     n: usize,
     /// Lines filled in this run: key, run number, completion.
-    table: Vec<(u64, u32, f64)>,
+    table: [(u64, u32, f64); TABLE],
     /// Run number (invalidates `table` at each [`Overlap::begin`]).
     run: u32,
     /// The issue clock, ns.
@@ -79,7 +79,7 @@ impl Overlap {
             queue: Buffers::new(share(spec.l2_misses)),
             recent: [0.0; RECENT],
             n: 0,
-            table: vec![(u64::MAX, 0, 0.0); TABLE],
+            table: [(u64::MAX, 0, 0.0); TABLE],
             run: 0,
             issue: 0.0,
             end: 0.0,
@@ -106,10 +106,8 @@ impl Overlap {
     /// with `dep` as [`pagealloc::Access::dep`]. Returns its completion time.
     #[inline]
     pub(crate) fn access(&mut self, key: u64, level: Level, ns: f64, dep: u8) -> f64 {
-        let k = dep as usize;
-        if k > 0 && k <= RECENT && k <= self.n {
-            let from = self.recent[(self.n - k) & (RECENT - 1)];
-            self.issue = self.issue.max(from);
+        if dep != 0 {
+            self.chase(dep);
         }
         let slot = ((key ^ (key >> 6)) as usize) & (TABLE - 1);
         let done = if level == Level::L1 {
@@ -141,6 +139,20 @@ impl Overlap {
             self.end = done;
         }
         done
+    }
+}
+
+impl Overlap {
+    /// A chased access (`dep = k`, see [`Overlap::access`]) issues no earlier than the
+    /// line reported `k` back arrived. Out of line: most accesses are not chases, and
+    /// the replay's loop keeps fewer registers without it.
+    #[inline(never)]
+    fn chase(&mut self, dep: u8) {
+        let k = dep as usize;
+        if k <= RECENT && k <= self.n {
+            let from = self.recent[(self.n - k) & (RECENT - 1)];
+            self.issue = self.issue.max(from);
+        }
     }
 }
 

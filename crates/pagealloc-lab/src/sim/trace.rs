@@ -28,16 +28,59 @@
 //! (the memmap lives on its node), the zone's node, the zonelist's node, the CPU's node
 //! for its pagesets.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 
 use pagealloc::{Access, AccessSink, Line, ZoneLine};
 
 thread_local! {
-    /// This thread's buffered reports. Only [`with_buf`] reaches it.
-    static BUF: UnsafeCell<Vec<Packed>> = const { UnsafeCell::new(Vec::new()) };
-    /// The cache hierarchy's frame records, for [`ThreadSink`] to load ahead: the
-    /// address of frame 0's record, bytes per record, and frames (0: none).
-    static AHEAD: Cell<(usize, usize, u64)> = const { Cell::new((0, 0, 0)) };
+    /// This thread's sink state. Only [`with_local`] reaches it.
+    static LOCAL: UnsafeCell<Local> = const {
+        UnsafeCell::new(Local {
+            buf: Vec::new(),
+            map: None,
+            ahead: (0, 0, 0),
+        })
+    };
+}
+
+/// A thread's sink: the reports buffered since the engine last drained them, the map
+/// that places each report when it is made, and the hierarchy's frame records to load
+/// ahead.
+#[derive(Debug)]
+struct Local {
+    buf: Vec<Rec>,
+    /// The machine's line map ([`install`]); no map, no records.
+    map: Option<LineMap>,
+    /// The address of frame 0's record, bytes per record, and frames (0: none).
+    ahead: (usize, usize, u64),
+}
+
+/// Runs `f` on this thread's sink state.
+///
+/// The buffer was a `RefCell`; its borrow flag, checked and written twice per report,
+/// was the sink's hottest instruction in `perf record` (the sink is ~10 % of a kbuild
+/// run). The exclusive borrow is instead guaranteed by construction.
+#[inline(always)]
+fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> R {
+    // Only the pointer is taken inside `with`: with the sink's work inside it, `with`
+    // was not inlined (a call per report, ~+30 instructions).
+    let l = LOCAL.with(UnsafeCell::get);
+    // SAFETY: `LOCAL` is this thread's own (thread-local: no other thread reaches it, no
+    // lock is needed), alive while the thread runs (`with` above panics once it is
+    // destroyed, before any use), and `with_local` is its only user. The closures
+    // passed here (a placement and a push, a swap with the engine's buffer, a clear,
+    // setting the map or the hint) call no code that could report an access or drain
+    // the buffer, so no second `&mut` to it exists while `f` runs.
+    f(unsafe { &mut *l })
+}
+
+/// From now on this thread's sink places and buffers each report through `map`
+/// (`None`: it drops them). Drops what was buffered.
+pub(crate) fn install(map: Option<LineMap>) {
+    with_local(|l| {
+        l.map = map;
+        l.buf.clear();
+    });
 }
 
 /// From now on the sink of this thread asks the host to load frame `pfn`'s record of
@@ -50,100 +93,76 @@ thread_local! {
 /// run in `perf record`), and with it the miss overlaps the rest of the allocator's
 /// call. A hint only: no result depends on it. `frames == 0` turns it off.
 pub(crate) fn load_ahead(base: *const u64, bytes: usize, frames: u64) {
-    AHEAD.with(|c| c.set((base as usize, bytes, frames)));
+    with_local(|l| l.ahead = (base as usize, bytes, frames));
 }
 
-/// The host prefetch of frame `pfn`'s record, if [`load_ahead`] named a table.
-#[inline(always)]
-fn prefetch_frame(pfn: u64) {
-    let (base, bytes, frames) = AHEAD.with(Cell::get);
-    if pfn < frames {
-        super::ahead::line(base.wrapping_add(pfn as usize * bytes));
-    }
-}
-
-/// One buffered [`Access`] in two words, written and read field by field.
+/// One buffered report, placed: its line's key and home node ([`LineMap::place`]),
+/// computed when the allocator reports it, and its flags.
 ///
-/// The allocator builds each [`Access`] on its stack with narrow stores (an enum tag
-/// byte, a payload word, three flag bytes); copying it whole reads those bytes back
-/// with wide loads, which the host cannot forward from the narrow stores (a
-/// store-forwarding stall of about a dozen cycles per access, the largest single cost
-/// of the sink in `perf record`). Encoding reads each field at its own width, and the
-/// buffer holds 16 bytes per access instead of 24.
+/// The sink used to store the report's fields and the replay to place them; placing at
+/// once reads each field of the [`Access`] at its own width (the allocator builds it
+/// with narrow stores: copying it whole would stall on store forwarding) and leaves the
+/// replay the key it charges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Packed {
-    /// The line's payload: the PFN, or its small fields side by side (see `encode`).
-    word: u64,
-    /// The line's kind in the low byte, `write` (bit 8), `locked` (bit 9), `dep` (bits 16..24).
+pub(crate) struct Rec {
+    /// The line's key; for a lock's trip marker, the zone.
+    key: u64,
+    /// The kind in the low byte, `write` (bit 8), `locked` (bit 9), `dep` (bits
+    /// 16..24), the home node in the high 32 bits.
     info: u64,
 }
 
+/// A frame's `struct page` line (its key is `K_META | pfn`).
 const KIND_FRAME: u64 = 0;
-const KIND_PAGEBLOCK: u64 = 1;
-const KIND_ZONE: u64 = 2;
-const KIND_ZONELIST: u64 = 3;
-const KIND_PCP: u64 = 4;
-const KIND_PCP_ARRAY: u64 = 5;
+/// Another line of allocator state.
+const KIND_LINE: u64 = 1;
+/// A zone lock just taken ([`ZoneLine::Lock`]): a trip marker, not a line.
+const KIND_LOCK: u64 = 2;
 
-/// A [`Line::PcpArray`] in 56 bits: buffer line (28 bits), list (4), zone (8), CPU (16).
-fn pcp_array_word(cpu: u32, zone: u16, list: u8, line: u32) -> u64 {
-    u64::from(line & 0x0fff_ffff)
-        | u64::from(list & 0xf) << 28
-        | u64::from(zone & 0xff) << 32
-        | u64::from(cpu & 0xffff) << 40
-}
-
-/// A [`ZoneLine`] as 16 bits: `free_area[o]` is `o`, the others above 255.
-const ZL_COUNTERS: u64 = 0x100;
-const ZL_WATERMARKS: u64 = 0x101;
-const ZL_LOCK: u64 = 0x102;
-
-impl Packed {
-    /// The record of `a`.
+impl Rec {
+    /// The record of `a`, placed by `map`.
     #[inline(always)]
-    pub(crate) fn encode(a: &Access) -> Packed {
-        let (kind, word) = match a.line {
-            Line::Frame(pfn) => (KIND_FRAME, pfn),
-            Line::Pageblock(pfn) => (KIND_PAGEBLOCK, pfn),
-            Line::Zone { zone, line } => {
-                let sub = match line {
-                    ZoneLine::FreeArea(o) => u64::from(o),
-                    ZoneLine::Counters => ZL_COUNTERS,
-                    ZoneLine::Watermarks => ZL_WATERMARKS,
-                    ZoneLine::Lock => ZL_LOCK,
-                };
-                (KIND_ZONE, u64::from(zone) << 16 | sub)
-            }
-            Line::Zonelist { node, pos } => (KIND_ZONELIST, u64::from(node) << 16 | u64::from(pos)),
-            Line::Pcp { cpu, zone, list } => (
-                KIND_PCP,
-                u64::from(cpu) << 32 | u64::from(zone) << 8 | u64::from(list),
+    pub(crate) fn new(map: &LineMap, a: &Access) -> Rec {
+        let (kind, p) = match a.line {
+            Line::Frame(pfn) => (
+                KIND_FRAME,
+                Place {
+                    key: K_META | pfn,
+                    node: map.node_of_pfn(pfn),
+                },
             ),
-            Line::PcpArray {
-                cpu,
+            Line::Zone {
                 zone,
-                list,
-                line,
-            } => (KIND_PCP_ARRAY, pcp_array_word(cpu, zone, list, line)),
+                line: ZoneLine::Lock,
+            } => (
+                KIND_LOCK,
+                Place {
+                    key: u64::from(zone),
+                    node: 0,
+                },
+            ),
+            line => (KIND_LINE, map.place(line)),
         };
-        Packed {
-            word,
+        Rec {
+            key: p.key,
             info: kind
                 | u64::from(a.write) << 8
                 | u64::from(a.locked) << 9
-                | u64::from(a.dep) << 16,
+                | u64::from(a.dep) << 16
+                | u64::from(p.node) << 32,
         }
     }
 
-    /// The record of a report of `line` (no flags): for [`LineMap::place`].
+    /// The line's key ([`Place::key`]).
     #[inline(always)]
-    fn of_line(line: Line) -> Packed {
-        Packed::encode(&Access {
-            line,
-            write: false,
-            locked: false,
-            dep: 0,
-        })
+    pub(crate) fn key(self) -> u64 {
+        self.key
+    }
+
+    /// The line's home node ([`Place::node`]).
+    #[inline(always)]
+    pub(crate) fn node(self) -> u32 {
+        (self.info >> 32) as u32
     }
 
     /// Whether the line is written.
@@ -167,74 +186,38 @@ impl Packed {
     /// The PFN, for a frame's metadata line.
     #[inline(always)]
     pub(crate) fn frame(self) -> Option<u64> {
-        (self.info & 0xff == KIND_FRAME).then_some(self.word)
+        (self.info & 0xff == KIND_FRAME).then_some(self.key & !K_META)
     }
 
     /// The zone, for its lock's trip marker ([`ZoneLine::Lock`]).
     #[inline(always)]
     pub(crate) fn lock_of_zone(self) -> Option<u16> {
-        (self.info & 0xff == KIND_ZONE && self.word & 0xffff == ZL_LOCK)
-            .then_some((self.word >> 16) as u16)
-    }
-
-    /// The access this record holds.
-    #[inline(always)]
-    #[cfg_attr(not(test), allow(dead_code))] // the engine reads the fields directly
-    pub(crate) fn decode(self) -> Access {
-        let w = self.word;
-        let line = match self.info & 0xff {
-            KIND_FRAME => Line::Frame(w),
-            KIND_PAGEBLOCK => Line::Pageblock(w),
-            KIND_ZONE => Line::Zone {
-                zone: (w >> 16) as u16,
-                line: match w & 0xffff {
-                    ZL_COUNTERS => ZoneLine::Counters,
-                    ZL_WATERMARKS => ZoneLine::Watermarks,
-                    ZL_LOCK => ZoneLine::Lock,
-                    o => ZoneLine::FreeArea(o as u8),
-                },
-            },
-            KIND_ZONELIST => Line::Zonelist {
-                node: (w >> 16) as u16,
-                pos: w as u16,
-            },
-            KIND_PCP_ARRAY => Line::PcpArray {
-                cpu: (w >> 40) as u32,
-                zone: (w >> 32) as u8 as u16,
-                list: (w >> 28) as u8 & 0xf,
-                line: w as u32 & 0x0fff_ffff,
-            },
-            _ => Line::Pcp {
-                cpu: (w >> 32) as u32,
-                zone: (w >> 8) as u16,
-                list: w as u8,
-            },
-        };
-        Access {
-            line,
-            write: self.info & 1 << 8 != 0,
-            locked: self.info & 1 << 9 != 0,
-            dep: (self.info >> 16) as u8,
-        }
+        (self.info & 0xff == KIND_LOCK).then_some(self.key as u16)
     }
 }
 
-/// The engine's sink: appends to this thread's buffer.
+/// The engine's sink: places each report and appends it to this thread's buffer.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ThreadSink;
 
 impl AccessSink for ThreadSink {
     #[inline]
     fn access(&self, a: Access) {
-        if let Line::Frame(pfn) = a.line {
-            prefetch_frame(pfn);
-        }
-        let p = Packed::encode(&a);
-        with_buf(|b| {
-            if b.len() < b.capacity() {
-                b.push(p);
+        with_local(|l| {
+            let Some(map) = &l.map else {
+                return;
+            };
+            if let Line::Frame(pfn) = a.line {
+                let (base, bytes, frames) = l.ahead;
+                if pfn < frames {
+                    super::ahead::line(base.wrapping_add(pfn as usize * bytes));
+                }
+            }
+            let r = Rec::new(map, &a);
+            if l.buf.len() < l.buf.capacity() {
+                l.buf.push(r);
             } else {
-                push_growing(b, p);
+                push_growing(&mut l.buf, r);
             }
         });
     }
@@ -245,33 +228,27 @@ impl AccessSink for ThreadSink {
 /// registers to save.
 #[cold]
 #[inline(never)]
-fn push_growing(b: &mut Vec<Packed>, p: Packed) {
-    b.push(p);
+fn push_growing(b: &mut Vec<Rec>, r: Rec) {
+    b.push(r);
 }
 
-/// Runs `f` on this thread's buffer.
-///
-/// The buffer was a `RefCell`; its borrow flag, checked and written twice per report,
-/// was the sink's hottest instruction in `perf record` (the sink is ~10 % of a kbuild
-/// run). The exclusive borrow is instead guaranteed by construction.
-#[inline(always)]
-fn with_buf<R>(f: impl FnOnce(&mut Vec<Packed>) -> R) -> R {
-    // SAFETY: `BUF` is this thread's own (thread-local: no other thread reaches it, no
-    // lock is needed), and `with_buf` is its only user. The closures passed here (a
-    // push, a swap with the engine's buffer, a clear) call no code that could report
-    // an access or drain the buffer, so no second `&mut` to it exists while `f` runs.
-    BUF.with(|b| f(unsafe { &mut *b.get() }))
-}
-
-/// Moves this thread's buffered accesses into `out` (cleared first).
-pub(crate) fn drain_into(out: &mut Vec<Packed>) {
+/// Moves this thread's buffered records into `out` (cleared first).
+pub(crate) fn drain_into(out: &mut Vec<Rec>) {
     out.clear();
-    with_buf(|b| std::mem::swap(b, out));
+    with_local(|l| std::mem::swap(&mut l.buf, out));
 }
 
-/// Drops this thread's buffered accesses (work no CPU is charged for).
+/// Drops this thread's buffered records (work no CPU is charged for).
 pub(crate) fn discard() {
-    with_buf(Vec::clear);
+    with_local(|l| l.buf.clear());
+}
+
+/// A [`Line::PcpArray`] in 56 bits: buffer line (28 bits), list (4), zone (8), CPU (16).
+fn pcp_array_word(cpu: u32, zone: u16, list: u8, line: u32) -> u64 {
+    u64::from(line & 0x0fff_ffff)
+        | u64::from(list & 0xf) << 28
+        | u64::from(zone & 0xff) << 32
+        | u64::from(cpu & 0xffff) << 40
 }
 
 // Disjoint key spaces: the top byte says what the key is.
@@ -424,15 +401,8 @@ impl LineMap {
     /// pageblock lines get an indexed key ([`LineMap::indexed`]) when their numbers are
     /// within the machine's (always, for what the allocator reports), else a key of
     /// their kind; either way distinct lines get distinct keys.
-    #[inline]
-    #[cfg_attr(not(test), allow(dead_code))] // the engine places records
+    #[inline(always)]
     pub(crate) fn place(&self, line: Line) -> Place {
-        self.place_packed(Packed::of_line(line))
-    }
-
-    /// [`LineMap::place`] of a buffered report, read from its record.
-    #[inline]
-    pub(crate) fn place_packed(&self, p: Packed) -> Place {
         let nzones = self.zone_node.len() as u64;
         let indexed = |i: u64, key: u64| {
             if i < self.indexed {
@@ -441,26 +411,27 @@ impl LineMap {
                 key
             }
         };
-        let w = p.word;
-        match p.info & 0xff {
-            KIND_FRAME => Place {
-                key: K_META | w,
-                node: self.node_of_pfn(w),
+        match line {
+            Line::Frame(pfn) => Place {
+                key: K_META | pfn,
+                node: self.node_of_pfn(pfn),
             },
-            KIND_PAGEBLOCK => {
-                let l = (w >> pagealloc::PAGEBLOCK_ORDER) / PAGEBLOCKS_PER_LINE;
+            Line::Pageblock(pfn) => {
+                let l = (pfn >> pagealloc::PAGEBLOCK_ORDER) / PAGEBLOCKS_PER_LINE;
                 Place {
                     key: indexed(self.pageblock_at + l, K_PAGEBLOCK | l),
-                    node: self.node_of_pfn(w),
+                    node: self.node_of_pfn(pfn),
                 }
             }
-            KIND_ZONE => {
+            Line::Zone { zone, line } => {
                 // free_area[o] is line o; counters, watermarks, lock are 32, 33, 34.
-                let sub = match w & 0xffff {
-                    o if o < ZL_COUNTERS => o,
-                    s => s - ZL_COUNTERS + 32,
+                let sub = match line {
+                    ZoneLine::FreeArea(o) => u64::from(o),
+                    ZoneLine::Counters => 32,
+                    ZoneLine::Watermarks => 33,
+                    ZoneLine::Lock => 34,
                 };
-                let z = w >> 16;
+                let z = u64::from(zone);
                 let i = if z < nzones && sub < ZONE_LINES {
                     z * ZONE_LINES + sub
                 } else {
@@ -471,8 +442,8 @@ impl LineMap {
                     node: self.zone_node[z as usize],
                 }
             }
-            KIND_ZONELIST => {
-                let (n, l) = (w >> 16, (w & 0xffff) / 4);
+            Line::Zonelist { node, pos } => {
+                let (n, l) = (u64::from(node), u64::from(pos) / 4);
                 let i = if n < self.nodes && l < self.zonelist_lines {
                     self.zonelist_at + n * self.zonelist_lines + l
                 } else {
@@ -483,18 +454,22 @@ impl LineMap {
                     node: n as u32,
                 }
             }
-            KIND_PCP_ARRAY => Place {
-                key: K_PCP_ARRAY | w,
-                node: self.cpu_node[(w >> 40) as usize],
+            Line::PcpArray {
+                cpu,
+                zone,
+                list,
+                line,
+            } => Place {
+                key: K_PCP_ARRAY | pcp_array_word(cpu, zone, list, line),
+                node: self.cpu_node[(cpu & 0xffff) as usize],
             },
-            _ => {
-                let list = w as u8;
+            Line::Pcp { cpu, zone, list } => {
                 let l = if list == pagealloc::access::PCP_HEADER {
                     0
                 } else {
                     (48 + 16 * list as u64) / 64
                 };
-                let (c, z) = (w >> 32, (w >> 8) & 0xffff);
+                let (c, z) = (u64::from(cpu), u64::from(zone));
                 let i = if c < self.cpu_node.len() as u64 && z < nzones && l < PCP_LINES {
                     self.pcp_at + (c * nzones + z) * PCP_LINES + l
                 } else {
@@ -517,78 +492,106 @@ mod tests {
 
     #[test]
     fn the_sink_buffers_what_the_allocator_reports() {
-        let mut a = Allocator::with_platform(
-            &Layout::single(1 << 14, 2),
-            Config::default(),
-            Arc::new(ManualPlatform::new()),
-        )
-        .unwrap();
+        let layout = Layout::single(1 << 14, 2);
+        let mut a =
+            Allocator::with_platform(&layout, Config::default(), Arc::new(ManualPlatform::new()))
+                .unwrap();
         a.set_access_sink(Arc::new(ThreadSink));
-        discard();
+        install(None);
         let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
         let mut out = Vec::new();
         drain_into(&mut out);
-        assert!(out.iter().any(|x| x.decode().line == Line::Frame(f.pfn.0)));
+        assert!(out.is_empty(), "no map installed: nothing recorded");
+        a.free_on(0, f).unwrap();
+        install(Some(LineMap::new(&a, &layout)));
+        let f = a.alloc_on(0, 0, Gfp::USER, None).unwrap();
+        drain_into(&mut out);
+        assert!(out.iter().any(|x| x.frame() == Some(f.pfn.0)));
         drain_into(&mut out);
         assert!(out.is_empty(), "drained");
         a.free_on(0, f).unwrap();
-        discard();
+        install(None);
     }
 
     #[test]
-    fn a_packed_access_decodes_to_itself() {
+    fn a_record_keeps_the_report_s_flags_and_its_line_s_place() {
+        let layout = Layout::numa(2, 1 << 14, 2);
+        let a =
+            Allocator::with_platform(&layout, Config::default(), Arc::new(ManualPlatform::new()))
+                .unwrap();
+        let m = LineMap::new(&a, &layout);
+        let hi = layout.zones().nth(1).unwrap().1.start_pfn;
         let lines = [
             Line::Frame(0),
+            Line::Frame(hi + 5),
             Line::Frame((1 << 40) + 5),
-            Line::Pageblock(512 * 77),
+            Line::Pageblock(512 * 7),
             Line::Zone {
-                zone: 3,
+                zone: 1,
                 line: ZoneLine::FreeArea(10),
             },
             Line::Zone {
-                zone: 65_535,
+                zone: 0,
                 line: ZoneLine::Counters,
             },
             Line::Zone {
-                zone: 0,
+                zone: 1,
                 line: ZoneLine::Watermarks,
             },
             Line::Zone {
                 zone: 1,
                 line: ZoneLine::Lock,
             },
-            Line::Zonelist { node: 27, pos: 200 },
+            Line::Zonelist { node: 1, pos: 1 },
             Line::Pcp {
-                cpu: 767,
-                zone: 5,
+                cpu: 3,
+                zone: 1,
                 list: pagealloc::access::PCP_HEADER,
             },
             Line::Pcp {
-                cpu: u32::MAX,
-                zone: u16::MAX,
+                cpu: 1,
+                zone: 0,
                 list: 13,
             },
             Line::PcpArray {
-                cpu: 65_535,
-                zone: 255,
+                cpu: 2,
+                zone: 1,
                 list: 13,
                 line: (1 << 28) - 1,
             },
-            Line::PcpArray {
-                cpu: 3,
-                zone: 1,
-                list: 0,
-                line: 0,
-            },
         ];
         for (i, line) in lines.into_iter().enumerate() {
-            let a = Access {
+            let acc = Access {
                 line,
                 write: i % 2 == 0,
                 locked: i % 3 == 0,
                 dep: (i * 37) as u8,
             };
-            assert_eq!(Packed::encode(&a).decode(), a);
+            let r = Rec::new(&m, &acc);
+            assert_eq!(
+                (r.write(), r.locked(), r.dep()),
+                (acc.write, acc.locked, acc.dep),
+                "{line:?}"
+            );
+            match line {
+                Line::Zone {
+                    zone,
+                    line: ZoneLine::Lock,
+                } => {
+                    assert_eq!(r.lock_of_zone(), Some(zone));
+                    assert_eq!(r.frame(), None);
+                }
+                _ => {
+                    let p = m.place(line);
+                    assert_eq!((r.key(), r.node()), (p.key, p.node), "{line:?}");
+                    assert_eq!(r.lock_of_zone(), None);
+                    let pfn = match line {
+                        Line::Frame(pfn) => Some(pfn),
+                        _ => None,
+                    };
+                    assert_eq!(r.frame(), pfn, "{line:?}");
+                }
+            }
         }
     }
 

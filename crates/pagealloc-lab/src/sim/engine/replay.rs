@@ -1,0 +1,256 @@
+//! The replay of an allocator call's reported lines: through the cache hierarchy,
+//! the L2 streamer over `struct page` and the core's fill buffers, and into the
+//! zone locks' holds in virtual time (see the module docs of `engine`).
+
+use super::{round_ns, Call, Engine, TripKind, CPU_BITS, NO_CPU};
+use crate::row::record_ns;
+use crate::sim::hierarchy::Level;
+use crate::sim::trace;
+
+/// The L2 streamer of one CPU, as far as `struct page` accesses go: the hardware
+/// prefetcher detects accesses that walk a 4 KiB page line by line, forward or backward,
+/// and fetches the next lines ahead of them (Intel's optimization manual, "Data
+/// Prefetching": the L2 streamer tracks 32 streams, one per 4 KiB page, and runs up to
+/// 20 lines ahead). `struct page` is 64 bytes, so frames with neighbouring PFNs have
+/// neighbouring metadata lines: a refill that takes the frames of a split block one by
+/// one walks memmap sequentially, and its lines arrive prefetched. An access within two
+/// lines of the last one in a tracked page is charged an L2 hit (the line was on its
+/// way); anything else is charged what the hierarchy says.
+#[derive(Clone, Debug)]
+pub(super) struct Streamer {
+    /// Per tracked memmap page: its number + 1 (0 = free slot), and the offset of the
+    /// last line accessed in it. A page is in at most one slot.
+    pages: [u64; STREAMS],
+    offs: [u64; STREAMS],
+    /// The slot to replace next (round robin), and the slot that matched last (checked
+    /// first: a refill walks one page for many accesses).
+    next: usize,
+    last: usize,
+}
+
+/// Streams the model tracks per CPU (the L2 streamer's 32).
+const STREAMS: usize = 32;
+/// Lines of `struct page` per 4 KiB page of memmap.
+const METAS_PER_PAGE: u64 = 64;
+
+impl Streamer {
+    pub(super) fn new() -> Streamer {
+        Streamer {
+            pages: [0; STREAMS],
+            offs: [0; STREAMS],
+            next: 0,
+            last: 0,
+        }
+    }
+
+    /// Records an access to frame `pfn`'s metadata; true if the streamer had it coming.
+    #[inline]
+    fn prefetched(&mut self, pfn: u64) -> bool {
+        let (page, off) = (pfn / METAS_PER_PAGE + 1, pfn % METAS_PER_PAGE);
+        let found = if self.pages[self.last] == page {
+            Some(self.last)
+        } else {
+            self.pages.iter().position(|&p| p == page)
+        };
+        match found {
+            Some(k) => {
+                self.last = k;
+                let near = self.offs[k].abs_diff(off) <= 2;
+                self.offs[k] = off;
+                near
+            }
+            None => {
+                let k = self.next;
+                self.pages[k] = page;
+                self.offs[k] = off;
+                self.last = k;
+                self.next = (k + 1) % STREAMS;
+                false
+            }
+        }
+    }
+}
+
+/// A zone-lock hold being replayed.
+#[derive(Clone, Copy, Debug)]
+struct Trip {
+    zone: usize,
+    /// When the hold began (after any wait), ns.
+    start: f64,
+    /// The wait before it, ns.
+    wait: f64,
+    /// The hold's fixed part (hand-off, residual) when opened; the whole hold once
+    /// closed, ns.
+    hold: f64,
+    /// The instructions around its lines (`locked_line_ns` each), ns.
+    lines: f64,
+    /// Its lines, and of them those charged beyond the socket's LLC
+    /// ([`super::LockTally::lines`], added when it closes).
+    count: u64,
+    missed: u64,
+}
+
+impl Engine<'_> {
+    /// Replays the accesses the allocator reported during its last call, made as `cpu`
+    /// from time `at`: each line through the cache hierarchy; the lines reported with
+    /// the zone lock held go to that lock's hold (which starts once the lock is free and
+    /// costs a hand-off when another CPU held it last, plus the trip's own instructions),
+    /// the others to the CPU. Returns the time the call ends (`at` for background work,
+    /// whose CPU is not delayed).
+    pub(super) fn replay(&mut self, cpu: usize, call: Call, at: u64) -> u64 {
+        trace::drain_into(&mut self.buf);
+        let buf = std::mem::take(&mut self.buf);
+        let line_ns = self.spec.cost.locked_line_ns;
+        let mut now = at as f64;
+        let mut trip: Option<Trip> = None;
+        // Each run of accesses (a hold, or the accesses between holds) is scheduled on
+        // the core's fill buffers: independent misses overlap, chases do not.
+        self.overlap.begin(now);
+        for &x in &buf {
+            if let Some(zone) = x.lock_of_zone() {
+                now = match trip.take() {
+                    Some(t) => self.close_trip(cpu, call, t),
+                    None => self.overlap.end(),
+                };
+                let t = self.open_trip(cpu, call, zone as usize, now);
+                self.overlap.begin(t.start + t.hold);
+                trip = Some(t);
+                continue;
+            }
+            if !x.locked() {
+                if let Some(t) = trip.take() {
+                    now = self.close_trip(cpu, call, t);
+                    self.overlap.begin(now);
+                }
+            }
+            // The line's level counts in the hierarchy's counters (`meta_levels`).
+            let c = self.mem.access(cpu, x.key(), x.node(), x.write());
+            let (mut ns, mut level) = (c.ns, c.level);
+            if let Some(pfn) = x.frame() {
+                if self.streams[cpu].prefetched(pfn) && c.level > Level::L2 {
+                    ns = self.l2_ns;
+                    level = Level::L2;
+                    self.out.meta_prefetched += 1;
+                }
+            }
+            self.overlap.access(x.key(), level, ns, x.dep());
+            if let Some(t) = trip.as_mut() {
+                t.lines += line_ns;
+                t.count += 1;
+                t.missed += u64::from(level >= Level::Peer); // beyond the LLC, or HITM
+            }
+        }
+        now = match trip.take() {
+            Some(t) => self.close_trip(cpu, call, t),
+            None => self.overlap.end(),
+        };
+        self.buf = buf;
+        if call == Call::Background {
+            return at;
+        }
+        let end = round_ns(now);
+        let v = &mut self.cpus[cpu];
+        if v.measuring {
+            v.busy += end.saturating_sub(v.time);
+        }
+        v.time = v.time.max(end);
+        end
+    }
+
+    /// A zone-lock trip by `cpu` on zone `z` begins at `now`: it waits until the lock is
+    /// free, then pays the hand-off and the trip's instructions.
+    fn open_trip(&mut self, cpu: usize, call: Call, z: usize, now: f64) -> Trip {
+        if self.spec.page_cache && call != Call::Background {
+            self.page_cache_reclaim(z, round_ns(now));
+        }
+        let c = &self.spec.cost;
+        let socket = self.socket(cpu);
+        let l = &self.locks[z];
+        let start = now.max(l.free_at as f64);
+        let handoff = if l.last_cpu == cpu as u32 || l.last_cpu == NO_CPU {
+            0.0
+        } else if l.last_socket == socket {
+            c.handoff_socket_ns
+        } else {
+            c.handoff_remote_ns
+        };
+        let fixed = match call {
+            Call::Alloc => c.refill_trip_ns,
+            Call::Free | Call::Background => c.drain_trip_ns,
+        };
+        if start > now && call != Call::Background && self.cpus[cpu].measuring {
+            self.out.lock_kinds[l.last_kind as usize].wait_behind_ns += start - now;
+        }
+        Trip {
+            zone: z,
+            start,
+            wait: start - now,
+            hold: handoff + fixed,
+            lines: 0.0,
+            count: 0,
+            missed: 0,
+        }
+    }
+
+    /// The trip `t` ends: the lock is busy until then; returns the CPU's time after it.
+    /// In the CPU's measured window its wait is counted and the hold recorded.
+    fn close_trip(&mut self, cpu: usize, call: Call, mut t: Trip) -> f64 {
+        // The hold lasts until the last line of the run has arrived, plus the
+        // instructions around its lines.
+        t.hold = self.overlap.end() - t.start + t.lines;
+        let end = t.start + t.hold;
+        let socket = self.socket(cpu);
+        let l = &mut self.locks[t.zone];
+        l.free_at = round_ns(end);
+        l.last_cpu = cpu as u32;
+        l.last_socket = socket;
+        let kind = match call {
+            Call::Alloc => TripKind::Refill,
+            Call::Free => TripKind::Drain,
+            Call::Background => TripKind::Background,
+        };
+        l.last_kind = kind;
+        let k = &mut self.out.lock_kinds[kind as usize];
+        k.lines += t.count;
+        k.lines_missed += t.missed;
+        if call == Call::Background || self.cpus[cpu].measuring {
+            k.trips += 1;
+            k.contended += u64::from(t.wait > 0.0);
+            k.wait_ns += t.wait;
+            k.hold_ns += t.hold;
+        }
+        // Ticks past the engine's time limit (`event_key`) are not kept: the run stops
+        // with an error at its next event.
+        if call != Call::Background
+            && self.cpus[cpu].measuring
+            && t.start < (1u64 << (64 - CPU_BITS)) as f64
+        {
+            let i = (t.start as u64 / self.tick_ns) as usize;
+            if self.out.wait_by_tick.len() <= i {
+                self.out.wait_by_tick.resize(i + 1, (0.0, 0));
+            }
+            self.out.wait_by_tick[i].0 += t.wait;
+            self.out.wait_by_tick[i].1 += 1;
+        }
+        if call != Call::Background && self.cpus[cpu].measuring {
+            let v = &mut self.cpus[cpu];
+            v.wait += round_ns(t.wait);
+            let h = if call == Call::Free {
+                &mut self.out.free_trips
+            } else {
+                &mut self.out.alloc_trips
+            };
+            // What function_graph would print: the hold plus the tracer's own work
+            // inside the window it times (the lock is not held any longer for it here:
+            // the tracer runs before the lock is taken and after it is released, but
+            // inside the extracted function whose duration is reported).
+            let traced = if self.spec.fgraph_timed {
+                self.spec.cost.fgraph_ns
+            } else {
+                0.0
+            };
+            record_ns(h, round_ns(t.hold + traced));
+        }
+        end
+    }
+}
