@@ -120,15 +120,14 @@ presets! {
     /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
     /// THP drains splice the huge pages they return onto the order-9 lists unmerged and
     /// THP refills cut theirs off in one step (`thp_splice`; order-10 requests merge them
-    /// on demand), refills take both halves of a larger block at once
-    /// (`refill_pairs`) and the blocks they need from one block's front as one run
+    /// on demand), refills take the blocks they need from one block's front as one run
     /// (`refill_runs`), drains free two buddies leaving one after the other as one block
     /// (`drain_pairs`, below order 9) and prefetch the next block's buddy
     /// (`drain_prefetch`), order-0 ownership is a bit per frame and the order-0 pageset
     /// lists are rings, so order-0 frees and pops write no frame metadata (`own_bitmap`),
     /// and zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
     /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_pairs=on,refill_runs=on,drain_pairs=on,drain_prefetch=on,own_bitmap=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_runs=on,drain_pairs=on,drain_prefetch=on,own_bitmap=on,lock_stat=off";
 }
 
 impl Preset {
@@ -560,23 +559,16 @@ config_table! {
     /// drained huge pages one by one, merge-skipped). Ours, not the kernel's; on in `fast`
     /// (docs/performance.md, "The order-9 puts and gets spliced").
     thp_splice: bool = false, bound any;
-    /// A refill (`rmqueue_bulk`) that needs two more blocks of an order whose free list of
-    /// its type is empty takes a block of the next order and keeps both halves, where the
-    /// kernel's `__rmqueue_smallest` splits it, puts the upper half on the free list
-    /// (`expand`) and takes it back off on its next step: the same blocks in the same order
-    /// and the same counts, without the two list operations. Ours, not the kernel's (the
-    /// free-area accesses differ).
-    refill_pairs: bool = false, bound any;
     /// A refill (`rmqueue_bulk`) takes the blocks it still needs from the smallest block
     /// of its type as one run cut from that block's front, and lists the rest of the block
     /// as the pieces the kernel's steps would leave (`Buddy::take_run`), where the
     /// kernel's `__rmqueue_smallest` takes one block per step, `expand`ing the block into
     /// the free lists and taking each piece back off: the same blocks in the same order and
     /// the same counts, with one list operation per piece left instead of two per block
-    /// taken. Subsumes `refill_pairs`. Ours, not the kernel's (the free-area accesses
-    /// differ).
+    /// taken (a refill that splits a block keeps all of it, not just both halves). Ours,
+    /// not the kernel's (the free-area accesses differ).
     refill_runs: bool = false, bound any;
-    /// The mirror of `refill_pairs` on the linked pagesets' drain: when the block a drain
+    /// The mirror of `refill_runs` on the linked pagesets' drain: when the block a drain
     /// takes off a list's tail (`free_pcppages_bulk`) and the next one on that tail are
     /// buddies of one type that this drain returns both, the pair goes to
     /// `__free_one_page` as one block of the next order. The kernel frees the first
@@ -661,6 +653,14 @@ config_table! {
     poison: bool = false, bound any;
 }
 
+/// Keys that were switches and are no longer, with what became of each: a config string
+/// that names one is refused with this reason (docs/performance.md, "Which switches earn
+/// their place").
+const REMOVED: &[(&str, &str)] = &[(
+    "refill_pairs",
+    "refill_runs does its work (the same blocks, one list operation per piece left)",
+)];
+
 /// Byte written over freed frames when [`Config::poison`] is on (the kernel's PAGE_POISON).
 pub const POISON_BYTE: u8 = 0xaa;
 
@@ -706,6 +706,12 @@ impl Config {
                     why: "frees are always checked (the opt-out is the unsafe Allocator::free_on_unchecked)",
                 }),
             };
+        }
+        if let Some((_, why)) = REMOVED.iter().find(|(k, _)| *k == key) {
+            return Err(ConfigError::Removed {
+                key: key.into(),
+                why,
+            });
         }
         if key == "policy" {
             return Err(ConfigError::BadValue {
@@ -787,6 +793,13 @@ pub enum ConfigError {
         /// What was expected.
         why: &'static str,
     },
+    /// A key that was a switch and is no longer one.
+    Removed {
+        /// The key.
+        key: alloc::string::String,
+        /// What became of it.
+        why: &'static str,
+    },
     /// A field out of its range.
     Invalid {
         /// The field.
@@ -807,6 +820,9 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::BadValue { key, value, why } => {
                 write!(f, "bad value '{value}' for {key}: {why}")
+            }
+            ConfigError::Removed { key, why } => {
+                write!(f, "config key '{key}' was removed: {why}")
             }
             ConfigError::Invalid { key, why } => write!(f, "{key} {why}"),
         }
@@ -870,6 +886,11 @@ mod tests {
             Err(ConfigError::Invalid { .. })
         ));
         assert!("base,high_fraction=8".parse::<Config>().is_ok());
+        // A removed key says so, on one line, with what became of it.
+        let e = "fast,refill_pairs=on".parse::<Config>().unwrap_err();
+        assert!(matches!(e, ConfigError::Removed { .. }), "{e}");
+        let e = e.to_string();
+        assert!(e.contains("was removed") && !e.contains('\n'), "{e}");
         let e = "nope".parse::<Config>().unwrap_err().to_string();
         assert!(e.contains("linux-6.12") && e.contains("patch7"), "{e}");
     }

@@ -1029,13 +1029,14 @@ fn thp_splice_moves_the_blocks_of_thp_merge_skip_with_fewer_accesses_under_the_l
     }
 }
 
-/// `refill_pairs` (ours): a refill that finds its order's list empty keeps both halves of
-/// a block of the next order instead of putting the upper half on the list and taking it
-/// back. The same blocks in the same order and the same counts as the kernel's steps,
-/// with fewer metadata and free-area accesses under the zone lock. Orders 9 and 1..=3
-/// (the THP list and the small high-order lists), `thp_refill_high` on and off.
+/// `refill_runs` (ours) on refills that find split and unsplit blocks: a refill whose
+/// order's list is empty takes its blocks from one larger block, where the kernel puts
+/// each upper half on the list and takes it back. The same blocks in the same order and
+/// the same counts as the kernel's steps, with fewer metadata and free-area accesses
+/// under the zone lock. Orders 9 and 1..=3 (the THP list and the small high-order lists),
+/// `thp_refill_high` on and off.
 #[test]
-fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
+fn refill_runs_take_split_blocks_with_fewer_accesses_under_the_lock() {
     let run = |base: &str, extra: &str| {
         // 2 GiB, one CPU
         let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
@@ -1066,10 +1067,9 @@ fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
         a.validate().unwrap();
         (seq, a.counters())
     };
-    assert!(!Preset::Linux612.config().refill_pairs && Preset::Fast.config().refill_pairs);
     for base in ["linux-6.12", "linux-6.12,thp_refill_high=on"] {
         let (s_off, off) = run(base, "");
-        let (s_on, on) = run(base, "refill_pairs=on");
+        let (s_on, on) = run(base, "refill_runs=on");
         assert_eq!(s_on, s_off, "{base}: the same blocks in the same order");
         assert_same_counts_fewer_locked_accesses(base, &on, &off);
     }
@@ -1078,7 +1078,7 @@ fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
 /// `refill_runs` (ours): a refill takes the blocks it needs as one run cut from the front
 /// of the smallest block, and lists the rest as the pieces the kernel's one-block steps
 /// would leave. The same blocks in the same order, the same counts and the same free
-/// lists after every round as the kernel's steps (and as `refill_pairs`'), with fewer
+/// lists after every round as the kernel's steps, with fewer
 /// metadata and free-area accesses under the zone lock. Orders 0..=3 and 9, on the
 /// kernel's pagesets and on `fast`'s (clustered refills, merge skipping, splices), with
 /// linked lists and with rings (`array_pcp`, `own_bitmap`).
@@ -1088,11 +1088,7 @@ fn refill_runs_hand_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
     let orders = [0, 0, 0, 9, 1, 0, 2, 3, 0, 0];
     for (base, off, on) in [
         ("linux-6.12", "", "refill_runs=on"),
-        (
-            "linux-6.12,thp_refill_high=on",
-            "refill_pairs=on",
-            "refill_runs=on",
-        ),
+        ("linux-6.12,thp_refill_high=on", "", "refill_runs=on"),
         ("fast", "refill_runs=off", ""),
         ("fast,array_pcp=on", "refill_runs=off", ""),
         ("fast,own_bitmap=off", "refill_runs=off", ""),
