@@ -507,19 +507,11 @@ config_table! {
     /// "do not hold lock when picking pages to free"; the splice is ours). Same lists,
     /// order and counts as the page-by-page moves; fewer metadata lines under the lock.
     splice_drain: bool = false, bound any;
-    /// Array pagesets: each pageset list is a ring of frame indices (a deque: frees push
-    /// at the head, refills append at the tail, allocations pop the head, drains pop the
-    /// tail), not a list linked through the frames' metadata. Same blocks in the same
-    /// order as the kernel's lists; a drain reads the indices of the frames it returns in
-    /// sequence, so their metadata loads do not wait for each other as a walk of `lru`
-    /// links does. Ours, not the kernel's.
-    array_pcp: bool = false, bound any;
     /// Johannes Weiner's RFC "mm: page_alloc: pcp buddy allocator" (April 2026, never
     /// merged): pagesets claim whole pageblocks and split them outside the zone lock,
     /// frees go to the pageblock's owner CPU, drains merge the owner's blocks under the
     /// pageset lock, refills run four phases (docs/mechanisms.md A.15). Linked pagesets
-    /// only (refused with `array_pcp`, `own_bitmap`, `clustered_refill`); off in every
-    /// preset.
+    /// only (refused with `own_bitmap`, `clustered_refill`); off in every preset.
     pcp_buddy: bool = false, bound any;
     /// V2 09/10 (never merged): decay only pages that stayed idle (`count_min`).
     count_min: bool = false, bound any;
@@ -555,8 +547,7 @@ config_table! {
     /// the head of its type's order-9 list (`list_cut_position`) and appends them to the
     /// THP list. The blocks, their order on every list and the counts are
     /// `thp_merge_skip`'s; each block's metadata is written once, with no neighbour's, and
-    /// the free area once per run. Linked pagesets only in the drain (array pagesets free
-    /// drained huge pages one by one, merge-skipped). Ours, not the kernel's; on in `fast`
+    /// the free area once per run. Ours, not the kernel's; on in `fast`
     /// (docs/performance.md, "The order-9 puts and gets spliced").
     thp_splice: bool = false, bound any;
     /// A refill (`rmqueue_bulk`) takes the blocks it still needs from the smallest block
@@ -595,14 +586,14 @@ config_table! {
     /// allocation; in a run of frees that allocation is far off, and the frames freed
     /// last are the ones whose metadata lines are still cached, where the tail's were
     /// pushed up to `high` frees earlier. Higher orders, decay and CPU drains keep the
-    /// tail, and so do the rings of `array_pcp` and `own_bitmap` (so it is off in `fast`,
+    /// tail, and so do the order-0 rings of `own_bitmap` (so it is off in `fast`,
     /// whose order-0 lists are rings). Ours, not the kernel's (different
     /// frames reach the zone); docs/mechanisms.md A.12.
     drain_newest: bool = false, bound any;
     /// Order-0 frees that write no frame metadata: the ownership of allocated order-0
     /// blocks is a bit per frame in a dense bitmap per zone (set by every order-0
     /// allocation, cleared by the free that wins the block), the order-0 pageset lists
-    /// are rings of indices (`array_pcp`'s; the others stay linked), and a frame freed to a ring keeps
+    /// are rings of indices (the others stay linked), and a frame freed to a ring keeps
     /// its metadata as the allocation left it (`Allocated`, order 0) until a drain moves
     /// it to the buddy lists and writes it there, its line prefetched ahead. A pageset
     /// free of a random frame then misses on no per-frame line (64 KiB of bitmap for
@@ -656,10 +647,16 @@ config_table! {
 /// Keys that were switches and are no longer, with what became of each: a config string
 /// that names one is refused with this reason (docs/performance.md, "Which switches earn
 /// their place").
-const REMOVED: &[(&str, &str)] = &[(
-    "refill_pairs",
-    "refill_runs does its work (the same blocks, one list operation per piece left)",
-)];
+const REMOVED: &[(&str, &str)] = &[
+    (
+        "refill_pairs",
+        "refill_runs does its work (the same blocks, one list operation per piece left)",
+    ),
+    (
+        "array_pcp",
+        "rings for every list cost more than the linked lists they copied (own_bitmap keeps order-0 rings)",
+    ),
+];
 
 /// Byte written over freed frames when [`Config::poison`] is on (the kernel's PAGE_POISON).
 pub const POISON_BYTE: u8 = 0xaa;

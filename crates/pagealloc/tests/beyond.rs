@@ -745,32 +745,30 @@ fn splice_drain_matches_the_page_by_page_drain_with_fewer_lines_under_the_lock()
     }
 }
 
-// ---------------------------------------------------------------- 4c. array pagesets
+// ---------------------------------------------------------------- 4c. order-0 rings
 
-/// `array_pcp` (ours): the pagesets' lists as rings of frame indices keep the kernel's
+/// `own_bitmap` (ours): the order-0 lists as rings of frame indices keep the kernel's
 /// list order exactly (frees at the head, refills at the tail, allocations from the
 /// head, drains from the tail): the same frames are handed out in the same order and
-/// every counter is the same as with linked lists, in the kernel preset and in the
-/// merge-skipping, clustered and spliced variants, with THP lists on or off.
+/// every counter but its own (`free_unwritten`) is the same as with linked lists, in the
+/// kernel preset and in the merge-skipping, clustered and spliced variants, with THP
+/// lists on or off. Not with `pcp_migratetype_cache` (≤ 6.9): a ring's frame keeps no
+/// cached type, so a frame whose pageblock was retyped while it sat on the pageset goes
+/// to the pageblock's type (docs/mechanisms.md A.13).
 #[test]
-fn array_pcp_hands_out_the_same_frames_in_the_same_order_as_linked_lists() {
+fn own_bitmap_rings_hand_out_the_same_frames_in_the_same_order_as_linked_lists() {
     for base in [
         "linux-6.12,thp=off",
         "linux-6.12",
-        "linux-6.6",
         "fast,thp=off",
         "fast",
         "fast,splice_drain=off",
         "fast,clustered_refill=off",
-        "fast,pcp_migratetype_cache=on",
     ] {
         let c = |ring: bool| {
             let mut c: Config = base.parse().unwrap();
-            c.array_pcp = ring;
-            // Linked order-0 lists against rings: without `own_bitmap` (in `fast`), whose
-            // order-0 lists are rings either way.
-            c.own_bitmap = false;
-            // Array pagesets always drain the tail (`drain_newest` is the linked lists').
+            c.own_bitmap = ring;
+            // Rings always drain the tail (`drain_newest` is the linked lists').
             c.drain_newest = false;
             c
         };
@@ -778,13 +776,13 @@ fn array_pcp_hands_out_the_same_frames_in_the_same_order_as_linked_lists() {
         let (h_ring, mut ring) = mixed_run_with(c(true), base);
         assert!(h_list.len() > 10_000, "{base}");
         // The lines reported under the zone lock differ by design: a ring's buffer lines
-        // instead of the list links' frames (`array_pcp_drains_read_indices_from_the_ring`).
+        // instead of the list links' frames (`own_bitmap_drains_read_indices_from_the_ring`).
         eprintln!(
             "{base}: zone-lock metadata lines {} -> {}, all lines {} -> {}",
             list.zone_lock_meta, ring.zone_lock_meta, list.zone_lock_lines, ring.zone_lock_lines
         );
         for c in [&mut list, &mut ring] {
-            (c.zone_lock_meta, c.zone_lock_lines) = (0, 0);
+            (c.zone_lock_meta, c.zone_lock_lines, c.free_unwritten) = (0, 0, 0);
         }
         assert_eq!(h_list, h_ring, "{base}: frames handed out differ");
         assert_eq!(
@@ -1014,7 +1012,7 @@ fn thp_splice_moves_the_blocks_of_thp_merge_skip_with_fewer_accesses_under_the_l
         "linux-6.12,merge_skip=on",
         "linux-6.12,merge_skip=on,mt_cache=on,thp_drain_high=on",
         "fast,thp_splice=off",
-        "fast,thp_splice=off,array_pcp=on",
+        "fast,thp_splice=off,own_bitmap=off",
     ] {
         let (s_off, l_off, off) = run(base, "thp_merge_skip=on");
         let (s_on, l_on, on) = run(base, "thp_splice=on");
@@ -1081,7 +1079,7 @@ fn refill_runs_take_split_blocks_with_fewer_accesses_under_the_lock() {
 /// lists after every round as the kernel's steps, with fewer
 /// metadata and free-area accesses under the zone lock. Orders 0..=3 and 9, on the
 /// kernel's pagesets and on `fast`'s (clustered refills, merge skipping, splices), with
-/// linked lists and with rings (`array_pcp`, `own_bitmap`).
+/// linked lists and with `own_bitmap`'s order-0 rings.
 #[test]
 fn refill_runs_hand_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
     assert!(!Preset::Linux612.config().refill_runs && Preset::Fast.config().refill_runs);
@@ -1090,7 +1088,6 @@ fn refill_runs_hand_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
         ("linux-6.12", "", "refill_runs=on"),
         ("linux-6.12,thp_refill_high=on", "", "refill_runs=on"),
         ("fast", "refill_runs=off", ""),
-        ("fast,array_pcp=on", "refill_runs=off", ""),
         ("fast,own_bitmap=off", "refill_runs=off", ""),
     ] {
         // 2 GiB, one CPU

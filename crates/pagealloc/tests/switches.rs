@@ -169,12 +169,6 @@ fn speed_switches_change_no_policy() {
             "fast,thp_splice=off,thp_merge_skip=on",
             "fast",
         ),
-        ("array_pcp", "linux-6.12", "linux-6.12,array_pcp=on"),
-        (
-            "array_pcp",
-            "fast,own_bitmap=off",
-            "fast,own_bitmap=off,array_pcp=on",
-        ),
         ("own_bitmap", "linux-6.12", "linux-6.12,own_bitmap=on"),
         ("own_bitmap", "fast,own_bitmap=off", "fast"),
         ("lock_stat", "linux-6.12", "linux-6.12,lock_stat=off"),

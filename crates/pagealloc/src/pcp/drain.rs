@@ -2,7 +2,7 @@
 //! kernel's form (list tails, round robin, one zone-lock hold), what calls it (the free
 //! that crosses `high`, `drain_pages_zone`, the tick's `decay_pcp_high` and remote-node
 //! expiry), and the frame-by-frame free shared by every form. The drains of the
-//! switches that change no policy (spliced, paired, array) are in `drain_fast.rs` and
+//! switches that change no policy (spliced, paired, the order-0 rings') are in `drain_fast.rs` and
 //! are entered from [`Allocator::free_pcppages_bulk`]'s loop.
 
 use super::drain_fast::Order0Drain;
@@ -100,9 +100,6 @@ impl Allocator {
         let mut n = n.min(pcp.st.count);
         if n <= 0 {
             return;
-        }
-        if slot.hot.ring() {
-            return self.drain_rings::<SINK>(ps, pcp, n, start);
         }
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
@@ -202,7 +199,7 @@ impl Allocator {
     /// One frame of a drain, zone lock held: its migratetype (the one cached in the page
     /// with `pcp_migratetype_cache` and no isolated pageblock, else the pageblock's), its
     /// state handed back to the buddy, and the buddy free (`free_order0` skips the merge
-    /// with `merge_skip`). Shared by the linked and the array pagesets' drains.
+    /// with `merge_skip`). Shared by the linked lists' and the order-0 rings' drains.
     #[inline(always)]
     pub(super) fn drain_one<const SINK: bool>(
         &self,

@@ -153,7 +153,7 @@ impl Allocator {
                 st.cluster_cut.add(clusters as u64);
             }
         }
-        let ring = self.cfg.array_pcp || (self.cfg.own_bitmap && order == 0);
+        let ring = self.cfg.own_bitmap && order == 0;
         let own = ring && order == 0 && zone.own_bitmap();
         let before = pcp.lists[pi].tail();
         let taken_from = pcp.rings[pi].len();
