@@ -121,13 +121,11 @@ presets! {
     /// THP drains splice the huge pages they return onto the order-9 lists unmerged and
     /// THP refills cut theirs off in one step (`thp_splice`; order-10 requests merge them
     /// on demand), refills take the blocks they need from one block's front as one run
-    /// (`refill_runs`), drains free two buddies leaving one after the other as one block
-    /// (`drain_pairs`, below order 9) and prefetch the next block's buddy
-    /// (`drain_prefetch`), order-0 ownership is a bit per frame and the order-0 pageset
+    /// (`refill_runs`), order-0 ownership is a bit per frame and the order-0 pageset
     /// lists are rings, so order-0 frees and pops write no frame metadata (`own_bitmap`),
     /// and zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
     /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_runs=on,drain_pairs=on,drain_prefetch=on,own_bitmap=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_runs=on,own_bitmap=on,lock_stat=off";
 }
 
 impl Preset {
@@ -559,24 +557,6 @@ config_table! {
     /// taken (a refill that splits a block keeps all of it, not just both halves). Ours,
     /// not the kernel's (the free-area accesses differ).
     refill_runs: bool = false, bound any;
-    /// The mirror of `refill_runs` on the linked pagesets' drain: when the block a drain
-    /// takes off a list's tail (`free_pcppages_bulk`) and the next one on that tail are
-    /// buddies of one type that this drain returns both, the pair goes to
-    /// `__free_one_page` as one block of the next order. The kernel frees the first
-    /// alone, puts it on its free list, and takes it straight back off when the second
-    /// merges with it: the same free lists, metadata and counts, without the first
-    /// block's list insertion and removal and its two buddy lookups. Ours, not the
-    /// kernel's (the free-area accesses differ).
-    drain_pairs: bool = false, bound any;
-    /// While a drain (`free_pcppages_bulk`) frees a block of order ≥ 1 that leaves alone
-    /// (not one of a `drain_pairs` pair), a prefetch of the metadata line of the buddy of
-    /// the block that leaves next, which `__free_one_page` reads and, to merge, writes:
-    /// with two CPUs freeing each other's blocks that line was often last written by the
-    /// other CPU, and its miss then overlaps the merge in hand instead of stalling the
-    /// next, under the zone lock. A hint: the same blocks, lists, counters and access
-    /// reports. The kernel prefetched order-0 buddies in its drain from 4.18
-    /// (`prefetch_buddy`) until it dropped that. Ours.
-    drain_prefetch: bool = false, bound any;
     /// In a long run of frees, a drain that a free sets off (`free_pcppages_bulk` from
     /// `free_unref_page_commit`, not a free_high one) takes its order-0 frames from the
     /// heads of the pageset lists, the ones freed last, instead of the tails. The run is
@@ -651,6 +631,14 @@ const REMOVED: &[(&str, &str)] = &[
     (
         "refill_pairs",
         "refill_runs does its work (the same blocks, one list operation per piece left)",
+    ),
+    (
+        "drain_pairs",
+        "no preset ran it (thp_splice, on in fast, excludes it); the kernel's drain frees each block",
+    ),
+    (
+        "drain_prefetch",
+        "in fast it reached only orders 1-3, +25 instructions per pair and no benchmark row",
     ),
     (
         "array_pcp",

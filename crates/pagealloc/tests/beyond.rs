@@ -1110,7 +1110,7 @@ fn refill_runs_hand_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
     }
 }
 
-/// The mixed churn of the paired-drain and spliced-THP tests, on one CPU: `rounds` times
+/// The mixed churn of the refill-run and spliced-THP tests, on one CPU: `rounds` times
 /// allocate `per_round` blocks cycling through `orders` (shifted by the round), shuffle
 /// what is held every second round (with an LCG seeded `seed`: buddies seldom leave
 /// together), then free all but every `keep`-th block, newest first, and validate; at the
@@ -1160,96 +1160,6 @@ fn churn(
     a.validate().unwrap();
     lists.push(a.zone_info(0).unwrap().nr_free);
     (seq, lists)
-}
-
-/// `drain_pairs` (ours): a drain that takes two buddies off a list's tail one after the
-/// other frees them as one block of the next order, where the kernel lists the first and
-/// takes it back off when the second merges with it. The same blocks handed out in the
-/// same order, the same free lists and counts after every round, with fewer metadata and
-/// free-area accesses under the zone lock. Huge pages and the small high-order lists,
-/// freed newest first (the buddies leave together) and shuffled; with the pageblock
-/// lookup of 6.12 and with the migratetype cached in the page.
-#[test]
-fn drain_pairs_frees_the_same_blocks_with_fewer_accesses_under_the_lock() {
-    let run = |base: &str, extra: &str| {
-        // 2 GiB, one CPU
-        let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
-        // Free three blocks in four per round.
-        let (seq, lists) = churn(&a, 7, 4, 400, &[9, 9, 9, 9, 1, 1, 2, 3, 0], 4);
-        (seq, lists, a.counters())
-    };
-    assert!(!Preset::Linux612.config().drain_pairs && Preset::Fast.config().drain_pairs);
-    for base in [
-        "linux-6.12",
-        "linux-6.12,mt_cache=on,thp_drain_high=on",
-        // `thp_splice` (on in `fast`) moves huge pages in runs without pairs.
-        "fast,drain_pairs=off,thp_splice=off",
-    ] {
-        let (s_off, l_off, off) = run(base, "");
-        let (s_on, l_on, on) = run(base, "drain_pairs=on");
-        assert_eq!(s_on, s_off, "{base}: the same blocks in the same order");
-        assert_eq!(l_on, l_off, "{base}: the same free lists");
-        assert!(off.pcp_drain > 0, "{base}: {off:?}");
-        assert_same_counts_fewer_locked_accesses(base, &on, &off);
-    }
-}
-
-/// `drain_prefetch` (ours): a prefetch hint in the drain's loop. It decides nothing and
-/// reports nothing: with it on and off, the same blocks come out in the same order, the
-/// free lists and every counter (the accesses under the zone lock included) are equal,
-/// over the loop of the `drain_pairs` test, on `fast` and on `linux-6.12`. Its effect is
-/// in time only (docs/performance.md, "The order-9 put: paired drains and LLFree's
-/// rounds").
-#[test]
-fn drain_prefetch_changes_no_block_list_or_counter() {
-    let run = |(base, extra): (&str, &str)| {
-        let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
-        let mut got = Vec::new();
-        let mut seq = Vec::new();
-        let mut seed = 11u64;
-        for round in 0..3u64 {
-            for k in 0..400u64 {
-                let order = [9, 9, 9, 1, 2, 3, 0][((k + round) % 7) as usize];
-                let f = a.alloc_on(0, order, Gfp::USER, None).unwrap();
-                seq.push(f.pfn.0);
-                got.push(f);
-            }
-            for i in (1..got.len()).rev() {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                got.swap(i, (seed >> 33) as usize % (i + 1));
-            }
-            let keep = got.split_off(got.len() / 4);
-            for f in keep {
-                a.free_on(0, f).unwrap();
-            }
-            a.validate().unwrap();
-        }
-        let lists = a.zone_info(0).unwrap().nr_free;
-        (seq, lists, a.counters())
-    };
-    assert!(!Preset::Linux612.config().drain_prefetch && Preset::Fast.config().drain_prefetch);
-    for (off, on) in [
-        (("fast", "drain_prefetch=off"), ("fast", "")),
-        // huge pages drained one by one, as before `thp_splice`
-        (
-            ("fast,thp_splice=off", "drain_prefetch=off"),
-            ("fast,thp_splice=off", ""),
-        ),
-        (("linux-6.12", ""), ("linux-6.12", "drain_prefetch=on")),
-    ] {
-        let (s_off, l_off, c_off) = run(off);
-        let (s_on, l_on, c_on) = run(on);
-        assert!(c_off.pcp_drain > 0, "{off:?}: {c_off:?}");
-        assert_eq!(s_on, s_off, "{on:?}: the same blocks in the same order");
-        assert_eq!(l_on, l_off, "{on:?}: the same free lists");
-        for ((name, a), (_, b)) in c_on.iter().zip(c_off.iter()) {
-            if !name.ends_with("_ns") {
-                assert_eq!(a, b, "{on:?}: {name}");
-            }
-        }
-    }
 }
 
 /// `drain_newest` (ours): in a long run of frees, a drain takes the order-0 frames freed

@@ -141,18 +141,6 @@ fn speed_switches_change_no_policy() {
     let cases: &[(&str, &str, &str)] = &[
         ("refill_runs", "linux-6.12", "linux-6.12,refill_runs=on"),
         ("refill_runs", "fast,refill_runs=off", "fast"),
-        ("drain_pairs", "linux-6.12", "linux-6.12,drain_pairs=on"),
-        (
-            "drain_pairs",
-            "fast,thp_splice=off,drain_pairs=off",
-            "fast,thp_splice=off",
-        ),
-        (
-            "drain_prefetch",
-            "linux-6.12",
-            "linux-6.12,drain_prefetch=on",
-        ),
-        ("drain_prefetch", "fast,drain_prefetch=off", "fast"),
         (
             "splice_drain",
             "linux-6.12,merge_skip=on",

@@ -11,7 +11,7 @@ use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER, THP_ORDER};
-use crate::memmap::{List, PageMeta, State, NIL};
+use crate::memmap::{PageMeta, State, NIL};
 use crate::tune;
 use crate::zone::{Rec, Zone, ZONE_BELOW_HIGH};
 
@@ -120,9 +120,6 @@ impl Allocator {
         // Checked under the lock: with an isolated pageblock or merging required, every
         // frame goes through `free_order0` as usual.
         let splice = splice && !isolated && b.can_skip_merge();
-        // Not with an isolated pageblock, nor when drained huge pages are merge-skipped.
-        let pairs =
-            self.cfg.drain_pairs && !isolated && !self.cfg.thp_merge_skip && !self.cfg.thp_splice;
         // Huge pages merge-skipped in runs (`thp_splice`): as `drain_one` would free
         // each of them, with the same checks.
         let thp_splice =
@@ -170,18 +167,10 @@ impl Allocator {
                 }
                 continue;
             }
-            if pairs && k > 0 {
-                n = self.drain_list_pairs(&mut b, pcp, pi, k, n);
-                continue;
-            }
-            let prefetch = self.cfg.drain_prefetch && k > 0;
             while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;
                 b.rec().moved(1 << k);
-                if prefetch {
-                    prefetch_next_buddy(zone, &pcp.lists[pi], k, m);
-                }
                 self.drain_one(&mut b, zone.pfn_of(i), &m[i as usize], k, isolated);
                 if n <= 0 {
                     break;
@@ -386,20 +375,4 @@ fn drain_prewalk<const SINK: bool>(
         left -= cnt as i32;
     }
     firsts
-}
-
-/// [`Config::drain_prefetch`](crate::Config::drain_prefetch), zone lock held: the order-`k`
-/// (`k ≥ 1`) `list` has just lost its tail to the drain; a prefetch of the metadata line of
-/// the buddy of the block that leaves next (its address computed from the new tail's
-/// index), which `__free_one_page` will read and, when the buddy is free, write. Its miss
-/// then overlaps the merge of the block in hand. A hint: nothing is read, decided or
-/// reported.
-#[inline(always)]
-pub(super) fn prefetch_next_buddy(zone: &Zone, list: &List, k: u8, m: &[crate::memmap::PageMeta]) {
-    if let Some(next) = list.tail() {
-        let b = zone.pfn_of(next) ^ (1u64 << k);
-        if zone.contains(b) {
-            crate::sync::prefetch(&m[zone.meta_index(b) as usize]);
-        }
-    }
 }

@@ -1,19 +1,18 @@
 //! The drains of the switches that change no policy, beside `free_pcppages_bulk`'s
 //! kernel form (`drain.rs`), which enters them list by list: a spliced drain
 //! ([`Config::splice_drain`](crate::Config::splice_drain): order-0 frames leave in one
-//! cut and join the free lists run by run), paired drains
-//! ([`Config::drain_pairs`](crate::Config::drain_pairs)), THP runs
+//! cut and join the free lists run by run), THP runs
 //! ([`Config::thp_splice`](crate::Config::thp_splice)), and the drains of the order-0
 //! rings of [`Config::own_bitmap`](crate::Config::own_bitmap). Each leaves the lists, the
 //! metadata and the counters as the kernel's loop would.
 
-use super::drain::{drained_mt, prefetch_next_buddy};
+use super::drain::drained_mt;
 use super::ring::ring_pop_tail_t;
 use super::{Pcp, Ring};
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER};
-use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED, NIL};
+use crate::memmap::{List, State, FLAG_MERGE_SKIPPED, NIL};
 use crate::zone::Zone;
 
 /// [`Config::own_bitmap`](crate::Config::own_bitmap)'s drain: frames whose metadata line is
@@ -36,57 +35,6 @@ pub(super) enum Order0Drain {
 }
 
 impl Allocator {
-    /// The inner loop of [`Allocator::free_pcppages_bulk`] over the order-`k` list `pi`
-    /// (`k > 0`) with [`Config::drain_pairs`](crate::Config::drain_pairs) and no isolated
-    /// pageblock, zone lock held: blocks leave the tail until `n` pages are out or the
-    /// list is empty, as in the kernel's loop, and two buddies leaving one after the other
-    /// are freed as one block ([`Allocator::drain_pair_type`]). Returns the pages still to
-    /// drain. Inlined: a pageset passed to a call would have to be written back and
-    /// reloaded around every buddy free of the kernel's loop beside it.
-    #[inline(always)]
-    pub(super) fn drain_list_pairs<const SINK: bool>(
-        &self,
-        b: &mut Buddy<'_, SINK>,
-        pcp: &mut Pcp,
-        pi: usize,
-        k: u8,
-        mut n: i32,
-    ) -> i32 {
-        let m = b.m;
-        // The first block of a pair that leaves together, and its type.
-        let mut first: Option<(u64, MigrateType)> = None;
-        let prefetch = self.cfg.drain_prefetch;
-        while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
-            n -= 1 << k;
-            pcp.st.count -= 1 << k;
-            b.rec().moved(1 << k);
-            let pfn = b.z.pfn_of(i);
-            if let Some((p, mt)) = first.take() {
-                // `i` is the buddy `drain_pair_type` found at the tail. Pairs come in runs
-                // (a CPU freeing its own blocks newest first): no prefetch here.
-                m[i as usize].set_state_flags(State::Tail, 0);
-                b.free_one(p & pfn, k + 1, mt, false);
-            } else if let Some(mt) = (n > 0)
-                .then(|| self.drain_pair_type(b, &pcp.lists[pi], i, k))
-                .flatten()
-            {
-                // The next block is `i`'s buddy: nothing to fetch for it.
-                m[i as usize].set_state_flags(State::Tail, 0);
-                first = Some((pfn, mt));
-            } else {
-                if prefetch {
-                    prefetch_next_buddy(b.z, &pcp.lists[pi], k, m);
-                }
-                self.drain_one(b, pfn, &m[i as usize], k, false);
-            }
-            if n <= 0 {
-                break;
-            }
-        }
-        debug_assert!(first.is_none(), "a pair's second block always follows");
-        n
-    }
-
     /// The THP list `pi` of [`Allocator::free_pcppages_bulk`] with
     /// [`Config::thp_splice`](crate::Config::thp_splice) (merge skipping allowed, no
     /// isolated pageblock; zone lock held): the blocks the kernel's loop would take off the
@@ -97,7 +45,8 @@ impl Allocator {
     /// by run from the tail, every free list ends as `drain_one`'s block-by-block head
     /// inserts leave it. A block of a type that may not merge-skip (`drain_one`'s test) is
     /// freed through `__free_one_page` in its turn. Returns the pages still to drain.
-    /// Inlined, as [`Allocator::drain_list_pairs`].
+    /// Inlined: a pageset passed to a call would have to be written back and reloaded
+    /// around every buddy free of the kernel's loop beside it.
     #[inline(always)]
     pub(super) fn drain_thp_splice<const SINK: bool>(
         &self,
@@ -203,47 +152,6 @@ impl Allocator {
         pcp.st.count -= pages;
         b.rec().moved((cnt as u64) << k);
         n - pages
-    }
-
-    /// [`Config::drain_pairs`](crate::Config::drain_pairs), zone lock held: block `i` of
-    /// order `k` has just left `list`'s tail, and the drain will take another `k` block,
-    /// the list's new tail. When that block is `i`'s buddy of the same type (as
-    /// `drain_one` finds it; at pageblock order the first block's pageblock must have that
-    /// type too, as the kernel's merge test reads it), returns the type: the drain then
-    /// frees both as one `k + 1` block, and `__free_one_page` goes on from order `k + 1`
-    /// exactly as the kernel's second free does after merging with the first, which the
-    /// kernel had put on the `k` free list and takes back off (nothing looks at that list
-    /// in between). Same lists, metadata, `NR_FREE_PAGES` and `nr_free`; only the first
-    /// block's list insertion and removal, its buddy lookups and their reports are left
-    /// out. `None` when the next block is not such a buddy.
-    #[inline]
-    fn drain_pair_type<const SINK: bool>(
-        &self,
-        b: &Buddy<'_, SINK>,
-        list: &List,
-        i: u32,
-        k: u8,
-    ) -> Option<MigrateType> {
-        let m = b.m;
-        let j = list.tail()?;
-        let (p, q) = (b.z.pfn_of(i), b.z.pfn_of(j));
-        if p ^ q != 1u64 << k {
-            return None;
-        }
-        // Each block's type as `drain_one` finds it (no isolated pageblock: the caller
-        // checked).
-        let cached = self.cfg.pcp_migratetype_cache;
-        let type_of = |pfn: u64, e: &PageMeta| drained_mt(b, cached, pfn, e);
-        let mt = type_of(p, &m[i as usize]);
-        if type_of(q, &m[j as usize]) != mt {
-            return None;
-        }
-        // The kernel's second free reads the first block's pageblock type at pageblock
-        // order and merges only when the two may merge; the same type always may.
-        if k >= PAGEBLOCK_ORDER && cached && b.pb_mt(p) != mt {
-            return None;
-        }
-        Some(mt)
     }
 
     /// The order-0 ring `pi` in a drain of linked lists with
