@@ -820,6 +820,7 @@ impl std::error::Error for ConfigError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
     use alloc::string::ToString;
 
     #[test]
@@ -871,11 +872,14 @@ mod tests {
             Err(ConfigError::Invalid { .. })
         ));
         assert!("base,high_fraction=8".parse::<Config>().is_ok());
-        // A removed key says so, on one line, with what became of it.
-        let e = "fast,refill_pairs=on".parse::<Config>().unwrap_err();
-        assert!(matches!(e, ConfigError::Removed { .. }), "{e}");
-        let e = e.to_string();
-        assert!(e.contains("was removed") && !e.contains('\n'), "{e}");
+        // A removed key says so, on one line, with what became of it; none is a key.
+        for (key, _) in REMOVED {
+            let e = format!("fast,{key}=on").parse::<Config>().unwrap_err();
+            assert!(matches!(e, ConfigError::Removed { .. }), "{e}");
+            let e = e.to_string();
+            assert!(e.contains("was removed") && !e.contains('\n'), "{e}");
+            assert!(!Config::KEYS.split(", ").any(|k| k == *key), "{key}");
+        }
         let e = "nope".parse::<Config>().unwrap_err().to_string();
         assert!(e.contains("linux-6.12") && e.contains("patch7"), "{e}");
     }
