@@ -18,6 +18,15 @@
 //! pair, divided by 2, is the instructions of one extra zone checked and found full
 //! (the simulator's `zone_check_ns`, docs/sim-cost-model.md §3).
 //!
+//! `hotpath BLOCKS churnK` (K = 0 or 9) measures the zone side instead of the hit:
+//! rounds of 128 MiB of order-K blocks allocated on CPU 0 and freed in a shuffled order,
+//! BLOCKS blocks in all, so nearly every block goes through a refill and a drain (the
+//! switches of docs/performance.md, "Which switches earn their place"). The first round
+//! meets a fresh allocator (order-10 blocks, as LLFree's benchmarks do): `hotpath 0
+//! churnK` against one round gives that round's instructions per block, two rounds
+//! against six the aged state's. `hotpath BLOCKS bulkK` frees each round's blocks
+//! newest first instead (LLFree's `bulk`: buddies leave the pageset together).
+//!
 //! Every mode measures `Config::default()` unless `HOTPATH_CONFIG` names another
 //! (`HOTPATH_CONFIG=fast hotpath 100000`, `HOTPATH_CONFIG=fast,own_bitmap=off …`).
 
@@ -101,6 +110,31 @@ fn with_full_zones(k: usize) -> (Allocator, Vec<pagealloc::Frame>) {
     (a, held)
 }
 
+/// `n` order-`k` blocks in rounds of 128 MiB: each round allocates its blocks, shuffles
+/// them (a fixed LCG; or, not `shuffle`, reverses them) and frees them.
+fn churn(a: &Allocator, k: u8, n: u64, shuffle: bool) {
+    let per_round = (1u64 << 15) >> k;
+    let mut held = Vec::with_capacity(per_round as usize);
+    let mut s = 1u64;
+    for _ in 0..n.div_ceil(per_round) {
+        for _ in 0..per_round {
+            held.push(a.alloc_on(0, k, Gfp::USER, None).unwrap());
+        }
+        if !shuffle {
+            held.reverse();
+        }
+        for i in (1..held.len()).rev().filter(|_| shuffle) {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            held.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        for f in held.drain(..) {
+            a.free_on(0, black_box(f)).unwrap();
+        }
+    }
+}
+
 type Case = (&'static str, fn(&Allocator, u64));
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -126,6 +160,17 @@ fn main() {
                 "each walk passed {k} full zones"
             );
             drop(held);
+            return;
+        }
+        let churned = mode.as_deref().and_then(|m| {
+            m.strip_prefix("churn")
+                .map(|k| (k, true))
+                .or(m.strip_prefix("bulk").map(|k| (k, false)))
+        });
+        if let Some((k, shuffle)) = churned {
+            let k: u8 = k.parse().expect("churnK, bulkK: K is an order");
+            let a = alloc();
+            churn(&a, k, n, shuffle);
             return;
         }
         let a = alloc();

@@ -97,7 +97,7 @@ pub enum Line {
         list: u8,
     },
     /// Line `line` of the ring buffer of list `list` of the pageset of (`cpu`, `zone`),
-    /// with array pagesets (`Config::array_pcp`): 16 frame indices per line. The list's
+    /// with `Config::own_bitmap`'s order-0 rings: 16 frame indices per line. The list's
     /// head and length are reported as its [`Line::Pcp`] line.
     PcpArray {
         /// CPU owning the pageset.

@@ -314,36 +314,6 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         self.take_run(order, mt, 1).map(|(pfn, _)| pfn)
     }
 
-    /// Two blocks of `order` for a refill, from one block of `order + 1` of type `mt`, when
-    /// the `order` list of `mt` is empty ([`Config::refill_pairs`]): what two steps of
-    /// [`Buddy::smallest`] give — the lower half, then the upper half that `expand` put at
-    /// the head of the empty `order` list — with the same metadata and counts, without
-    /// putting the upper half on that list and taking it off again. Returns the lower half;
-    /// the upper one is `order` pages above it. `None` (nothing changed) when the `order`
-    /// list is not empty or there is no `order + 1` block of `mt`.
-    pub(crate) fn take_pair(&mut self, order: u8, mt: MigrateType) -> Option<u64> {
-        if order >= MAX_ORDER {
-            return None;
-        }
-        let up = order + 1;
-        self.rec().zone(ZoneLine::FreeArea(order), false);
-        if !self.inner.free.lists[order as usize][mt as usize].is_empty() {
-            return None;
-        }
-        self.rec().zone(ZoneLine::FreeArea(up), false);
-        let i = self.inner.free.lists[up as usize][mt as usize].head()?;
-        let pfn = self.z.pfn_of(i);
-        self.del_from_list(pfn, up);
-        self.account(-(1i64 << up), mt);
-        self.m[i as usize].set_state_flags(State::Tail, 0);
-        // The upper half as `add_to_list` and then `del_from_list` leave it.
-        let hi = &self.m[self.idx(pfn + (1u64 << order)) as usize];
-        hi.set_order(order);
-        hi.set_mt(mt as u8);
-        hi.set_state(State::Tail);
-        Some(pfn)
-    }
-
     /// Up to `want` blocks of `order` for a refill, as one run of consecutive blocks cut
     /// from the front of the smallest block of type `mt` ([`Config::refill_runs`]):
     /// returns its first PFN and its length in blocks, `None` (nothing changed) when no

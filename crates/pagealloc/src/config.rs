@@ -120,15 +120,12 @@ presets! {
     /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
     /// THP drains splice the huge pages they return onto the order-9 lists unmerged and
     /// THP refills cut theirs off in one step (`thp_splice`; order-10 requests merge them
-    /// on demand), refills take both halves of a larger block at once
-    /// (`refill_pairs`) and the blocks they need from one block's front as one run
-    /// (`refill_runs`), drains free two buddies leaving one after the other as one block
-    /// (`drain_pairs`, below order 9) and prefetch the next block's buddy
-    /// (`drain_prefetch`), order-0 ownership is a bit per frame and the order-0 pageset
+    /// on demand), refills take the blocks they need from one block's front as one run
+    /// (`refill_runs`), order-0 ownership is a bit per frame and the order-0 pageset
     /// lists are rings, so order-0 frees and pops write no frame metadata (`own_bitmap`),
     /// and zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
     /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_pairs=on,refill_runs=on,drain_pairs=on,drain_prefetch=on,own_bitmap=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_runs=on,own_bitmap=on,lock_stat=off";
 }
 
 impl Preset {
@@ -508,19 +505,11 @@ config_table! {
     /// "do not hold lock when picking pages to free"; the splice is ours). Same lists,
     /// order and counts as the page-by-page moves; fewer metadata lines under the lock.
     splice_drain: bool = false, bound any;
-    /// Array pagesets: each pageset list is a ring of frame indices (a deque: frees push
-    /// at the head, refills append at the tail, allocations pop the head, drains pop the
-    /// tail), not a list linked through the frames' metadata. Same blocks in the same
-    /// order as the kernel's lists; a drain reads the indices of the frames it returns in
-    /// sequence, so their metadata loads do not wait for each other as a walk of `lru`
-    /// links does. Ours, not the kernel's.
-    array_pcp: bool = false, bound any;
     /// Johannes Weiner's RFC "mm: page_alloc: pcp buddy allocator" (April 2026, never
     /// merged): pagesets claim whole pageblocks and split them outside the zone lock,
     /// frees go to the pageblock's owner CPU, drains merge the owner's blocks under the
     /// pageset lock, refills run four phases (docs/mechanisms.md A.15). Linked pagesets
-    /// only (refused with `array_pcp`, `own_bitmap`, `clustered_refill`); off in every
-    /// preset.
+    /// only (refused with `own_bitmap`, `clustered_refill`); off in every preset.
     pcp_buddy: bool = false, bound any;
     /// V2 09/10 (never merged): decay only pages that stayed idle (`count_min`).
     count_min: bool = false, bound any;
@@ -556,44 +545,18 @@ config_table! {
     /// the head of its type's order-9 list (`list_cut_position`) and appends them to the
     /// THP list. The blocks, their order on every list and the counts are
     /// `thp_merge_skip`'s; each block's metadata is written once, with no neighbour's, and
-    /// the free area once per run. Linked pagesets only in the drain (array pagesets free
-    /// drained huge pages one by one, merge-skipped). Ours, not the kernel's; on in `fast`
+    /// the free area once per run. Ours, not the kernel's; on in `fast`
     /// (docs/performance.md, "The order-9 puts and gets spliced").
     thp_splice: bool = false, bound any;
-    /// A refill (`rmqueue_bulk`) that needs two more blocks of an order whose free list of
-    /// its type is empty takes a block of the next order and keeps both halves, where the
-    /// kernel's `__rmqueue_smallest` splits it, puts the upper half on the free list
-    /// (`expand`) and takes it back off on its next step: the same blocks in the same order
-    /// and the same counts, without the two list operations. Ours, not the kernel's (the
-    /// free-area accesses differ).
-    refill_pairs: bool = false, bound any;
     /// A refill (`rmqueue_bulk`) takes the blocks it still needs from the smallest block
     /// of its type as one run cut from that block's front, and lists the rest of the block
     /// as the pieces the kernel's steps would leave (`Buddy::take_run`), where the
     /// kernel's `__rmqueue_smallest` takes one block per step, `expand`ing the block into
     /// the free lists and taking each piece back off: the same blocks in the same order and
     /// the same counts, with one list operation per piece left instead of two per block
-    /// taken. Subsumes `refill_pairs`. Ours, not the kernel's (the free-area accesses
-    /// differ).
+    /// taken (a refill that splits a block keeps all of it, not just both halves). Ours,
+    /// not the kernel's (the free-area accesses differ).
     refill_runs: bool = false, bound any;
-    /// The mirror of `refill_pairs` on the linked pagesets' drain: when the block a drain
-    /// takes off a list's tail (`free_pcppages_bulk`) and the next one on that tail are
-    /// buddies of one type that this drain returns both, the pair goes to
-    /// `__free_one_page` as one block of the next order. The kernel frees the first
-    /// alone, puts it on its free list, and takes it straight back off when the second
-    /// merges with it: the same free lists, metadata and counts, without the first
-    /// block's list insertion and removal and its two buddy lookups. Ours, not the
-    /// kernel's (the free-area accesses differ).
-    drain_pairs: bool = false, bound any;
-    /// While a drain (`free_pcppages_bulk`) frees a block of order ≥ 1 that leaves alone
-    /// (not one of a `drain_pairs` pair), a prefetch of the metadata line of the buddy of
-    /// the block that leaves next, which `__free_one_page` reads and, to merge, writes:
-    /// with two CPUs freeing each other's blocks that line was often last written by the
-    /// other CPU, and its miss then overlaps the merge in hand instead of stalling the
-    /// next, under the zone lock. A hint: the same blocks, lists, counters and access
-    /// reports. The kernel prefetched order-0 buddies in its drain from 4.18
-    /// (`prefetch_buddy`) until it dropped that. Ours.
-    drain_prefetch: bool = false, bound any;
     /// In a long run of frees, a drain that a free sets off (`free_pcppages_bulk` from
     /// `free_unref_page_commit`, not a free_high one) takes its order-0 frames from the
     /// heads of the pageset lists, the ones freed last, instead of the tails. The run is
@@ -603,14 +566,14 @@ config_table! {
     /// allocation; in a run of frees that allocation is far off, and the frames freed
     /// last are the ones whose metadata lines are still cached, where the tail's were
     /// pushed up to `high` frees earlier. Higher orders, decay and CPU drains keep the
-    /// tail, and so do the rings of `array_pcp` and `own_bitmap` (so it is off in `fast`,
+    /// tail, and so do the order-0 rings of `own_bitmap` (so it is off in `fast`,
     /// whose order-0 lists are rings). Ours, not the kernel's (different
     /// frames reach the zone); docs/mechanisms.md A.12.
     drain_newest: bool = false, bound any;
     /// Order-0 frees that write no frame metadata: the ownership of allocated order-0
     /// blocks is a bit per frame in a dense bitmap per zone (set by every order-0
     /// allocation, cleared by the free that wins the block), the order-0 pageset lists
-    /// are rings of indices (`array_pcp`'s; the others stay linked), and a frame freed to a ring keeps
+    /// are rings of indices (the others stay linked), and a frame freed to a ring keeps
     /// its metadata as the allocation left it (`Allocated`, order 0) until a drain moves
     /// it to the buddy lists and writes it there, its line prefetched ahead. A pageset
     /// free of a random frame then misses on no per-frame line (64 KiB of bitmap for
@@ -661,6 +624,28 @@ config_table! {
     poison: bool = false, bound any;
 }
 
+/// Keys that were switches and are no longer, with what became of each: a config string
+/// that names one is refused with this reason (docs/performance.md, "Which switches earn
+/// their place").
+const REMOVED: &[(&str, &str)] = &[
+    (
+        "refill_pairs",
+        "refill_runs does its work (the same blocks, one list operation per piece left)",
+    ),
+    (
+        "drain_pairs",
+        "no preset ran it (thp_splice, on in fast, excludes it); the kernel's drain frees each block",
+    ),
+    (
+        "drain_prefetch",
+        "in fast it reached only orders 1-3, +25 instructions per pair and no benchmark row",
+    ),
+    (
+        "array_pcp",
+        "rings for every list cost more than the linked lists they copied (own_bitmap keeps order-0 rings)",
+    ),
+];
+
 /// Byte written over freed frames when [`Config::poison`] is on (the kernel's PAGE_POISON).
 pub const POISON_BYTE: u8 = 0xaa;
 
@@ -706,6 +691,12 @@ impl Config {
                     why: "frees are always checked (the opt-out is the unsafe Allocator::free_on_unchecked)",
                 }),
             };
+        }
+        if let Some((_, why)) = REMOVED.iter().find(|(k, _)| *k == key) {
+            return Err(ConfigError::Removed {
+                key: key.into(),
+                why,
+            });
         }
         if key == "policy" {
             return Err(ConfigError::BadValue {
@@ -787,6 +778,13 @@ pub enum ConfigError {
         /// What was expected.
         why: &'static str,
     },
+    /// A key that was a switch and is no longer one.
+    Removed {
+        /// The key.
+        key: alloc::string::String,
+        /// What became of it.
+        why: &'static str,
+    },
     /// A field out of its range.
     Invalid {
         /// The field.
@@ -808,6 +806,9 @@ impl fmt::Display for ConfigError {
             ConfigError::BadValue { key, value, why } => {
                 write!(f, "bad value '{value}' for {key}: {why}")
             }
+            ConfigError::Removed { key, why } => {
+                write!(f, "config key '{key}' was removed: {why}")
+            }
             ConfigError::Invalid { key, why } => write!(f, "{key} {why}"),
         }
     }
@@ -819,6 +820,7 @@ impl std::error::Error for ConfigError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
     use alloc::string::ToString;
 
     #[test]
@@ -870,6 +872,14 @@ mod tests {
             Err(ConfigError::Invalid { .. })
         ));
         assert!("base,high_fraction=8".parse::<Config>().is_ok());
+        // A removed key says so, on one line, with what became of it; none is a key.
+        for (key, _) in REMOVED {
+            let e = format!("fast,{key}=on").parse::<Config>().unwrap_err();
+            assert!(matches!(e, ConfigError::Removed { .. }), "{e}");
+            let e = e.to_string();
+            assert!(e.contains("was removed") && !e.contains('\n'), "{e}");
+            assert!(!Config::KEYS.split(", ").any(|k| k == *key), "{key}");
+        }
         let e = "nope".parse::<Config>().unwrap_err().to_string();
         assert!(e.contains("linux-6.12") && e.contains("patch7"), "{e}");
     }

@@ -170,8 +170,8 @@ pub(crate) fn hit_orders(cfg: &crate::Config, orders: u16) -> u16 {
 /// `pcp_buddy` works on linked pagesets with merging drains: refused beside the
 /// mechanisms that change what a pageset list or a drain is.
 pub(crate) fn check_config(cfg: &crate::Config) -> Result<(), &'static str> {
-    if cfg.pcp_buddy && (cfg.array_pcp || cfg.own_bitmap || cfg.clustered_refill) {
-        return Err("cannot be combined with array_pcp, own_bitmap or clustered_refill");
+    if cfg.pcp_buddy && (cfg.own_bitmap || cfg.clustered_refill) {
+        return Err("cannot be combined with own_bitmap or clustered_refill");
     }
     Ok(())
 }

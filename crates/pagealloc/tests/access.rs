@@ -253,18 +253,17 @@ fn reports_tag_pointer_chases_and_computed_addresses() {
     assert!(chased > 100, "list neighbours reached by a link: {chased}");
 }
 
-/// `array_pcp` (ours): a drain of an array pageset finds each leaving frame through its
+/// `own_bitmap` (ours): a drain of an order-0 ring finds each leaving frame through its
 /// index in the ring, not through the `lru` link of the frame before it, so the loads of
 /// the frames do not wait for each other. Freed in a scattered order, the drains of the
-/// linked pageset (`fast` with `own_bitmap`'s order-0 rings off) chase from frame to
-/// frame, those of the array pageset from ring lines to frames, never from a frame to a
-/// frame.
+/// linked lists (`fast,own_bitmap=off`) chase from frame to frame, those of the rings
+/// from ring lines to frames, never from a frame to a frame.
 #[cfg(feature = "access")]
 #[test]
-fn array_pcp_drains_read_indices_from_the_ring() {
+fn own_bitmap_drains_read_indices_from_the_ring() {
     for ring in [false, true] {
-        let mut c: Config = "fast,thp=off,own_bitmap=off".parse().unwrap();
-        c.array_pcp = ring;
+        let mut c: Config = "fast,thp=off".parse().unwrap();
+        c.own_bitmap = ring;
         let (a, log) = traced(c);
         let mut fs: Vec<Frame> = (0..3000)
             .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
@@ -295,7 +294,7 @@ fn array_pcp_drains_read_indices_from_the_ring() {
         }
         let drained = a.counters().pcp_drain_pages;
         eprintln!(
-            "array_pcp={ring}: {drained} pages drained, frame->frame {frame_to_frame}, \
+            "own_bitmap={ring}: {drained} pages drained, frame->frame {frame_to_frame}, \
              ring->frame {ring_to_frame}, ring lines {ring_lines}"
         );
         assert!(drained >= 3000);
@@ -379,7 +378,7 @@ fn the_zonelist_cache_reports_its_reads_and_writes() {
 /// A sink changes no result: with one installed, allocations and frees take the full
 /// paths instead of the PCP hits (which have no report sites), and those do the same
 /// work — the same frames in the same order, the same counters — on linked lists and on
-/// array pagesets, for order-0 and THP blocks, from two CPUs, through refills and drains.
+/// order-0 rings, for order-0 and THP blocks, from two CPUs, through refills and drains.
 #[cfg(feature = "access")]
 #[test]
 fn a_sink_changes_no_result() {
@@ -412,18 +411,17 @@ fn a_sink_changes_no_result() {
         assert_eq!(sink, !log.take().is_empty());
         (got, a.counters())
     };
-    for name in ["linux-6.12", "fast", "fast,own_bitmap=off"] {
-        for ring in [false, true] {
-            let mut cfg: Config = name.parse().unwrap();
-            cfg.array_pcp = ring;
-            let (quiet, loud) = (run(&cfg, false), run(&cfg, true));
-            assert!(quiet.1.pgalloc > 20_000 && quiet.1.pcp_refill > 0 && quiet.1.zone_lock > 0);
-            assert_eq!(
-                quiet.0, loud.0,
-                "{name} array_pcp={ring}: the frames handed out"
-            );
-            assert_eq!(quiet.1, loud.1, "{name} array_pcp={ring}: the counters");
-        }
+    for name in [
+        "linux-6.12",
+        "linux-6.12,own_bitmap=on",
+        "fast",
+        "fast,own_bitmap=off",
+    ] {
+        let cfg: Config = name.parse().unwrap();
+        let (quiet, loud) = (run(&cfg, false), run(&cfg, true));
+        assert!(quiet.1.pgalloc > 20_000 && quiet.1.pcp_refill > 0 && quiet.1.zone_lock > 0);
+        assert_eq!(quiet.0, loud.0, "{name}: the frames handed out");
+        assert_eq!(quiet.1, loud.1, "{name}: the counters");
     }
 }
 

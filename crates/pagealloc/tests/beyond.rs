@@ -745,32 +745,30 @@ fn splice_drain_matches_the_page_by_page_drain_with_fewer_lines_under_the_lock()
     }
 }
 
-// ---------------------------------------------------------------- 4c. array pagesets
+// ---------------------------------------------------------------- 4c. order-0 rings
 
-/// `array_pcp` (ours): the pagesets' lists as rings of frame indices keep the kernel's
+/// `own_bitmap` (ours): the order-0 lists as rings of frame indices keep the kernel's
 /// list order exactly (frees at the head, refills at the tail, allocations from the
 /// head, drains from the tail): the same frames are handed out in the same order and
-/// every counter is the same as with linked lists, in the kernel preset and in the
-/// merge-skipping, clustered and spliced variants, with THP lists on or off.
+/// every counter but its own (`free_unwritten`) is the same as with linked lists, in the
+/// kernel preset and in the merge-skipping, clustered and spliced variants, with THP
+/// lists on or off. Not with `pcp_migratetype_cache` (≤ 6.9): a ring's frame keeps no
+/// cached type, so a frame whose pageblock was retyped while it sat on the pageset goes
+/// to the pageblock's type (docs/mechanisms.md A.13).
 #[test]
-fn array_pcp_hands_out_the_same_frames_in_the_same_order_as_linked_lists() {
+fn own_bitmap_rings_hand_out_the_same_frames_in_the_same_order_as_linked_lists() {
     for base in [
         "linux-6.12,thp=off",
         "linux-6.12",
-        "linux-6.6",
         "fast,thp=off",
         "fast",
         "fast,splice_drain=off",
         "fast,clustered_refill=off",
-        "fast,pcp_migratetype_cache=on",
     ] {
         let c = |ring: bool| {
             let mut c: Config = base.parse().unwrap();
-            c.array_pcp = ring;
-            // Linked order-0 lists against rings: without `own_bitmap` (in `fast`), whose
-            // order-0 lists are rings either way.
-            c.own_bitmap = false;
-            // Array pagesets always drain the tail (`drain_newest` is the linked lists').
+            c.own_bitmap = ring;
+            // Rings always drain the tail (`drain_newest` is the linked lists').
             c.drain_newest = false;
             c
         };
@@ -778,13 +776,13 @@ fn array_pcp_hands_out_the_same_frames_in_the_same_order_as_linked_lists() {
         let (h_ring, mut ring) = mixed_run_with(c(true), base);
         assert!(h_list.len() > 10_000, "{base}");
         // The lines reported under the zone lock differ by design: a ring's buffer lines
-        // instead of the list links' frames (`array_pcp_drains_read_indices_from_the_ring`).
+        // instead of the list links' frames (`own_bitmap_drains_read_indices_from_the_ring`).
         eprintln!(
             "{base}: zone-lock metadata lines {} -> {}, all lines {} -> {}",
             list.zone_lock_meta, ring.zone_lock_meta, list.zone_lock_lines, ring.zone_lock_lines
         );
         for c in [&mut list, &mut ring] {
-            (c.zone_lock_meta, c.zone_lock_lines) = (0, 0);
+            (c.zone_lock_meta, c.zone_lock_lines, c.free_unwritten) = (0, 0, 0);
         }
         assert_eq!(h_list, h_ring, "{base}: frames handed out differ");
         assert_eq!(
@@ -1014,7 +1012,7 @@ fn thp_splice_moves_the_blocks_of_thp_merge_skip_with_fewer_accesses_under_the_l
         "linux-6.12,merge_skip=on",
         "linux-6.12,merge_skip=on,mt_cache=on,thp_drain_high=on",
         "fast,thp_splice=off",
-        "fast,thp_splice=off,array_pcp=on",
+        "fast,thp_splice=off,own_bitmap=off",
     ] {
         let (s_off, l_off, off) = run(base, "thp_merge_skip=on");
         let (s_on, l_on, on) = run(base, "thp_splice=on");
@@ -1029,13 +1027,14 @@ fn thp_splice_moves_the_blocks_of_thp_merge_skip_with_fewer_accesses_under_the_l
     }
 }
 
-/// `refill_pairs` (ours): a refill that finds its order's list empty keeps both halves of
-/// a block of the next order instead of putting the upper half on the list and taking it
-/// back. The same blocks in the same order and the same counts as the kernel's steps,
-/// with fewer metadata and free-area accesses under the zone lock. Orders 9 and 1..=3
-/// (the THP list and the small high-order lists), `thp_refill_high` on and off.
+/// `refill_runs` (ours) on refills that find split and unsplit blocks: a refill whose
+/// order's list is empty takes its blocks from one larger block, where the kernel puts
+/// each upper half on the list and takes it back. The same blocks in the same order and
+/// the same counts as the kernel's steps, with fewer metadata and free-area accesses
+/// under the zone lock. Orders 9 and 1..=3 (the THP list and the small high-order lists),
+/// `thp_refill_high` on and off.
 #[test]
-fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
+fn refill_runs_take_split_blocks_with_fewer_accesses_under_the_lock() {
     let run = |base: &str, extra: &str| {
         // 2 GiB, one CPU
         let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
@@ -1066,10 +1065,9 @@ fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
         a.validate().unwrap();
         (seq, a.counters())
     };
-    assert!(!Preset::Linux612.config().refill_pairs && Preset::Fast.config().refill_pairs);
     for base in ["linux-6.12", "linux-6.12,thp_refill_high=on"] {
         let (s_off, off) = run(base, "");
-        let (s_on, on) = run(base, "refill_pairs=on");
+        let (s_on, on) = run(base, "refill_runs=on");
         assert_eq!(s_on, s_off, "{base}: the same blocks in the same order");
         assert_same_counts_fewer_locked_accesses(base, &on, &off);
     }
@@ -1078,23 +1076,18 @@ fn refill_pairs_hands_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
 /// `refill_runs` (ours): a refill takes the blocks it needs as one run cut from the front
 /// of the smallest block, and lists the rest as the pieces the kernel's one-block steps
 /// would leave. The same blocks in the same order, the same counts and the same free
-/// lists after every round as the kernel's steps (and as `refill_pairs`'), with fewer
+/// lists after every round as the kernel's steps, with fewer
 /// metadata and free-area accesses under the zone lock. Orders 0..=3 and 9, on the
 /// kernel's pagesets and on `fast`'s (clustered refills, merge skipping, splices), with
-/// linked lists and with rings (`array_pcp`, `own_bitmap`).
+/// linked lists and with `own_bitmap`'s order-0 rings.
 #[test]
 fn refill_runs_hand_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
     assert!(!Preset::Linux612.config().refill_runs && Preset::Fast.config().refill_runs);
     let orders = [0, 0, 0, 9, 1, 0, 2, 3, 0, 0];
     for (base, off, on) in [
         ("linux-6.12", "", "refill_runs=on"),
-        (
-            "linux-6.12,thp_refill_high=on",
-            "refill_pairs=on",
-            "refill_runs=on",
-        ),
+        ("linux-6.12,thp_refill_high=on", "", "refill_runs=on"),
         ("fast", "refill_runs=off", ""),
-        ("fast,array_pcp=on", "refill_runs=off", ""),
         ("fast,own_bitmap=off", "refill_runs=off", ""),
     ] {
         // 2 GiB, one CPU
@@ -1117,7 +1110,7 @@ fn refill_runs_hand_out_the_same_blocks_with_fewer_accesses_under_the_lock() {
     }
 }
 
-/// The mixed churn of the paired-drain and spliced-THP tests, on one CPU: `rounds` times
+/// The mixed churn of the refill-run and spliced-THP tests, on one CPU: `rounds` times
 /// allocate `per_round` blocks cycling through `orders` (shifted by the round), shuffle
 /// what is held every second round (with an LCG seeded `seed`: buddies seldom leave
 /// together), then free all but every `keep`-th block, newest first, and validate; at the
@@ -1167,96 +1160,6 @@ fn churn(
     a.validate().unwrap();
     lists.push(a.zone_info(0).unwrap().nr_free);
     (seq, lists)
-}
-
-/// `drain_pairs` (ours): a drain that takes two buddies off a list's tail one after the
-/// other frees them as one block of the next order, where the kernel lists the first and
-/// takes it back off when the second merges with it. The same blocks handed out in the
-/// same order, the same free lists and counts after every round, with fewer metadata and
-/// free-area accesses under the zone lock. Huge pages and the small high-order lists,
-/// freed newest first (the buddies leave together) and shuffled; with the pageblock
-/// lookup of 6.12 and with the migratetype cached in the page.
-#[test]
-fn drain_pairs_frees_the_same_blocks_with_fewer_accesses_under_the_lock() {
-    let run = |base: &str, extra: &str| {
-        // 2 GiB, one CPU
-        let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
-        // Free three blocks in four per round.
-        let (seq, lists) = churn(&a, 7, 4, 400, &[9, 9, 9, 9, 1, 1, 2, 3, 0], 4);
-        (seq, lists, a.counters())
-    };
-    assert!(!Preset::Linux612.config().drain_pairs && Preset::Fast.config().drain_pairs);
-    for base in [
-        "linux-6.12",
-        "linux-6.12,mt_cache=on,thp_drain_high=on",
-        // `thp_splice` (on in `fast`) moves huge pages in runs without pairs.
-        "fast,drain_pairs=off,thp_splice=off",
-    ] {
-        let (s_off, l_off, off) = run(base, "");
-        let (s_on, l_on, on) = run(base, "drain_pairs=on");
-        assert_eq!(s_on, s_off, "{base}: the same blocks in the same order");
-        assert_eq!(l_on, l_off, "{base}: the same free lists");
-        assert!(off.pcp_drain > 0, "{base}: {off:?}");
-        assert_same_counts_fewer_locked_accesses(base, &on, &off);
-    }
-}
-
-/// `drain_prefetch` (ours): a prefetch hint in the drain's loop. It decides nothing and
-/// reports nothing: with it on and off, the same blocks come out in the same order, the
-/// free lists and every counter (the accesses under the zone lock included) are equal,
-/// over the loop of the `drain_pairs` test, on `fast` and on `linux-6.12`. Its effect is
-/// in time only (docs/performance.md, "The order-9 put: paired drains and LLFree's
-/// rounds").
-#[test]
-fn drain_prefetch_changes_no_block_list_or_counter() {
-    let run = |(base, extra): (&str, &str)| {
-        let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
-        let mut got = Vec::new();
-        let mut seq = Vec::new();
-        let mut seed = 11u64;
-        for round in 0..3u64 {
-            for k in 0..400u64 {
-                let order = [9, 9, 9, 1, 2, 3, 0][((k + round) % 7) as usize];
-                let f = a.alloc_on(0, order, Gfp::USER, None).unwrap();
-                seq.push(f.pfn.0);
-                got.push(f);
-            }
-            for i in (1..got.len()).rev() {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                got.swap(i, (seed >> 33) as usize % (i + 1));
-            }
-            let keep = got.split_off(got.len() / 4);
-            for f in keep {
-                a.free_on(0, f).unwrap();
-            }
-            a.validate().unwrap();
-        }
-        let lists = a.zone_info(0).unwrap().nr_free;
-        (seq, lists, a.counters())
-    };
-    assert!(!Preset::Linux612.config().drain_prefetch && Preset::Fast.config().drain_prefetch);
-    for (off, on) in [
-        (("fast", "drain_prefetch=off"), ("fast", "")),
-        // huge pages drained one by one, as before `thp_splice`
-        (
-            ("fast,thp_splice=off", "drain_prefetch=off"),
-            ("fast,thp_splice=off", ""),
-        ),
-        (("linux-6.12", ""), ("linux-6.12", "drain_prefetch=on")),
-    ] {
-        let (s_off, l_off, c_off) = run(off);
-        let (s_on, l_on, c_on) = run(on);
-        assert!(c_off.pcp_drain > 0, "{off:?}: {c_off:?}");
-        assert_eq!(s_on, s_off, "{on:?}: the same blocks in the same order");
-        assert_eq!(l_on, l_off, "{on:?}: the same free lists");
-        for ((name, a), (_, b)) in c_on.iter().zip(c_off.iter()) {
-            if !name.ends_with("_ns") {
-                assert_eq!(a, b, "{on:?}: {name}");
-            }
-        }
-    }
 }
 
 /// `drain_newest` (ours): in a long run of frees, a drain takes the order-0 frames freed

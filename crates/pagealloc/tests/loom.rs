@@ -33,13 +33,6 @@ fn build_with(c: Config) -> Arc<Allocator> {
     Arc::new(Allocator::with_platform(&Layout::single(64, 2), c, p).expect("build"))
 }
 
-/// [`config`] with array pagesets (`array_pcp`) and the spliced, merge-skipping drain.
-fn array_config() -> Config {
-    let mut c = config();
-    (c.array_pcp, c.merge_skip, c.splice_drain) = (true, true, true);
-    c
-}
-
 /// Every frame back: nothing allocated, nothing lost, counters balanced.
 fn check_conserved(a: &Allocator) {
     let t = a.validate().expect("validate");
@@ -111,29 +104,12 @@ fn alloc_free_vs_remote_drain() {
     });
 }
 
-/// [`alloc_free_vs_remote_drain_on`] with array pagesets: the drain before the zone lock
-/// (linking the frames it will return) and the hit's ring pops and pushes race with the
-/// remote drain.
-#[test]
-fn array_pcp_alloc_free_vs_remote_drain() {
-    model("array_pcp_alloc_free_vs_remote_drain", || {
-        alloc_free_vs_remote_drain_on(build_with(array_config()))
-    });
-}
-
-/// [`concurrent_double_free_on`] with array pagesets, order 0 (a ring push).
-#[test]
-fn array_pcp_concurrent_double_free() {
-    model("array_pcp_concurrent_double_free", || {
-        concurrent_double_free_on(build_with(array_config()), 0)
-    });
-}
-
-/// [`array_config`] with the order-0 ownership bitmap (`own_bitmap`): order-0 frees take
-/// a bit and write no frame metadata; the drain writes it.
+/// [`config`] with the order-0 ownership bitmap (`own_bitmap`: order-0 frees take a bit,
+/// push on a ring and write no frame metadata; the drain writes it) and the spliced,
+/// merge-skipping drain.
 fn own_config() -> Config {
-    let mut c = array_config();
-    c.own_bitmap = true;
+    let mut c = config();
+    (c.own_bitmap, c.merge_skip, c.splice_drain) = (true, true, true);
     c
 }
 

@@ -13,14 +13,13 @@ fn default_alloc(pages: u64, cpus: usize) -> Allocator {
     manual(&Layout::single(pages, cpus), Config::default()).0
 }
 
-/// The configs the free checks are run in: the default, array pagesets (`array_pcp`,
-/// whose hit has a path of its own) plain and with `fast`, and the order-0 ownership
-/// bitmap (`own_bitmap`: order-0 frees check a bit, not the frame's metadata) with
-/// `fast`, `linux-6.12` and a preset with the pcp migratetype cache.
-const FREE_CONFIGS: [&str; 6] = [
+/// The configs the free checks are run in: the default, `fast` with linked order-0 lists,
+/// and the order-0 ownership bitmap (`own_bitmap`: order-0 frees check a bit, not the
+/// frame's metadata, and its rings' hit has a path of its own) with `fast`, `linux-6.12`
+/// and a preset with the pcp migratetype cache.
+const FREE_CONFIGS: [&str; 5] = [
     "linux-6.12",
-    "linux-6.12,array_pcp=on",
-    "fast,array_pcp=on",
+    "fast,own_bitmap=off",
     "fast,own_bitmap=on",
     "linux-6.12,own_bitmap=on",
     "patch7,own_bitmap=on",

@@ -21,7 +21,7 @@
 //! - `struct per_cpu_pages`: lock, count, high, batch and the other scalars in the first
 //!   48 bytes, then `lists[NR_PCP_LISTS]` of 16 bytes: list `l` is in line
 //!   `(48 + 16 l) / 64`.
-//! - Array pagesets (`Config::array_pcp`, not a kernel layout): each list's ring buffer,
+//! - Order-0 rings (`Config::own_bitmap`, not a kernel layout): each ring's buffer,
 //!   16 frame indices per line, lines of their own (`Line::PcpArray`).
 //!
 //! Each line has a home NUMA node: the frame's node for `struct page` and pageblock bits
@@ -262,7 +262,7 @@ const K_PCP: u64 = 5 << 56;
 /// Key of the first indexed line ([`LineMap::indexed`]): zone, zonelist, pageset and
 /// pageblock lines numbered densely, in a table of the hierarchy instead of its map.
 const K_INDEXED: u64 = 6 << 56;
-/// Lines of array pagesets' ring buffers (`Config::array_pcp`): `K_PCP_ARRAY | word`,
+/// Lines of the order-0 rings' buffers (`Config::own_bitmap`): `K_PCP_ARRAY | word`,
 /// the word of [`pcp_array_word`]; each on its CPU's node.
 const K_PCP_ARRAY: u64 = 7 << 56;
 

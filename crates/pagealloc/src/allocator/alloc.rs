@@ -83,7 +83,7 @@ impl Allocator {
         node: Option<usize>,
     ) -> Result<Frame, AllocError> {
         // Two copies of the hit, each inlined: one that serves linked lists only, and
-        // one that also serves rings (`Config::array_pcp`, `Config::own_bitmap`), picked
+        // one that also serves rings (`Config::own_bitmap`'s order-0 lists), picked
         // by one test per call (`Allocator::ring_hits`).
         if self.ring_hits {
             return self.alloc_on_t::<true>(cpu, order, gfp, node);

@@ -364,7 +364,7 @@ impl Allocator {
         let pb_owners = crate::pcp_buddy::Owners::new(&zones, cfg.pcp_buddy);
         let a = Allocator {
             pb_owners,
-            ring_hits: cfg.array_pcp || cfg.own_bitmap,
+            ring_hits: cfg.own_bitmap,
             poison_hits: cfg.poison,
             tune: Tune::from_config(&cfg),
             high_fraction: AtomicU32::new(cfg.high_fraction),

@@ -170,7 +170,7 @@ impl std::error::Error for BulkFreeError {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Allocator {
-    /// Some pageset lists are rings (`Config::array_pcp`, `Config::own_bitmap`):
+    /// The order-0 pageset lists are rings (`Config::own_bitmap`):
     /// `alloc_on` and `free_on` run the copy of their hit that serves rings as well as
     /// linked lists (`RINGS` true); without rings, the copy that serves linked lists
     /// only. Both copies are inlined into the caller; this is the one test that picks.

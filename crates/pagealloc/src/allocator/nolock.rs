@@ -26,7 +26,7 @@
 //! The stack is pushed with a compare-and-swap (release) and emptied whole with a swap
 //! (acquire) by the lock holder (`llist_add` / `llist_del_all`): no pop of single
 //! entries, so no ABA. Neither path allocates heap memory: pagesets whose lists are
-//! rings (`Config::array_pcp`, `Config::own_bitmap`'s order-0 lists), which grow on a
+//! rings (`Config::own_bitmap`'s order-0 lists), which grow on a
 //! push, are passed over for the zone.
 
 use super::Allocator;

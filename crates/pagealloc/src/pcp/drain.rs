@@ -2,7 +2,7 @@
 //! kernel's form (list tails, round robin, one zone-lock hold), what calls it (the free
 //! that crosses `high`, `drain_pages_zone`, the tick's `decay_pcp_high` and remote-node
 //! expiry), and the frame-by-frame free shared by every form. The drains of the
-//! switches that change no policy (spliced, paired, array) are in `drain_fast.rs` and
+//! switches that change no policy (spliced, paired, the order-0 rings') are in `drain_fast.rs` and
 //! are entered from [`Allocator::free_pcppages_bulk`]'s loop.
 
 use super::drain_fast::Order0Drain;
@@ -11,7 +11,7 @@ use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER, THP_ORDER};
-use crate::memmap::{List, PageMeta, State, NIL};
+use crate::memmap::{PageMeta, State, NIL};
 use crate::tune;
 use crate::zone::{Rec, Zone, ZONE_BELOW_HIGH};
 
@@ -101,9 +101,6 @@ impl Allocator {
         if n <= 0 {
             return;
         }
-        if slot.hot.ring() {
-            return self.drain_rings::<SINK>(ps, pcp, n, start);
-        }
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
         let splice = self.cfg.splice_drain && self.cfg.merge_skip;
@@ -123,9 +120,6 @@ impl Allocator {
         // Checked under the lock: with an isolated pageblock or merging required, every
         // frame goes through `free_order0` as usual.
         let splice = splice && !isolated && b.can_skip_merge();
-        // Not with an isolated pageblock, nor when drained huge pages are merge-skipped.
-        let pairs =
-            self.cfg.drain_pairs && !isolated && !self.cfg.thp_merge_skip && !self.cfg.thp_splice;
         // Huge pages merge-skipped in runs (`thp_splice`): as `drain_one` would free
         // each of them, with the same checks.
         let thp_splice =
@@ -173,18 +167,10 @@ impl Allocator {
                 }
                 continue;
             }
-            if pairs && k > 0 {
-                n = self.drain_list_pairs(&mut b, pcp, pi, k, n);
-                continue;
-            }
-            let prefetch = self.cfg.drain_prefetch && k > 0;
             while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;
                 b.rec().moved(1 << k);
-                if prefetch {
-                    prefetch_next_buddy(zone, &pcp.lists[pi], k, m);
-                }
                 self.drain_one(&mut b, zone.pfn_of(i), &m[i as usize], k, isolated);
                 if n <= 0 {
                     break;
@@ -202,7 +188,7 @@ impl Allocator {
     /// One frame of a drain, zone lock held: its migratetype (the one cached in the page
     /// with `pcp_migratetype_cache` and no isolated pageblock, else the pageblock's), its
     /// state handed back to the buddy, and the buddy free (`free_order0` skips the merge
-    /// with `merge_skip`). Shared by the linked and the array pagesets' drains.
+    /// with `merge_skip`). Shared by the linked lists' and the order-0 rings' drains.
     #[inline(always)]
     pub(super) fn drain_one<const SINK: bool>(
         &self,
@@ -391,20 +377,4 @@ fn drain_prewalk<const SINK: bool>(
         left -= cnt as i32;
     }
     firsts
-}
-
-/// [`Config::drain_prefetch`](crate::Config::drain_prefetch), zone lock held: the order-`k`
-/// (`k ≥ 1`) `list` has just lost its tail to the drain; a prefetch of the metadata line of
-/// the buddy of the block that leaves next (its address computed from the new tail's
-/// index), which `__free_one_page` will read and, when the buddy is free, write. Its miss
-/// then overlaps the merge of the block in hand. A hint: nothing is read, decided or
-/// reported.
-#[inline(always)]
-pub(super) fn prefetch_next_buddy(zone: &Zone, list: &List, k: u8, m: &[crate::memmap::PageMeta]) {
-    if let Some(next) = list.tail() {
-        let b = zone.pfn_of(next) ^ (1u64 << k);
-        if zone.contains(b) {
-            crate::sync::prefetch(&m[zone.meta_index(b) as usize]);
-        }
-    }
 }

@@ -1,22 +1,19 @@
 //! The drains of the switches that change no policy, beside `free_pcppages_bulk`'s
 //! kernel form (`drain.rs`), which enters them list by list: a spliced drain
 //! ([`Config::splice_drain`](crate::Config::splice_drain): order-0 frames leave in one
-//! cut and join the free lists run by run), paired drains
-//! ([`Config::drain_pairs`](crate::Config::drain_pairs)), THP runs
-//! ([`Config::thp_splice`](crate::Config::thp_splice)), and the drains of rings
-//! ([`Config::array_pcp`](crate::Config::array_pcp),
-//! [`Config::own_bitmap`](crate::Config::own_bitmap)). Each leaves the lists, the
+//! cut and join the free lists run by run), THP runs
+//! ([`Config::thp_splice`](crate::Config::thp_splice)), and the drains of the order-0
+//! rings of [`Config::own_bitmap`](crate::Config::own_bitmap). Each leaves the lists, the
 //! metadata and the counters as the kernel's loop would.
 
-use super::drain::{drained_mt, prefetch_next_buddy};
+use super::drain::drained_mt;
 use super::ring::ring_pop_tail_t;
-use super::{next_nonempty, order_of, Pageset, Pcp, Ring, NR_PCP_LISTS};
-use crate::access::PCP_HEADER;
+use super::{Pcp, Ring};
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER};
-use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED, NIL};
-use crate::zone::{Rec, Zone};
+use crate::memmap::{List, State, FLAG_MERGE_SKIPPED, NIL};
+use crate::zone::Zone;
 
 /// [`Config::own_bitmap`](crate::Config::own_bitmap)'s drain: frames whose metadata line is
 /// prefetched ahead of the one written (a few hundred ns of misses in flight at the
@@ -38,57 +35,6 @@ pub(super) enum Order0Drain {
 }
 
 impl Allocator {
-    /// The inner loop of [`Allocator::free_pcppages_bulk`] over the order-`k` list `pi`
-    /// (`k > 0`) with [`Config::drain_pairs`](crate::Config::drain_pairs) and no isolated
-    /// pageblock, zone lock held: blocks leave the tail until `n` pages are out or the
-    /// list is empty, as in the kernel's loop, and two buddies leaving one after the other
-    /// are freed as one block ([`Allocator::drain_pair_type`]). Returns the pages still to
-    /// drain. Inlined: a pageset passed to a call would have to be written back and
-    /// reloaded around every buddy free of the kernel's loop beside it.
-    #[inline(always)]
-    pub(super) fn drain_list_pairs<const SINK: bool>(
-        &self,
-        b: &mut Buddy<'_, SINK>,
-        pcp: &mut Pcp,
-        pi: usize,
-        k: u8,
-        mut n: i32,
-    ) -> i32 {
-        let m = b.m;
-        // The first block of a pair that leaves together, and its type.
-        let mut first: Option<(u64, MigrateType)> = None;
-        let prefetch = self.cfg.drain_prefetch;
-        while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
-            n -= 1 << k;
-            pcp.st.count -= 1 << k;
-            b.rec().moved(1 << k);
-            let pfn = b.z.pfn_of(i);
-            if let Some((p, mt)) = first.take() {
-                // `i` is the buddy `drain_pair_type` found at the tail. Pairs come in runs
-                // (a CPU freeing its own blocks newest first): no prefetch here.
-                m[i as usize].set_state_flags(State::Tail, 0);
-                b.free_one(p & pfn, k + 1, mt, false);
-            } else if let Some(mt) = (n > 0)
-                .then(|| self.drain_pair_type(b, &pcp.lists[pi], i, k))
-                .flatten()
-            {
-                // The next block is `i`'s buddy: nothing to fetch for it.
-                m[i as usize].set_state_flags(State::Tail, 0);
-                first = Some((pfn, mt));
-            } else {
-                if prefetch {
-                    prefetch_next_buddy(b.z, &pcp.lists[pi], k, m);
-                }
-                self.drain_one(b, pfn, &m[i as usize], k, false);
-            }
-            if n <= 0 {
-                break;
-            }
-        }
-        debug_assert!(first.is_none(), "a pair's second block always follows");
-        n
-    }
-
     /// The THP list `pi` of [`Allocator::free_pcppages_bulk`] with
     /// [`Config::thp_splice`](crate::Config::thp_splice) (merge skipping allowed, no
     /// isolated pageblock; zone lock held): the blocks the kernel's loop would take off the
@@ -99,7 +45,8 @@ impl Allocator {
     /// by run from the tail, every free list ends as `drain_one`'s block-by-block head
     /// inserts leave it. A block of a type that may not merge-skip (`drain_one`'s test) is
     /// freed through `__free_one_page` in its turn. Returns the pages still to drain.
-    /// Inlined, as [`Allocator::drain_list_pairs`].
+    /// Inlined: a pageset passed to a call would have to be written back and reloaded
+    /// around every buddy free of the kernel's loop beside it.
     #[inline(always)]
     pub(super) fn drain_thp_splice<const SINK: bool>(
         &self,
@@ -207,115 +154,6 @@ impl Allocator {
         n - pages
     }
 
-    /// [`Config::drain_pairs`](crate::Config::drain_pairs), zone lock held: block `i` of
-    /// order `k` has just left `list`'s tail, and the drain will take another `k` block,
-    /// the list's new tail. When that block is `i`'s buddy of the same type (as
-    /// `drain_one` finds it; at pageblock order the first block's pageblock must have that
-    /// type too, as the kernel's merge test reads it), returns the type: the drain then
-    /// frees both as one `k + 1` block, and `__free_one_page` goes on from order `k + 1`
-    /// exactly as the kernel's second free does after merging with the first, which the
-    /// kernel had put on the `k` free list and takes back off (nothing looks at that list
-    /// in between). Same lists, metadata, `NR_FREE_PAGES` and `nr_free`; only the first
-    /// block's list insertion and removal, its buddy lookups and their reports are left
-    /// out. `None` when the next block is not such a buddy.
-    #[inline]
-    fn drain_pair_type<const SINK: bool>(
-        &self,
-        b: &Buddy<'_, SINK>,
-        list: &List,
-        i: u32,
-        k: u8,
-    ) -> Option<MigrateType> {
-        let m = b.m;
-        let j = list.tail()?;
-        let (p, q) = (b.z.pfn_of(i), b.z.pfn_of(j));
-        if p ^ q != 1u64 << k {
-            return None;
-        }
-        // Each block's type as `drain_one` finds it (no isolated pageblock: the caller
-        // checked).
-        let cached = self.cfg.pcp_migratetype_cache;
-        let type_of = |pfn: u64, e: &PageMeta| drained_mt(b, cached, pfn, e);
-        let mt = type_of(p, &m[i as usize]);
-        if type_of(q, &m[j as usize]) != mt {
-            return None;
-        }
-        // The kernel's second free reads the first block's pageblock type at pageblock
-        // order and merges only when the two may merge; the same type always may.
-        if k >= PAGEBLOCK_ORDER && cached && b.pb_mt(p) != mt {
-            return None;
-        }
-        Some(mt)
-    }
-
-    /// `free_pcppages_bulk` on array pagesets: the kernel's loop (list tails, round robin
-    /// from `start`, each list emptied until `n` pages are out; order-0 frames merge-
-    /// skipped with `merge_skip`), the frames taken from the rings' tails. Before the
-    /// zone lock, [`ring_prewalk`] loads the metadata of every frame that will leave: their
-    /// indices are in the rings, so the loads are independent and their misses overlap,
-    /// where a walk of linked lists waits for each frame before it can find the next.
-    pub(super) fn drain_rings<const SINK: bool>(
-        &self,
-        ps: Pageset<'_>,
-        pcp: &mut Pcp,
-        mut n: i32,
-        start: usize,
-    ) {
-        let Pageset { cpu, zone, slot } = ps;
-        let m = &self.meta[..];
-        let moved_before = pcp.st.count;
-        let link = self.cfg.splice_drain && self.cfg.merge_skip;
-        // `Config::own_bitmap`: the order-0 frames are written in one prefetched pass under
-        // the zone lock (`drain_ring_own`), not walked before it.
-        let own = zone.own_bitmap();
-        ring_prewalk::<SINK>(ps, pcp, n, start, link, own, m);
-        let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
-        let isolated = zone.has_isolated_pageblocks();
-        let mut b = g.buddy::<SINK>(m, &self.cfg);
-        if self.cfg.clustered_refill {
-            b.inner.free.clusters.start_fresh();
-        }
-        let splice =
-            self.cfg.splice_drain && self.cfg.merge_skip && !isolated && b.can_skip_merge();
-        let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
-        while n > 0 && pcp.st.count > 0 {
-            pi = next_nonempty(pi, |p| pcp.rings[p].is_empty());
-            let k = order_of(pi);
-            b.rec().pcp(cpu, pi as u8, true);
-            if splice && own && k == 0 {
-                let cnt = pcp.rings[pi].len().min(n as u32);
-                self.drain_ring_own(cpu, &mut b, &mut pcp.rings[pi], pi, cnt);
-                n -= cnt as i32;
-                pcp.st.count -= cnt as i32;
-                continue;
-            }
-            if splice && k == 0 {
-                let cnt = pcp.rings[pi].len().min(n as u32);
-                self.drain_ring_splice(cpu, &mut b, &mut pcp.rings[pi], pi, cnt);
-                n -= cnt as i32;
-                pcp.st.count -= cnt as i32;
-                continue;
-            }
-            while let Some(i) = ring_pop_tail_t(cpu, &mut pcp.rings[pi], pi, &b.rec()) {
-                n -= 1 << k;
-                pcp.st.count -= 1 << k;
-                b.rec().moved(1 << k);
-                let pfn = zone.pfn_of(i);
-                b.rec().frame(pfn, true);
-                self.drain_one(&mut b, pfn, &m[i as usize], k, isolated);
-                if n <= 0 {
-                    break;
-                }
-            }
-        }
-        b.rec().pcp(cpu, PCP_HEADER, true);
-        drop(g);
-        slot.stats.pcp_drain.add(1);
-        slot.stats
-            .pcp_drain_pages
-            .add((moved_before - pcp.st.count) as u64);
-    }
-
     /// The order-0 ring `pi` in a drain of linked lists with
     /// [`Config::own_bitmap`](crate::Config::own_bitmap), zone lock held: up to `n` frames
     /// leave its tail, spliced ([`Allocator::drain_ring_own`]) or, with an isolated
@@ -353,11 +191,10 @@ impl Allocator {
         n
     }
 
-    /// The order-0 part of an array pageset's drain with
-    /// [`Config::own_bitmap`](crate::Config::own_bitmap) and a spliced drain, zone lock
-    /// held: the last `cnt` frames of `ring` leave it from the tail, as
-    /// [`Allocator::drain_ring_splice`] takes them, but their metadata was not written by
-    /// their frees (it reads `Allocated`, order 0) nor walked before the lock. Each frame is
+    /// The order-0 ring `pi` of a spliced drain with
+    /// [`Config::own_bitmap`](crate::Config::own_bitmap), zone lock held: the last `cnt`
+    /// frames of `ring` leave it from the tail; their metadata was not written by their
+    /// frees (it reads `Allocated`, order 0) nor walked before the lock. Each frame is
     /// written once here — linked into the chain, made a merge-skipped order-0 `Buddy`
     /// head — with the line of the frame [`OWN_PREFETCH`] places further on prefetched,
     /// so that the misses of a drain overlap instead of each stalling a free. The chain
@@ -407,37 +244,6 @@ impl Allocator {
             self.splice_runs(b, before, last, c);
             left -= c;
         }
-    }
-
-    /// The order-0 part of an array pageset's drain with
-    /// [`Config::splice_drain`](crate::Config::splice_drain), zone lock held: the last
-    /// `cnt` frames of `ring`, linked into a chain by [`ring_prewalk`] before the lock,
-    /// leave it from the tail and become merge-skipped order-0 `Buddy` heads, then join
-    /// the order-0 free lists in runs as in [`Allocator::drain_splice`].
-    fn drain_ring_splice<const SINK: bool>(
-        &self,
-        cpu: usize,
-        b: &mut Buddy<'_, SINK>,
-        ring: &mut Ring,
-        pi: usize,
-        cnt: u32,
-    ) {
-        let m = b.m;
-        let last = ring.nth_from_tail(0);
-        b.rec().moved(cnt as u64);
-        let mut first = last;
-        for _ in 0..cnt {
-            let Some(i) = ring_pop_tail_t(cpu, ring, pi, &b.rec()) else {
-                break;
-            };
-            let e = &m[i as usize];
-            e.set_order(0);
-            e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
-            // its index was read from the ring line reported just before
-            b.rec().frame_dep(b.z.pfn_of(i), true, 1);
-            first = i;
-        }
-        self.splice_runs(b, first, last, cnt);
     }
 
     /// The order-0 part of a drain with [`Config::splice_drain`](crate::Config::splice_drain),
@@ -572,73 +378,5 @@ fn mark_thp_run(
             return (len, cur, prev);
         }
         cur = prev;
-    }
-}
-
-/// Before an array pageset's drain takes the zone lock: the plan of its loop (as
-/// `drain_prewalk`'s), and a load of the metadata of every block that will leave, its
-/// index read from the ring; with `link`, the order-0 frames are linked into the chain
-/// [`Allocator::drain_ring_splice`] hands over. Reported as unlocked accesses: each ring
-/// line once, each frame as found from it.
-fn ring_prewalk<const SINK: bool>(
-    ps: Pageset<'_>,
-    pcp: &Pcp,
-    n: i32,
-    start: usize,
-    link: bool,
-    own: bool,
-    m: &[crate::memmap::PageMeta],
-) {
-    let Pageset { cpu, zone, .. } = ps;
-    let r = Rec::<SINK>::unlocked(zone);
-    let traced = SINK && zone.trace.on();
-    let mut left = n;
-    for step in 0..NR_PCP_LISTS {
-        if left <= 0 {
-            break;
-        }
-        let pi = (start + step) % NR_PCP_LISTS;
-        let ring = &pcp.rings[pi];
-        if ring.is_empty() {
-            continue;
-        }
-        let k = order_of(pi);
-        let blocks = (left as u32).div_ceil(1 << k).min(ring.len());
-        left -= (blocks << k) as i32;
-        if own && k == 0 {
-            // `Config::own_bitmap`: written by the drain itself (`drain_ring_own`).
-            continue;
-        }
-        let mut since = 0u8;
-        let mut before = NIL;
-        for j in 0..blocks {
-            let i = ring.nth_from_tail(j);
-            if j + 16 < blocks {
-                crate::sync::prefetch(&m[ring.nth_from_tail(j + 16) as usize]);
-            }
-            let e = &m[i as usize];
-            if link && k == 0 {
-                // The chain a spliced drain hands to the free lists, each frame linked to
-                // the one leaving before it, as the page-by-page loop's head inserts would
-                // chain them (the links of a frame on a ring are unused; the frames are
-                // the pageset's, under its lock).
-                e.set_next(before);
-                if before != NIL {
-                    m[before as usize].set_prev(i);
-                }
-            } else {
-                core::hint::black_box(e.state());
-            }
-            if traced {
-                let s = ring.slot_of(ring.len() - 1 - j);
-                if j == 0 || s % 16 == 15 {
-                    r.pcp_array(cpu, pi as u8, s, false);
-                    since = 0;
-                }
-                since += 1;
-                r.frame_dep(zone.pfn_of(i), link && k == 0, since);
-            }
-            before = i;
-        }
     }
 }

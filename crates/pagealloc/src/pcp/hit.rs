@@ -11,11 +11,10 @@
 //! |---|---:|---:|---:|
 //! | `linux-6.12` (every kernel preset) | **257** | **254** | **267** |
 //! | `fast` (the ring-aware copy of the hit) | 289 | — | 279 |
-//! | `fast,own_bitmap=off,array_pcp=on` | 285 | — | — |
 //!
 //! Two copies of each hit are inlined, picked by one test per call
 //! (`Allocator::ring_hits`): one for linked lists, one that also serves rings
-//! (`own_bitmap`'s order-0 rings, `array_pcp`). The default pair pays 9 instructions for
+//! (`own_bitmap`'s order-0 rings). The default pair pays 9 instructions for
 //! that test (248 without it), which do not show in time; the rings' hits out of line
 //! cost 405 for `fast`. The hits have no report sites of the `access` seam (a sink turns
 //! them off, `Hot::no_hits`), so the feature costs them nothing (270 when each hit tested

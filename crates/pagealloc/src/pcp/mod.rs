@@ -9,8 +9,8 @@
 //!   `rmqueue_bulk`);
 //! - `drain.rs`: blocks handed back to the zone (`free_pcppages_bulk` in the kernel's
 //!   form, `drain_pages_zone`, the tick's `decay_pcp_high`), and `drain_fast.rs` beside
-//!   it, the drains of the switches that change no policy (spliced, paired and array
-//!   drains);
+//!   it, the drains of the switches that change no policy (spliced, paired drains and
+//!   the order-0 rings' drains);
 //! - `sizing.rs`: the pageset's bounds (`zone_set_pageset_high_and_batch`'s store, what
 //!   refills may add beyond `high`); the tuning functions themselves are in
 //!   [`crate::tune`];
@@ -31,9 +31,7 @@
 //! list's order — but with [`Config::own_bitmap`](crate::Config::own_bitmap) the order-0
 //! lists are [`Ring`]s (the others linked), and their frames read `Allocated`, order 0,
 //! their zone's ownership bits clear (their frees wrote nothing; docs/mechanisms.md
-//! A.13). With [`Config::array_pcp`](crate::Config::array_pcp) the lists are the
-//! [`Ring`]s (docs/mechanisms.md A.5) and the linked `lists` stay empty; without it, the
-//! rings stay empty.
+//! A.13); without it the rings stay empty.
 
 mod drain;
 mod drain_fast;
@@ -72,9 +70,8 @@ pub(crate) struct Pcp {
     /// pageset inside its bounds again; until then `validate` accepts the stale values.
     pub(crate) resized: bool,
     pub(crate) lists: [List; NR_PCP_LISTS],
-    /// With [`Config::array_pcp`](crate::Config::array_pcp) the lists are these rings and
-    /// `lists` stays empty; with [`Config::own_bitmap`](crate::Config::own_bitmap) the
-    /// order-0 lists are; otherwise these stay empty (and unallocated).
+    /// With [`Config::own_bitmap`](crate::Config::own_bitmap) the order-0 lists are these
+    /// rings; otherwise these stay empty (and unallocated).
     pub(crate) rings: [Ring; NR_PCP_LISTS],
     /// `Config::pcp_buddy`: the pageblocks this pageset owns (`pcp_buddy.rs`).
     pub(crate) owned: crate::pcp_buddy::Owned,
@@ -139,17 +136,15 @@ pub(crate) struct Hot {
     pub(crate) movable_zone: bool,
     /// `Config::poison` (memory-backed allocators): frees write the block first.
     pub(crate) poison: bool,
-    /// `orders` of an array pageset ([`Config::array_pcp`](crate::Config::array_pcp):
-    /// the lists are [`Pcp::rings`]); 0 with linked lists, and 0 while an access sink is
-    /// installed.
+    /// The orders whose lists are [`Pcp::rings`] (order 0 with
+    /// [`Config::own_bitmap`](crate::Config::own_bitmap)); 0 with linked lists, and 0
+    /// while an access sink is installed.
     pub(crate) ring_orders: u16,
     /// Bit `k`: blocks of order `k` are cached (`pcp_allowed_order`), on either kind of
     /// list: what the full paths test.
     pub(crate) cached: u16,
-    /// The lists are [`Pcp::rings`].
-    pub(crate) rings: bool,
-    /// The order-0 lists are [`Pcp::rings`] (all lists are with `rings`; with
-    /// [`Config::own_bitmap`](crate::Config::own_bitmap) only these).
+    /// The order-0 lists are [`Pcp::rings`]
+    /// ([`Config::own_bitmap`](crate::Config::own_bitmap)).
     pub(crate) rings0: bool,
 }
 
@@ -161,9 +156,7 @@ impl Hot {
                 orders |= 1 << k;
             }
         }
-        let (orders, ring_orders) = if cfg.array_pcp {
-            (0, orders)
-        } else if cfg.own_bitmap {
+        let (orders, ring_orders) = if cfg.own_bitmap {
             // `Config::own_bitmap`: the order-0 lists are rings, the others linked.
             (orders & !1, orders & 1)
         } else {
@@ -173,8 +166,7 @@ impl Hot {
             orders: crate::pcp_buddy::hit_orders(cfg, orders),
             ring_orders,
             cached: orders | ring_orders,
-            rings: cfg.array_pcp,
-            rings0: cfg.array_pcp || cfg.own_bitmap,
+            rings0: cfg.own_bitmap,
             thp_lists: cfg.thp_pcp_lists as u8,
             mt_cache: cfg.pcp_migratetype_cache,
             below_high: cfg.below_high,
@@ -208,16 +200,10 @@ impl Hot {
         order < 16 && bits & (1 << order) != 0
     }
 
-    /// Every list is one of [`Pcp::rings`].
-    #[inline(always)]
-    pub(crate) fn ring(&self) -> bool {
-        self.rings
-    }
-
     /// The lists of blocks of `order` are [`Pcp::rings`].
     #[inline(always)]
     pub(crate) fn ring_at(&self, order: u8) -> bool {
-        self.rings || (order == 0 && self.rings0)
+        order == 0 && self.rings0
     }
 }
 

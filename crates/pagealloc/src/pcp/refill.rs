@@ -153,7 +153,7 @@ impl Allocator {
                 st.cluster_cut.add(clusters as u64);
             }
         }
-        let ring = self.cfg.array_pcp || (self.cfg.own_bitmap && order == 0);
+        let ring = self.cfg.own_bitmap && order == 0;
         let own = ring && order == 0 && zone.own_bitmap();
         let before = pcp.lists[pi].tail();
         let taken_from = pcp.rings[pi].len();
@@ -185,8 +185,7 @@ impl Allocator {
             if !keep_mode {
                 mode = RmqueueMode::Normal;
             }
-            // With `refill_runs`, the blocks still needed as one run of the smallest block;
-            // with `refill_pairs`, both halves of a block of the next order at once.
+            // With `refill_runs`, the blocks still needed as one run of the smallest block.
             let run = if self.cfg.refill_runs {
                 b.take_run(order, mt, (n - got) as u64)
             } else {
@@ -196,15 +195,9 @@ impl Allocator {
             let typed = run.is_some() || self.cfg.pcp_migratetype_cache;
             let (pfn, blocks) = match run {
                 Some(r) => r,
-                None => match (self.cfg.refill_pairs && n - got >= 2)
-                    .then(|| b.take_pair(order, mt))
-                    .flatten()
-                {
-                    Some(pfn) => (pfn, 2),
-                    None => match b.take_mode(order, mt, aflags, &mut mode) {
-                        Some(pfn) => (pfn, 1),
-                        None => break,
-                    },
+                None => match b.take_mode(order, mt, aflags, &mut mode) {
+                    Some(pfn) => (pfn, 1),
+                    None => break,
                 },
             };
             for k in 0..blocks {

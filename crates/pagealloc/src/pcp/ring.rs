@@ -1,12 +1,11 @@
 //! [`Ring`]: a pageset list as an array of metadata indices
-//! ([`Config::array_pcp`](crate::Config::array_pcp)'s lists,
-//! [`Config::own_bitmap`](crate::Config::own_bitmap)'s order-0 lists), and its reported
+//! ([`Config::own_bitmap`](crate::Config::own_bitmap)'s order-0 lists), and its reported
 //! push and pop of a refill and a drain.
 
 use crate::zone::Rec;
 use alloc::vec::Vec;
 
-/// One list of an array pageset ([`Config::array_pcp`](crate::Config::array_pcp)): the
+/// One order-0 list of a pageset with [`Config::own_bitmap`](crate::Config::own_bitmap): the
 /// metadata indices of its blocks, head first, in a ring buffer of a power-of-two size
 /// that doubles when full (under the pageset's lock; it never shrinks, so it ends at the
 /// largest count the list has held).
