@@ -468,41 +468,12 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             _ => {}
         }
     }
-    // Each zone to the kernel's free pages plus its pagesets' pages (the seeds below
-    // take those) plus, in the highest zone, the blocks allocated before the trace.
     let pre_pages: u64 = pre.iter().map(|p| 1u64 << p.1).sum();
-    let targets: Vec<(usize, u64)> = zi
+    let normal = zi
         .populated()
-        .filter_map(|z| {
-            built
-                .zone_index(z.node, &z.name)
-                .map(|i| (i, z.free + z.pcp_pages().max(0) as u64))
-        })
-        .collect();
-    let normal = targets.iter().map(|t| t.0).max().unwrap_or(0);
-    let targets: Vec<(usize, u64)> = targets
-        .into_iter()
-        .map(|(z, f)| (z, if z == normal { f + pre_pages } else { f }))
-        .collect();
-    let (_occupied, short) = crate::twin::model::occupy(&a, &targets);
-    for z in short {
-        notes.push(format!(
-            "pagealloc: zone {} {} starts with more free pages than the kernel's (its low watermark stops the fill)",
-            built.zones[z].0, built.zones[z].1
-        ));
-    }
-    // Blocks allocated before the trace and freed in it.
-    let mut map: Live<Frame> = Live::new();
-    // Frees the trace shows without an allocation: taken from this pool by pfn.
-    let mut pool: HashMap<(u64, u8), Vec<Frame>> = HashMap::new();
-    let mut pre_failed = 0u64;
-    for &(pfn, order, mt) in &pre {
-        match a.alloc_on(0, order, gfp_of(1 << 10 | 1 << 11, mt), None) {
-            Ok(f) => pool.entry((pfn, order)).or_default().push(f),
-            Err(_) => pre_failed += 1,
-        }
-    }
-    a.drain_all_pages();
+        .filter_map(|z| built.zone_index(z.node, &z.name))
+        .max()
+        .unwrap_or(0);
     // Each CPU's pagesets as the kernel's were (`Allocator::seed_pageset`): its `high`,
     // each list the blocks the stream takes from it before its first refill, and the
     // rest of the kernel's count on a list the stream never takes from (so that the
@@ -554,6 +525,14 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             }
         }
     }
+    // Each pageset's free_count, from the kernel's first drain on a free of it.
+    let free_counts = super::start::free_counts(
+        ev,
+        zone_of,
+        |o| pcp_cached(o, thp),
+        |c, z| a.pcp_info(c as usize, z).map_or(1, |i| i.batch.max(1)),
+        built.config.batch_scale_max,
+    );
     for kz in zi.populated() {
         let Some(z) = built.zone_index(kz.node, &kz.name) else {
             continue;
@@ -612,25 +591,62 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
                     high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
                     lists: &lists,
                     alloc_factor,
-                    free_count: 0,
+                    free_count: free_counts.get(&(c as u32, z)).copied().unwrap_or(0),
                 },
             )
             .map_err(|e| TraceError::Failed(format!("seeding CPU {c}'s pageset: {e}")))?;
         }
+    }
+    // The zones' free lists as the kernel's were (trace::freelists), the blocks the trace
+    // frees without allocating them held where the kernel had them.
+    let spans: Vec<(u64, u64)> = built
+        .layout
+        .zones()
+        .map(|(_, zl)| (zl.start_pfn, zl.end_pfn()))
+        .collect();
+    let held = super::freelists::place_held(&a, &pre, &spans, normal);
+    let mut pool = held.pool;
+    // Blocks the trace allocates, by kernel pfn.
+    let mut map: Live<Frame> = Live::new();
+    let pre_failed = held.failed;
+    if held.moved > 0 {
+        notes.push(format!(
+            "{} blocks allocated before the trace held elsewhere in their zone than at their kernel pfn (a seeded pageset or a hole had it)",
+            held.moved
+        ));
+    }
+    let kfree = if h.start.pagetypeinfo.is_empty() {
+        Default::default()
+    } else {
+        // A table this cannot read costs the shape, not the replay.
+        super::pagetype::parse(&h.start.pagetypeinfo).unwrap_or_else(|e| {
+            notes.push(format!("the trace's start {e}: free lists not shaped"));
+            Default::default()
+        })
+    };
+    for kz in zi.populated() {
+        let Some(z) = built.zone_index(kz.node, &kz.name) else {
+            continue;
+        };
+        let shape = kfree.get(&(kz.node, kz.name.clone())).map(|k| {
+            let (s, note) = super::freelists::shape_of(k, kz.free);
+            notes.extend(note);
+            s
+        });
+        let hz = held.by_zone.get(&z).map_or(&[][..], Vec::as_slice);
+        let (start, end) = spans.get(z).copied().unwrap_or((0, 0));
+        let note = super::freelists::seed_zone(&a, z, (&kz.name, start, end), shape, kz.free, hz)
+            .map_err(|e| TraceError::Failed(format!("seeding the free lists: {e}")))?;
+        notes.push(note);
     }
     // Setting the zones up (filling and freeing them) left flags a drain or kswapd
     // would have cleared: the kernel's zones start above their high watermarks.
     for z in 0..a.nr_zones() {
         a.settle_zone_flags(z);
     }
-    // What ALLOC_NOFRAGMENT sees in each zone, the kernel's and pagealloc's (pagealloc's
-    // free lists are not shaped to the kernel's: docs/mechanisms.md §11.6).
-    if !h.start.pagetypeinfo.is_empty() {
-        // Only a note: a table this cannot read costs the comparison, not the replay.
-        let kfree = super::pagetype::parse(&h.start.pagetypeinfo).unwrap_or_else(|e| {
-            notes.push(format!("the trace's start {e}: free lists not compared"));
-            Default::default()
-        });
+    // What ALLOC_NOFRAGMENT sees in each zone, the kernel's and pagealloc's after the
+    // seed (docs/mechanisms.md §11.6).
+    {
         for (z, (_, zl)) in built.layout.zones().enumerate() {
             let (node, name) = &built.zones[z];
             if let Some(k) = kfree.get(&(*node, name.clone())) {
@@ -884,11 +900,11 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         notes.push(format!("{freed_before} frees of blocks allocated before the trace that pagealloc could not pre-allocate (skipped)"));
     }
     if pre_failed > 0 {
-        notes.push(format!("{pre_failed} blocks allocated before the trace could not be pre-allocated in pagealloc"));
+        notes.push(format!("{pre_failed} blocks allocated before the trace found no free place in pagealloc's zone to be held at"));
     }
     if !pre.is_empty() {
         notes.push(format!(
-            "{} blocks ({} pages) freed in the trace were allocated before it began: pagealloc allocated them before the replay",
+            "{} blocks ({} pages) freed in the trace were allocated before it began: pagealloc held them before the replay",
             pre.len(),
             pre_pages
         ));

@@ -454,10 +454,37 @@ impl Allocator {
             let user_held = plan.hold.len();
             // Largest chunks first: whole pageblocks take the pageblock-order blocks and
             // the sub-pageblock ones; pieces smaller than a pageblock keep its type.
-            let mut order: Vec<(u64, u8)> = chunks.into_iter().collect();
+            let mut order: Vec<(u64, u8)> = chunks.iter().map(|(&s, &o)| (s, o)).collect();
             order.sort_by_key(|&(s, o)| (core::cmp::Reverse(o), s));
+            // Chunks listed whole: a chunk's buddy of its order is not free unless it is
+            // another chunk (two pageblocks of types that did not merge), listed whole too.
+            let mut whole: BTreeMap<u64, ()> = BTreeMap::new();
             for (s, co) in order {
                 let current = z.pageblock_mt(s);
+                let buddy = s ^ (1u64 << co);
+                let alone = co < MAX_ORDER
+                    && (chunks.get(&buddy) != Some(&co) || !whole.contains_key(&buddy));
+                let t = if co == PAGEBLOCK_ORDER {
+                    (0..NR_PCPTYPES).find(|&t| plan.want[t][co as usize] > 0)
+                } else {
+                    let t = plan
+                        .pb_type
+                        .get(&(s >> PAGEBLOCK_ORDER))
+                        .copied()
+                        .unwrap_or(current);
+                    ((t as usize) < NR_PCPTYPES && plan.want[t as usize][co as usize] > 0)
+                        .then_some(t as usize)
+                };
+                if let (true, Some(t)) = (alone, t) {
+                    plan.want[t][co as usize] -= 1;
+                    let mt = MigrateType::ALL[t];
+                    plan.place.push((s, co, mt));
+                    if co == PAGEBLOCK_ORDER && current != mt {
+                        plan.retype.push((s, mt));
+                    }
+                    whole.insert(s, ());
+                    continue;
+                }
                 if co == MAX_ORDER {
                     if let Some(t) = (0..NR_PCPTYPES).find(|&t| plan.want[t][co as usize] > 0) {
                         plan.want[t][co as usize] -= 1;
