@@ -39,10 +39,10 @@ pub type Shape = [[u64; ORDERS]; 3];
 /// let z = &parse(text)?[&(0, "Normal".to_string())];
 /// let (s, note) = shape_of(z, 20);
 /// assert_eq!(s[0][..3], [4, 0, 1]);
-/// assert_eq!(s[1][..3], [2 + 2, 4, 0]); // HighAtomic's block and 2 pages more
+/// assert_eq!(s[1][..3], [2, 3 + 1 + 1, 0]); // HighAtomic's block, and 2 pages more
 /// assert!(note.unwrap().contains("HighAtomic"));
-/// let (s, _) = shape_of(z, 12); // 4 pages less: Movable's smallest blocks go first
-/// assert_eq!((s[0][..3], s[1][..3]), ([4, 0, 1], [0, 3, 0]));
+/// let (s, _) = shape_of(z, 12); // 6 pages less: Movable's smallest blocks go first
+/// assert_eq!((&s[0][..3], &s[1][..3]), (&[4, 0, 1][..], &[0, 2, 0][..]));
 /// # Ok::<(), String>(())
 /// ```
 pub fn shape_of(k: &ZoneFree, free: u64) -> (Shape, Option<String>) {
