@@ -216,9 +216,9 @@ pub fn place_held(
     h
 }
 
-/// pagealloc's own free lists of the zone spanning `[start, end)`, as a [`Shape`].
-fn current(a: &Allocator, start: u64, end: u64) -> Shape {
-    let f = super::pagetype::of_allocator(a, start, end);
+/// pagealloc's own free lists of zone `z`, as a [`Shape`].
+fn current(a: &Allocator, z: usize) -> Shape {
+    let f = super::pagetype::of_allocator(a, z);
     let mut s: Shape = [[0; ORDERS]; 3];
     for (t, name) in ["Unmovable", "Movable", "Reclaimable"].iter().enumerate() {
         if let Some(v) = f.by_type.get(*name) {
@@ -230,7 +230,7 @@ fn current(a: &Allocator, start: u64, end: u64) -> Shape {
     s
 }
 
-/// Seeds zone `z` (spanning `[start, end)`) with free lists: `shape` (the kernel's),
+/// Seeds zone `z` (named `name`) with free lists: `shape` (the kernel's),
 /// less its largest movable blocks where it does not fit (up to a quarter of the pages);
 /// where it cannot be placed (a zone whose start is not aligned as the kernel's, such as
 /// DMA from pfn 1, lacks the order-10 places), [`unfragmented`] of the zone's free pages;
@@ -239,7 +239,7 @@ fn current(a: &Allocator, start: u64, end: u64) -> Shape {
 pub fn seed_zone(
     a: &Allocator,
     z: usize,
-    (name, start, end): (&str, u64, u64),
+    name: &str,
     shape: Option<Shape>,
     free: u64,
     held: &[(Frame, MigrateType)],
@@ -293,7 +293,7 @@ pub fn seed_zone(
         }
         Err(e) => why.push_str(&format!("; nor whole blocks ({e})")),
     }
-    let own = current(a, start, end);
+    let own = current(a, z);
     match seed(own) {
         Ok(r) => Ok(format!(
             "zone {name}: {why}: pagealloc's own {} free pages kept",

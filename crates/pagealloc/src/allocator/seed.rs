@@ -29,7 +29,9 @@
 //! tick that finds it inside its bounds clears the mark.
 
 use super::Allocator;
-use crate::frame::{Frame, MigrateType, Pfn, MAX_ORDER, NR_ORDERS, NR_PCPTYPES, PAGEBLOCK_ORDER};
+use crate::frame::{
+    Frame, MigrateType, Pfn, MAX_ORDER, NR_MIGRATETYPES, NR_ORDERS, NR_PCPTYPES, PAGEBLOCK_ORDER,
+};
 use crate::memmap::State;
 use crate::pcp::{Pageset, PcpList};
 use crate::stats::PcpInfo;
@@ -338,6 +340,30 @@ fn chunk_holding(chunks: &BTreeMap<u64, u8>, pfn: u64, order: u8) -> Option<(u64
 }
 
 impl Allocator {
+    /// Zone `zone`'s free blocks per migratetype and order (`free_area[order]
+    /// .free_list[mt]` lengths, `/proc/pagetypeinfo`'s table): what
+    /// [`Allocator::seed_free_lists`] shapes. `None` for a zone that does not exist.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Layout, MigrateType};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 1), Config::default())?;
+    /// let t = a.free_lists(0).unwrap();
+    /// assert_eq!(t[MigrateType::Movable as usize][10], 256); // fresh: whole order-10 blocks
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn free_lists(&self, zone: usize) -> Option<[[u64; NR_ORDERS]; NR_MIGRATETYPES]> {
+        let z = self.zones.get(zone)?;
+        let g = z.lock_inspect();
+        let mut t = [[0u64; NR_ORDERS]; NR_MIGRATETYPES];
+        for (o, lists) in g.free.lists.iter().enumerate() {
+            for (mt, l) in lists.iter().enumerate() {
+                t[mt][o] = u64::from(l.len());
+            }
+        }
+        Some(t)
+    }
+
     /// Give zone `zone`'s free lists the shape of `seed`: every block now free in the
     /// zone's buddy lists (not isolated) is taken off them; `seed.held` is marked
     /// allocated where it is; `seed.free`'s blocks are listed, each inside a pageblock of

@@ -366,8 +366,7 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             s
         });
         let hz = held.by_zone.get(&z).map_or(&[][..], Vec::as_slice);
-        let (start, end) = spans.get(z).copied().unwrap_or((0, 0));
-        let note = super::freelists::seed_zone(&a, z, (&kz.name, start, end), shape, kz.free, hz)
+        let note = super::freelists::seed_zone(&a, z, &kz.name, shape, kz.free, hz)
             .map_err(|e| TraceError::Failed(format!("seeding the free lists: {e}")))?;
         notes.push(note);
     }
@@ -379,10 +378,10 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     // What ALLOC_NOFRAGMENT sees in each zone, the kernel's and pagealloc's after the
     // seed (docs/mechanisms.md §11.6).
     {
-        for (z, (_, zl)) in built.layout.zones().enumerate() {
+        for z in 0..built.zones.len() {
             let (node, name) = &built.zones[z];
             if let Some(k) = kfree.get(&(*node, name.clone())) {
-                let p = super::pagetype::of_allocator(&a, zl.start_pfn, zl.end_pfn());
+                let p = super::pagetype::of_allocator(&a, z);
                 notes.push(super::pagetype::compare(k, &p, *node, name));
             }
         }
