@@ -288,6 +288,17 @@ fn free_list_seeds_refuse_before_changing() {
         ),
         Err(SeedError::HeldNotFree { .. })
     ));
+    let iso = [(Frame::new(Pfn(0x10_0000), 0), MigrateType::Isolate)];
+    assert!(matches!(
+        a.seed_free_lists(
+            1,
+            &FreeListSeed {
+                free: [[0; 11]; 3],
+                held: &iso
+            }
+        ),
+        Err(SeedError::NotAPcpList { .. })
+    ));
     let mut free = [[0u64; 11]; 3];
     free[0][0] = 5000; // each order-0 block keeps its buddy held: 10 000 pages > 8192
     assert!(matches!(

@@ -253,8 +253,8 @@ pub struct FreeListSeed<'a> {
     /// (Unmovable, Movable, Reclaimable by their index) and `order`.
     pub free: [[u64; NR_ORDERS]; NR_PCPTYPES],
     /// Blocks to leave allocated exactly where they are (each wholly free in the zone
-    /// before the seed; pairwise disjoint), with the type of their pageblocks: a caller
-    /// frees them later as it frees any block it allocated.
+    /// before the seed; pairwise disjoint), with the type of their pageblocks (a pcp
+    /// type): a caller frees them later as it frees any block it allocated.
     pub held: &'a [(Frame, MigrateType)],
 }
 
@@ -434,6 +434,11 @@ impl Allocator {
             let mut held_pages = 0u64;
             for &(f, mt) in seed.held {
                 let (pfn, o) = (f.pfn.0, f.order);
+                if mt as usize >= NR_PCPTYPES {
+                    // A pageblock is typed Unmovable, Movable or Reclaimable here; the
+                    // reserve and isolation have their own paths.
+                    return Err(SeedError::NotAPcpList { order: o, mt });
+                }
                 let not_free = SeedError::HeldNotFree {
                     pfn: f.pfn,
                     order: o,
