@@ -139,7 +139,10 @@ mod ticker;
 pub mod x86_64;
 
 pub use access::{Access, AccessSink, Line, ZoneLine};
-pub use allocator::{Allocator, BuildError, BulkFreeError, PagesetSeed, SeedError, SeedList};
+pub use allocator::{
+    Allocator, BuildError, BulkFreeError, FreeListSeed, FreeListsSeeded, PagesetSeed, SeedError,
+    SeedList,
+};
 pub use config::{Config, ConfigError, Preset, ThpPcpLists, POISON_BYTE};
 pub use frame::{
     AllocError, Frame, FreeError, Gfp, MigrateType, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE,

@@ -162,3 +162,154 @@ fn seeds_replace_and_refuse() {
     a.drain_all_pages();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
 }
+
+/// DMA32 (zone 0) and Normal (zone 1), 8192 pages each, one CPU.
+fn dma32_normal(cfg: &str) -> Allocator {
+    use pagealloc::{CpuLayout, NodeLayout, ZoneKind, ZoneLayout};
+    let layout = Layout {
+        nodes: vec![NodeLayout {
+            zones: vec![
+                ZoneLayout::new(ZoneKind::Dma32, 0x1000, 0x2000),
+                ZoneLayout::new(ZoneKind::Normal, 0x10_0000, 0x2000),
+            ],
+            distance: vec![],
+        }],
+        cpus: vec![CpuLayout {
+            node: 0,
+            llc_slice_bytes: 2 << 20,
+            online: true,
+        }],
+    };
+    let c = Config {
+        min_free_kbytes: Some(0),
+        watermark_scale_factor: 1,
+        thp: false,
+        fixed_batch: Some(15),
+        ..cfg.parse::<Config>().unwrap()
+    };
+    Allocator::new(&layout, c).unwrap()
+}
+
+/// Free blocks of each type at each order in zone `z`, walked frame by frame.
+fn shape(a: &Allocator, start: u64, end: u64) -> [[u64; 11]; 5] {
+    let mut s = [[0u64; 11]; 5];
+    let mut pfn = start;
+    while pfn < end {
+        match a.free_block_of(pagealloc::Pfn(pfn)) {
+            Some((h, o, mt)) if h.0 == pfn => {
+                s[mt as usize][o as usize] += 1;
+                pfn += 1 << o;
+            }
+            _ => pfn += 1,
+        }
+    }
+    s
+}
+
+/// A Normal zone seeded as the kernel's fragmented one (movable pages free in small
+/// blocks, no unmovable page, no free pageblock) has exactly that shape; with
+/// `ALLOC_NOFRAGMENT` (`linux-6.18`) an unmovable page then comes from DMA32, without
+/// it from Normal by stealing from a small movable block; on the unshaped zone
+/// `linux-6.18` claims one of Normal's free pageblocks.
+#[test]
+fn seeded_free_lists_send_an_unmovable_refill_to_dma32() {
+    use pagealloc::{Frame, FreeListSeed, Pfn};
+    let mut free = [[0u64; 11]; 3];
+    free[MigrateType::Movable as usize][..4].copy_from_slice(&[300, 200, 100, 50]);
+    free[MigrateType::Reclaimable as usize][0] = 40;
+    let held = [(Frame::new(Pfn(0x10_0400), 3), MigrateType::Unmovable)];
+    for (cfg, shaped, zone) in [
+        ("linux-6.18", true, 0),
+        ("linux-6.18,nofragment=off", true, 1),
+        ("linux-6.18", false, 1),
+    ] {
+        let a = dma32_normal(cfg);
+        if shaped {
+            let s = a
+                .seed_free_lists(1, &FreeListSeed { free, held: &held })
+                .unwrap();
+            let pages = 300 + 400 + 400 + 400 + 40;
+            assert_eq!((s.free, s.held), (pages, 8));
+            assert_eq!(s.free + s.held + s.held_back, 0x2000);
+            let got = shape(&a, 0x10_0000, 0x10_2000);
+            assert_eq!(got[MigrateType::Movable as usize][..4], [300, 200, 100, 50]);
+            assert_eq!(got[MigrateType::Reclaimable as usize][0], 40);
+            assert_eq!(got.iter().flatten().sum::<u64>(), 690, "{got:?}");
+            assert_eq!(a.zone_info(1).unwrap().free, pages);
+            a.validate().unwrap();
+        }
+        a.reset_counters();
+        let u = a.alloc_on(0, 0, Gfp::KERNEL, None).unwrap();
+        let c = a.counters();
+        assert_eq!(a.zone_of_pfn(u.pfn), Some(zone), "{cfg} shaped {shaped}");
+        assert_eq!(c.pcp_refill, 1, "{cfg}");
+        assert_eq!(
+            c.fallback, 1,
+            "{cfg}: no unmovable block anywhere, one fallback"
+        );
+        a.free_on(0, u).unwrap();
+        if shaped {
+            a.free_on(0, held[0].0).unwrap();
+        }
+        a.validate().unwrap();
+    }
+}
+
+/// A held block that is not free, or more free blocks than the zone can place, is
+/// refused before anything changed.
+#[test]
+fn free_list_seeds_refuse_before_changing() {
+    use pagealloc::{Frame, FreeListSeed, Pfn};
+    let a = dma32_normal("linux-6.18");
+    let f = a.alloc_on(0, 2, Gfp::USER, None).unwrap();
+    let before = (a.zone_info(0).unwrap(), a.zone_info(1).unwrap());
+    let held = [(f, MigrateType::Movable)];
+    assert_eq!(
+        a.seed_free_lists(
+            a.zone_of_pfn(f.pfn).unwrap(),
+            &FreeListSeed {
+                free: [[0; 11]; 3],
+                held: &held
+            }
+        ),
+        Err(SeedError::HeldNotFree {
+            pfn: f.pfn,
+            order: 2
+        })
+    );
+    let odd = [(Frame::new(Pfn(0x10_0001), 1), MigrateType::Movable)];
+    assert!(matches!(
+        a.seed_free_lists(
+            1,
+            &FreeListSeed {
+                free: [[0; 11]; 3],
+                held: &odd
+            }
+        ),
+        Err(SeedError::HeldNotFree { .. })
+    ));
+    let iso = [(Frame::new(Pfn(0x10_0000), 0), MigrateType::Isolate)];
+    assert!(matches!(
+        a.seed_free_lists(
+            1,
+            &FreeListSeed {
+                free: [[0; 11]; 3],
+                held: &iso
+            }
+        ),
+        Err(SeedError::NotAPcpList { .. })
+    ));
+    let mut free = [[0u64; 11]; 3];
+    free[0][0] = 5000; // each order-0 block keeps its buddy held: 10 000 pages > 8192
+    assert!(matches!(
+        a.seed_free_lists(1, &FreeListSeed { free, held: &[] }),
+        Err(SeedError::FreeListsDoNotFit { zone: 1, .. })
+    ));
+    assert!(matches!(
+        a.seed_free_lists(2, &FreeListSeed::default()),
+        Err(SeedError::NoSuchPageset { .. })
+    ));
+    assert_eq!(before, (a.zone_info(0).unwrap(), a.zone_info(1).unwrap()));
+    a.free_on(0, f).unwrap();
+    a.validate().unwrap();
+}

@@ -27,9 +27,11 @@
 //! recording starts show only as allocations without a refill.
 
 pub mod format;
+pub mod freelists;
 pub mod pagetype;
 pub mod record;
 pub mod replay;
+pub mod start;
 
 use std::fmt;
 

@@ -5,7 +5,7 @@
 //! Only the "Free pages count per migrate type at order" table is read: one row per
 //! node, zone and type, one column per order (counts of free blocks, not pages).
 
-use pagealloc::{Allocator, MigrateType, Pfn};
+use pagealloc::{Allocator, MigrateType};
 use std::collections::BTreeMap;
 
 /// Pageblock order (9 on the x86-64 kernels traced here, as in pagealloc).
@@ -104,30 +104,21 @@ pub fn parse(text: &str) -> Result<BTreeMap<(usize, String), ZoneFree>, String> 
     Ok(out)
 }
 
-/// The same table for pagealloc's zone `z`, read off its free blocks (walked by
-/// [`Allocator::free_block_of`] over the zone's frames `[start, end)`).
-pub fn of_allocator(a: &Allocator, start: u64, end: u64) -> ZoneFree {
+/// The same table for pagealloc's zone `z` ([`Allocator::free_lists`]).
+pub fn of_allocator(a: &Allocator, z: usize) -> ZoneFree {
     let mut zf = ZoneFree::default();
-    let mut pfn = start;
-    while pfn < end {
-        match a.free_block_of(Pfn(pfn)) {
-            Some((head, order, mt)) if head.0 == pfn => {
-                let name = match mt {
-                    MigrateType::Unmovable => "Unmovable",
-                    MigrateType::Movable => "Movable",
-                    MigrateType::Reclaimable => "Reclaimable",
-                    MigrateType::HighAtomic => "HighAtomic",
-                    _ => "Isolate",
-                };
-                let v = zf
-                    .by_type
-                    .entry(name.to_string())
-                    .or_insert_with(|| vec![0; usize::from(pagealloc::MAX_ORDER) + 1]);
-                v[usize::from(order)] += 1;
-                pfn += 1u64 << order;
-            }
-            _ => pfn += 1,
-        }
+    let Some(t) = a.free_lists(z) else {
+        return zf;
+    };
+    for mt in MigrateType::ALL {
+        let name = match mt {
+            MigrateType::Unmovable => "Unmovable",
+            MigrateType::Movable => "Movable",
+            MigrateType::Reclaimable => "Reclaimable",
+            MigrateType::HighAtomic => "HighAtomic",
+            MigrateType::Isolate => "Isolate",
+        };
+        zf.by_type.insert(name.to_string(), t[mt as usize].to_vec());
     }
     zf
 }

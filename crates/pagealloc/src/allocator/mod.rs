@@ -24,7 +24,7 @@ mod hotplug;
 mod inspect;
 mod nolock;
 mod seed;
-pub use seed::{PagesetSeed, SeedError, SeedList};
+pub use seed::{FreeListSeed, FreeListsSeeded, PagesetSeed, SeedError, SeedList};
 
 use crate::config::{Config, ConfigError};
 use crate::frame::FreeError;

@@ -9,14 +9,16 @@
 //!    other one is the decay tick's or a drain of the whole CPU.
 //! 2. pagealloc is built from the trace's start zoneinfo and sysctls (the twin's
 //!    [`crate::twin::layout::build`]; CPU `c` is kernel CPU `c`, pfns are the kernel's),
-//!    its zones brought to the kernel's free pages plus its pagesets' pages, the blocks
-//!    that the trace frees without having seen them allocated (allocated before it
-//!    began) allocated up front, and every CPU's pageset in every zone started at the
-//!    kernel's `high` and count ([`Allocator::seed_pageset`]): each list holds the
-//!    blocks the stream takes from it before the kernel's first refill of it (the
-//!    deepest the stream takes the list below its start), the rest of the count on a
-//!    list the stream does not take from; its `alloc_factor` from the kernel's first
-//!    order-0 refill of it (`batch << alloc_factor` when uncapped).
+//!    every CPU's pageset in every zone started at the kernel's `high` and count
+//!    ([`Allocator::seed_pageset`]): each list holds the blocks the stream takes from it
+//!    before the kernel's first refill of it (the deepest the stream takes the list below
+//!    its start), the rest of the count on a list the stream does not take from; its
+//!    `alloc_factor` from the kernel's first order-0 refill of it (`batch <<
+//!    alloc_factor` when uncapped), its `free_count` from the kernel's first drain on a
+//!    free of it (trace::start). Then each zone's free lists take the kernel's shape
+//!    (`/proc/pagetypeinfo`; trace::freelists, [`Allocator::seed_free_lists`]), the
+//!    blocks the trace frees without having seen them allocated (allocated before it
+//!    began) held at their kernel pfns.
 //! 3. Every allocation and free is replayed on its CPU in time order on a
 //!    [`ManualPlatform`] clock set to the event's time. Each CPU's decay tick
 //!    (`vmstat_update`) runs every second at the phase of the kernel's first drain that
@@ -27,308 +29,38 @@
 //!    same one. Each operation's trips are the difference of its CPU's counters around
 //!    it; a tick's drains are one trip, as the kernel's events show 6.18.7's chunks.
 //!
+//! # Files
+//! This file builds and runs the replay; `trips` has the two sides' trips (the kernel's
+//! events, pagealloc's counters), the kernel's live blocks, the request flags, the
+//! preset for a release and the tick plan; `report` the report, its tables and files.
+//! The start state is built with trace::freelists (the zones' free lists) and
+//! trace::start (`free_count`).
+//!
 //! What still differs from the kernel and why: tests/data/traces/README.md.
+
+mod report;
+mod trips;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use pagealloc::os::zoneinfo::KernelZoneinfo;
-use pagealloc::{Allocator, Config, Counters, Frame, Gfp, ManualPlatform};
-use serde::Serialize;
+use pagealloc::{Allocator, Config, Frame, ManualPlatform};
 
 use super::format::{self, Event, EventKind, Header};
 use super::{TraceError, DEFAULT_CONFIG};
-use crate::report::plot::{self, Chart, Series};
 use crate::twin::layout;
+use report::line;
+pub use report::{side_by_side, text, write_files, Line, ReplayReport};
+pub use trips::{gfp_of, kernel_trips, preset_for, Side, Trip};
+use trips::{push_trips, Cause, Freed, Live, TickPlan};
 
 /// Relative tolerance of a verdict.
 pub const TOLERANCE: f64 = 0.05;
 
 /// Trace seconds between samples of `high`.
 const SAMPLE_NS: u64 = 10_000_000;
-
-/// One trip: when, how many pages.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Trip {
-    /// Seconds into the trace.
-    pub t: f64,
-    /// Pages moved.
-    pub pages: u64,
-    /// A drain on a free (not the tick's or a whole-CPU drain).
-    pub on_free: bool,
-}
-
-/// Trips of one side on one CPU.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Side {
-    /// Refill trips.
-    pub refills: Vec<Trip>,
-    /// Drain trips.
-    pub drains: Vec<Trip>,
-}
-
-impl Side {
-    fn sum(v: &[Trip]) -> u64 {
-        v.iter().map(|t| t.pages).sum()
-    }
-    fn median(v: &[Trip]) -> f64 {
-        let mut p: Vec<u64> = v.iter().map(|t| t.pages).collect();
-        if p.is_empty() {
-            return 0.0;
-        }
-        p.sort_unstable();
-        let n = p.len();
-        if n % 2 == 1 {
-            p[n / 2] as f64
-        } else {
-            (p[n / 2 - 1] + p[n / 2]) as f64 / 2.0
-        }
-    }
-}
-
-/// One line of the comparison.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Line {
-    /// `total` or `cpu N`.
-    pub scope: String,
-    /// What is compared.
-    pub what: String,
-    /// The kernel's value.
-    pub kernel: f64,
-    /// pagealloc's.
-    pub pagealloc: f64,
-    /// Within the tolerance (medians: equal).
-    pub agree: bool,
-}
-
-fn line(scope: &str, what: &str, k: f64, p: f64, exact: bool) -> Line {
-    let agree = if exact {
-        k == p
-    } else {
-        (p - k).abs() <= TOLERANCE * k.abs() || (k == 0.0 && p == 0.0)
-    };
-    Line {
-        scope: scope.into(),
-        what: what.into(),
-        kernel: k,
-        pagealloc: p,
-        agree,
-    }
-}
-
-/// What the replay found.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReplayReport {
-    /// The trace file.
-    pub file: String,
-    /// Kernel release of the recording.
-    pub kernel_release: String,
-    /// The command recorded.
-    pub command: Vec<String>,
-    /// The config replayed.
-    pub config: String,
-    /// Which preset fits the recording kernel.
-    pub preset_note: String,
-    /// Seconds of trace.
-    pub seconds: f64,
-    /// Events replayed (allocations + frees).
-    pub replayed: u64,
-    /// Sum of the totals' kernel refill trips.
-    pub refill_trips_kernel: u64,
-    /// pagealloc's.
-    pub refill_trips_pagealloc: u64,
-    /// Kernel drain trips.
-    pub drain_trips_kernel: u64,
-    /// pagealloc's.
-    pub drain_trips_pagealloc: u64,
-    /// Kernel pages refilled.
-    pub pages_refilled_kernel: u64,
-    /// pagealloc's.
-    pub pages_refilled_pagealloc: u64,
-    /// Kernel pages drained.
-    pub pages_drained_kernel: u64,
-    /// pagealloc's.
-    pub pages_drained_pagealloc: u64,
-    /// pagealloc's drains that were free_high drains.
-    pub free_high_pagealloc: u64,
-    /// The lines with verdicts, total first.
-    pub lines: Vec<Line>,
-    /// Per CPU that did anything: (cpu, kernel, pagealloc).
-    pub cpus: Vec<(u32, Side, Side)>,
-    /// Per CPU: pagealloc's `high` (summed over zones) every 10 ms of trace time.
-    pub high_pagealloc: Vec<(u32, Vec<(f64, i64)>)>,
-    /// Per CPU: the kernel's `high` (summed over zones) at the start and at the end.
-    pub high_kernel: Vec<(u32, i64, i64)>,
-    /// Allocations and frees in interrupt context.
-    pub interrupt_ops: u64,
-    /// Frees of blocks allocated before the trace began.
-    pub freed_before_trace: u64,
-    /// Allocations by THP-sized (order-9) blocks.
-    pub order9_allocs: u64,
-    /// pagealloc allocations that failed.
-    pub failed_allocs: u64,
-    /// Each CPU's pageset in the zone the stream mostly uses (the highest populated
-    /// one), at the start: (cpu, kernel count, pagealloc count, kernel high,
-    /// pagealloc high).
-    pub start_pcp: Vec<(u32, i64, i64, i64, i64)>,
-    /// Things the reader should know.
-    pub notes: Vec<String>,
-}
-
-/// Which config fits a kernel release, and a sentence saying so: the twin's table
-/// ([`config_for_release`](crate::twin::host::config_for_release)) from 6.7 on, `base`
-/// for 6.0-6.6 (before the PCP auto-tuning series), none before 6.0.
-pub fn preset_for(release: &str) -> (Option<String>, String) {
-    if let Some((c, why)) = crate::twin::host::config_for_release(release) {
-        return (Some(c.to_string()), format!("kernel {release}: {why}"));
-    }
-    let mut it = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<u32>().unwrap_or(0));
-    let (maj, min) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
-    let (p, why) = if maj == 6 && min < 7 {
-        (
-            Some("base".to_string()),
-            "before the PCP auto-tuning series: `base` (6.6) fits",
-        )
-    } else {
-        (None, "older than 6.0: no preset models its pagesets")
-    };
-    (p, format!("kernel {release}: {why}"))
-}
-
-/// Blocks the kernel handed out and has not freed, by first pfn. A block the kernel
-/// split (`split_page`: one allocation, its pages freed one by one) is freed in
-/// pagealloc when its last page is.
-struct Live<T> {
-    blocks: HashMap<u64, (u8, u64, T)>,
-}
-
-/// What a free found.
-enum Freed<T> {
-    /// The whole block (or its last page): free this.
-    Whole(T),
-    /// A page of a split block whose other pages are still out.
-    Part,
-    /// Nothing the trace allocated.
-    Unknown,
-}
-
-impl<T> Live<T> {
-    fn new() -> Self {
-        Live {
-            blocks: HashMap::new(),
-        }
-    }
-    fn insert(&mut self, pfn: u64, order: u8, v: T) -> Option<T> {
-        self.blocks
-            .insert(pfn, (order, 1u64 << order.min(20), v))
-            .map(|x| x.2)
-    }
-    fn free(&mut self, pfn: u64, order: u8) -> Freed<T> {
-        for o in order..=pagealloc::MAX_ORDER {
-            let head = pfn & !((1u64 << o) - 1);
-            let Some(b) = self.blocks.get_mut(&head) else {
-                continue;
-            };
-            if b.0 < o || (b.0 == order && head != pfn) {
-                continue;
-            }
-            b.1 = b.1.saturating_sub(1u64 << order.min(20));
-            if b.1 == 0 {
-                let (_, _, v) = self.blocks.remove(&head).expect("present");
-                return Freed::Whole(v);
-            }
-            return Freed::Part;
-        }
-        Freed::Unknown
-    }
-}
-
-/// The kernel's trips per CPU.
-pub fn kernel_trips(events: &[Event]) -> HashMap<u32, Side> {
-    let mut sides: HashMap<u32, Side> = HashMap::new();
-    // Per CPU: the kind of the previous page event and whether a run is open.
-    let mut prev: HashMap<u32, EventKind> = HashMap::new();
-    let mut before_drain: HashMap<u32, EventKind> = HashMap::new();
-    for e in events.iter().filter(|e| e.kind.is_page()) {
-        let s = sides.entry(e.cpu).or_default();
-        let p = prev.get(&e.cpu).copied();
-        let pages = 1u64 << e.order.min(20);
-        match e.kind {
-            EventKind::ZoneLocked if e.aux != 0 => {
-                let t = e.ts as f64 / 1e9;
-                if p == Some(EventKind::ZoneLocked) {
-                    if let Some(last) = s.refills.last_mut() {
-                        last.pages += pages;
-                    }
-                } else {
-                    s.refills.push(Trip {
-                        t,
-                        pages,
-                        on_free: false,
-                    });
-                }
-            }
-            EventKind::PcpuDrain => {
-                let t = e.ts as f64 / 1e9;
-                if p == Some(EventKind::PcpuDrain) {
-                    if let Some(last) = s.drains.last_mut() {
-                        last.pages += pages;
-                    }
-                } else {
-                    let b = p.unwrap_or(EventKind::Alloc);
-                    before_drain.insert(e.cpu, b);
-                    let on_free = matches!(b, EventKind::Free | EventKind::FreeBatched);
-                    s.drains.push(Trip { t, pages, on_free });
-                }
-            }
-            _ => {}
-        }
-        // A zone_locked event without percpu_refill ends a refill run too.
-        let k = if e.kind == EventKind::ZoneLocked && e.aux == 0 {
-            EventKind::Alloc
-        } else {
-            e.kind
-        };
-        prev.insert(e.cpu, k);
-    }
-    sides
-}
-
-/// The pagealloc flags of a kernel request: its migratetype, `__GFP_HIGH` (bit 5),
-/// no `__GFP_DIRECT_RECLAIM` (bit 10) = atomic, `__GFP_KSWAPD_RECLAIM` (bit 11),
-/// `__GFP_NORETRY` (bit 16), `__GFP_THISNODE` (bit 21): the bit numbers of
-/// include/linux/gfp_types.h, the same from 6.0 to 6.18.
-pub fn gfp_of(kernel_gfp: u64, mt: i8) -> Gfp {
-    let bit = |b: u32| kernel_gfp & (1 << b) != 0;
-    let mut g = match mt {
-        1 => Gfp::MOVABLE,
-        2 => Gfp::RECLAIMABLE,
-        0 => Gfp(0),
-        _ if bit(3) => Gfp::MOVABLE,
-        _ if bit(4) => Gfp::RECLAIMABLE,
-        _ => Gfp(0),
-    };
-    if bit(5) {
-        g = g | Gfp::HIGH;
-    }
-    if !bit(10) {
-        g = g | Gfp::ATOMIC;
-    }
-    if bit(11) {
-        g = g | Gfp::KSWAPD;
-    }
-    if bit(16) {
-        g = g | Gfp::NORETRY;
-    }
-    if bit(21) {
-        g = g | Gfp::THISNODE;
-    }
-    g
-}
 
 /// Options of a replay.
 #[derive(Clone, Debug, Default)]
@@ -468,41 +200,12 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             _ => {}
         }
     }
-    // Each zone to the kernel's free pages plus its pagesets' pages (the seeds below
-    // take those) plus, in the highest zone, the blocks allocated before the trace.
     let pre_pages: u64 = pre.iter().map(|p| 1u64 << p.1).sum();
-    let targets: Vec<(usize, u64)> = zi
+    let normal = zi
         .populated()
-        .filter_map(|z| {
-            built
-                .zone_index(z.node, &z.name)
-                .map(|i| (i, z.free + z.pcp_pages().max(0) as u64))
-        })
-        .collect();
-    let normal = targets.iter().map(|t| t.0).max().unwrap_or(0);
-    let targets: Vec<(usize, u64)> = targets
-        .into_iter()
-        .map(|(z, f)| (z, if z == normal { f + pre_pages } else { f }))
-        .collect();
-    let (_occupied, short) = crate::twin::model::occupy(&a, &targets);
-    for z in short {
-        notes.push(format!(
-            "pagealloc: zone {} {} starts with more free pages than the kernel's (its low watermark stops the fill)",
-            built.zones[z].0, built.zones[z].1
-        ));
-    }
-    // Blocks allocated before the trace and freed in it.
-    let mut map: Live<Frame> = Live::new();
-    // Frees the trace shows without an allocation: taken from this pool by pfn.
-    let mut pool: HashMap<(u64, u8), Vec<Frame>> = HashMap::new();
-    let mut pre_failed = 0u64;
-    for &(pfn, order, mt) in &pre {
-        match a.alloc_on(0, order, gfp_of(1 << 10 | 1 << 11, mt), None) {
-            Ok(f) => pool.entry((pfn, order)).or_default().push(f),
-            Err(_) => pre_failed += 1,
-        }
-    }
-    a.drain_all_pages();
+        .filter_map(|z| built.zone_index(z.node, &z.name))
+        .max()
+        .unwrap_or(0);
     // Each CPU's pagesets as the kernel's were (`Allocator::seed_pageset`): its `high`,
     // each list the blocks the stream takes from it before its first refill, and the
     // rest of the kernel's count on a list the stream never takes from (so that the
@@ -554,6 +257,14 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             }
         }
     }
+    // Each pageset's free_count, from the kernel's first drain on a free of it.
+    let free_counts = super::start::free_counts(
+        ev,
+        zone_of,
+        |o| pcp_cached(o, thp),
+        |c, z| a.pcp_info(c as usize, z).map_or(1, |i| i.batch.max(1)),
+        built.config.batch_scale_max,
+    );
     for kz in zi.populated() {
         let Some(z) = built.zone_index(kz.node, &kz.name) else {
             continue;
@@ -612,29 +323,65 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
                     high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
                     lists: &lists,
                     alloc_factor,
-                    free_count: 0,
+                    free_count: free_counts.get(&(c as u32, z)).copied().unwrap_or(0),
                 },
             )
             .map_err(|e| TraceError::Failed(format!("seeding CPU {c}'s pageset: {e}")))?;
         }
+    }
+    // The zones' free lists as the kernel's were (trace::freelists), the blocks the trace
+    // frees without allocating them held where the kernel had them.
+    let spans: Vec<(u64, u64)> = built
+        .layout
+        .zones()
+        .map(|(_, zl)| (zl.start_pfn, zl.end_pfn()))
+        .collect();
+    let held = super::freelists::place_held(&a, &pre, &spans, normal);
+    let mut pool = held.pool;
+    // Blocks the trace allocates, by kernel pfn.
+    let mut map: Live<Frame> = Live::new();
+    let pre_failed = held.failed;
+    if held.moved > 0 {
+        notes.push(format!(
+            "{} blocks allocated before the trace held elsewhere in their zone than at their kernel pfn (a seeded pageset or a hole had it)",
+            held.moved
+        ));
+    }
+    let kfree = if h.start.pagetypeinfo.is_empty() {
+        Default::default()
+    } else {
+        // A table this cannot read costs the shape, not the replay.
+        super::pagetype::parse(&h.start.pagetypeinfo).unwrap_or_else(|e| {
+            notes.push(format!("the trace's start {e}: free lists not shaped"));
+            Default::default()
+        })
+    };
+    for kz in zi.populated() {
+        let Some(z) = built.zone_index(kz.node, &kz.name) else {
+            continue;
+        };
+        let shape = kfree.get(&(kz.node, kz.name.clone())).map(|k| {
+            let (s, note) = super::freelists::shape_of(k, kz.free);
+            notes.extend(note);
+            s
+        });
+        let hz = held.by_zone.get(&z).map_or(&[][..], Vec::as_slice);
+        let note = super::freelists::seed_zone(&a, z, &kz.name, shape, kz.free, hz)
+            .map_err(|e| TraceError::Failed(format!("seeding the free lists: {e}")))?;
+        notes.push(note);
     }
     // Setting the zones up (filling and freeing them) left flags a drain or kswapd
     // would have cleared: the kernel's zones start above their high watermarks.
     for z in 0..a.nr_zones() {
         a.settle_zone_flags(z);
     }
-    // What ALLOC_NOFRAGMENT sees in each zone, the kernel's and pagealloc's (pagealloc's
-    // free lists are not shaped to the kernel's: docs/mechanisms.md §11.6).
-    if !h.start.pagetypeinfo.is_empty() {
-        // Only a note: a table this cannot read costs the comparison, not the replay.
-        let kfree = super::pagetype::parse(&h.start.pagetypeinfo).unwrap_or_else(|e| {
-            notes.push(format!("the trace's start {e}: free lists not compared"));
-            Default::default()
-        });
-        for (z, (_, zl)) in built.layout.zones().enumerate() {
+    // What ALLOC_NOFRAGMENT sees in each zone, the kernel's and pagealloc's after the
+    // seed (docs/mechanisms.md §11.6).
+    {
+        for z in 0..built.zones.len() {
             let (node, name) = &built.zones[z];
             if let Some(k) = kfree.get(&(*node, name.clone())) {
-                let p = super::pagetype::of_allocator(&a, zl.start_pfn, zl.end_pfn());
+                let p = super::pagetype::of_allocator(&a, z);
                 notes.push(super::pagetype::compare(k, &p, *node, name));
             }
         }
@@ -884,11 +631,11 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         notes.push(format!("{freed_before} frees of blocks allocated before the trace that pagealloc could not pre-allocate (skipped)"));
     }
     if pre_failed > 0 {
-        notes.push(format!("{pre_failed} blocks allocated before the trace could not be pre-allocated in pagealloc"));
+        notes.push(format!("{pre_failed} blocks allocated before the trace found no free place in pagealloc's zone to be held at"));
     }
     if !pre.is_empty() {
         notes.push(format!(
-            "{} blocks ({} pages) freed in the trace were allocated before it began: pagealloc allocated them before the replay",
+            "{} blocks ({} pages) freed in the trace were allocated before it began: pagealloc held them before the replay",
             pre.len(),
             pre_pages
         ));
@@ -947,284 +694,4 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         start_pcp,
         notes,
     })
-}
-
-/// What ran the zone-lock work [`push_trips`] records.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Cause {
-    Alloc,
-    Free,
-    Tick,
-}
-
-/// Adds the trips one operation (or tick) made, from its CPU's counters around it. A
-/// tick's drains are one run (the kernel's events cannot tell the chunks of one
-/// `decay_pcp_high` apart: nothing else of the CPU runs between them), an operation's
-/// each refill or drain its own.
-fn push_trips(s: &mut Side, before: &Counters, after: &Counters, ts: u64, cause: Cause) {
-    let t = ts as f64 / 1e9;
-    let split = |n: u64, pages: u64| -> Vec<u64> {
-        (0..n)
-            .map(|i| pages / n + u64::from(i < pages % n))
-            .collect()
-    };
-    let nr = after.pcp_refill - before.pcp_refill;
-    if nr > 0 {
-        for p in split(nr, after.pcp_refill_pages - before.pcp_refill_pages) {
-            s.refills.push(Trip {
-                t,
-                pages: p,
-                on_free: false,
-            });
-        }
-    }
-    let nd = after.pcp_drain - before.pcp_drain;
-    if nd > 0 {
-        let pages = after.pcp_drain_pages - before.pcp_drain_pages;
-        let n = if cause == Cause::Tick { 1 } else { nd };
-        for p in split(n, pages) {
-            s.drains.push(Trip {
-                t,
-                pages: p,
-                on_free: cause == Cause::Free,
-            });
-        }
-    }
-}
-
-/// When the replay runs each CPU's decay tick.
-struct TickPlan {
-    /// Offset of the ticks into each second of the trace: the time of the kernel's
-    /// first drain that followed no free (a decay's), if any.
-    phase_ns: Option<u64>,
-    /// Per CPU: idle when the trace began (its first sched_switch leaves the idle task).
-    idle_at_start: Vec<bool>,
-}
-
-impl TickPlan {
-    fn of(ev: &[Event], kernel: &HashMap<u32, Side>, ncpus: usize) -> TickPlan {
-        let phase_ns = kernel
-            .values()
-            .flat_map(|s| s.drains.iter())
-            .filter(|d| !d.on_free)
-            .map(|d| (d.t * 1e9) as u64)
-            .min()
-            .map(|t| t % 1_000_000_000);
-        let mut idle_at_start = vec![false; ncpus];
-        let mut seen = vec![false; ncpus];
-        for e in ev.iter().filter(|e| e.kind == EventKind::Switch) {
-            let c = e.cpu as usize;
-            if c < ncpus && !seen[c] {
-                seen[c] = true;
-                idle_at_start[c] = e.pfn == 0;
-            }
-        }
-        TickPlan {
-            phase_ns,
-            idle_at_start,
-        }
-    }
-
-    /// The first tick: at the phase, else a second into the trace.
-    fn first_ns(&self) -> u64 {
-        self.phase_ns.unwrap_or(1_000_000_000)
-    }
-}
-
-/// The side-by-side table.
-pub fn text(r: &ReplayReport) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "trace {} ({:?}), {:.2} s, {} allocations and frees replayed",
-        r.file, r.command, r.seconds, r.replayed
-    );
-    let _ = writeln!(s, "{}; replayed through {}", r.preset_note, r.config);
-    let _ = writeln!(
-        s,
-        "{:<8} {:<24} {:>12} {:>12} {:>8}  verdict",
-        "scope", "what", "kernel", "pagealloc", "ratio"
-    );
-    for l in &r.lines {
-        let ratio = if l.kernel > 0.0 {
-            format!("{:.3}", l.pagealloc / l.kernel)
-        } else {
-            "-".into()
-        };
-        let _ = writeln!(
-            s,
-            "{:<8} {:<24} {:>12} {:>12} {:>8}  {}",
-            l.scope,
-            l.what,
-            l.kernel,
-            l.pagealloc,
-            ratio,
-            if l.agree {
-                "agree"
-            } else if l.what.contains("median") {
-                "differ (medians must be equal)"
-            } else {
-                "differ (beyond ±5 %)"
-            }
-        );
-    }
-    for (c, kc, pc, kh, ph) in &r.start_pcp {
-        let _ = writeln!(
-            s,
-            "cpu {c}: start pageset (main zone) kernel count {kc} high {kh}, pagealloc count {pc} high {ph}"
-        );
-    }
-    for (c, a, b) in &r.high_kernel {
-        let ph = r
-            .high_pagealloc
-            .iter()
-            .find(|x| x.0 == *c)
-            .and_then(|x| x.1.last())
-            .map_or(0, |x| x.1);
-        let _ = writeln!(s, "cpu {c}: high (all zones) kernel {a} at the start, {b} at the end; pagealloc {ph} at the end");
-    }
-    let _ = writeln!(
-        s,
-        "{} operations in interrupt context, {} order-9 allocations, {} frees of blocks allocated before the trace",
-        r.interrupt_ops, r.order9_allocs, r.freed_before_trace
-    );
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    s
-}
-
-/// The kernel beside several replays of one trace (the first report's lines; each
-/// config's value, and `=` where it agrees with the kernel, `≠` where not).
-pub fn side_by_side(reports: &[ReplayReport]) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let Some(first) = reports.first() else {
-        return s;
-    };
-    let names: Vec<&str> = reports
-        .iter()
-        .map(|r| r.config.split(',').next().unwrap_or(""))
-        .collect();
-    let _ = write!(s, "{:<8} {:<24} {:>10}", "scope", "what", "kernel");
-    for n in &names {
-        let _ = write!(s, " {n:>12}");
-    }
-    s.push('\n');
-    for l in &first.lines {
-        let _ = write!(s, "{:<8} {:<24} {:>10}", l.scope, l.what, l.kernel);
-        for r in reports {
-            let cell = r
-                .lines
-                .iter()
-                .find(|x| x.scope == l.scope && x.what == l.what)
-                .map_or("-".to_string(), |x| {
-                    format!("{} {}", x.pagealloc, if x.agree { "=" } else { "≠" })
-                });
-            let _ = write!(s, " {cell:>12}");
-        }
-        s.push('\n');
-    }
-    s
-}
-
-fn cumulative(v: &[Trip]) -> Vec<(f64, f64)> {
-    let mut acc = 0.0;
-    let mut pts = vec![(0.0, 0.0)];
-    for t in v {
-        acc += t.pages as f64;
-        pts.push((t.t, acc));
-    }
-    let step = pts.len().div_ceil(2000).max(1);
-    let last = *pts.last().unwrap_or(&(0.0, 0.0));
-    let mut out: Vec<_> = pts.into_iter().step_by(step).collect();
-    out.push(last);
-    out
-}
-
-/// Writes `replay.json` and a plot per CPU into `dir`, each whole or not at all.
-///
-/// # Errors
-/// A file that cannot be written, as text.
-pub fn write_files(r: &ReplayReport, dir: &Path) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut files = Vec::new();
-    let json = dir.join("replay.json");
-    let tmp = dir.join(".replay.json.tmp");
-    let text = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
-    std::fs::write(&tmp, text + "\n").map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &json).map_err(|e| format!("{}: {e}", json.display()))?;
-    files.push(json);
-    for (c, k, p) in &r.cpus {
-        let chart = Chart {
-            // The config is in replay.json and the text output; the preset alone fits here.
-            title: format!(
-                "replay CPU {c}: pages refilled and drained, kernel vs {}",
-                r.config.split(',').next().unwrap_or("pagealloc")
-            ),
-            x_label: "seconds of trace".into(),
-            y_label: "pages (cumulative)".into(),
-            x_ranked: false,
-            log_y: false,
-            series: vec![
-                Series {
-                    name: "kernel refilled".into(),
-                    points: cumulative(&k.refills),
-                    dashed: false,
-                },
-                Series {
-                    name: "pagealloc refilled".into(),
-                    points: cumulative(&p.refills),
-                    dashed: true,
-                },
-                Series {
-                    name: "kernel drained".into(),
-                    points: cumulative(&k.drains),
-                    dashed: false,
-                },
-                Series {
-                    name: "pagealloc drained".into(),
-                    points: cumulative(&p.drains),
-                    dashed: true,
-                },
-            ],
-        };
-        files.extend(
-            plot::write(&chart, &dir.join(format!("replay_cpu{c}"))).map_err(|e| e.to_string())?,
-        );
-        if let Some((_, hs)) = r.high_pagealloc.iter().find(|x| x.0 == *c) {
-            let (ks, ke) = r
-                .high_kernel
-                .iter()
-                .find(|x| x.0 == *c)
-                .map_or((0, 0), |x| (x.1, x.2));
-            let chart = Chart {
-                title: format!(
-                    "replay CPU {c}: high (all zones), kernel (start, end) vs pagealloc"
-                ),
-                x_label: "seconds of trace".into(),
-                y_label: "pages".into(),
-                x_ranked: false,
-                log_y: false,
-                series: vec![
-                    Series {
-                        name: "pagealloc high".into(),
-                        points: hs.iter().map(|x| (x.0, x.1 as f64)).collect(),
-                        dashed: true,
-                    },
-                    Series {
-                        name: "kernel high".into(),
-                        points: vec![(0.0, ks as f64), (r.seconds, ke as f64)],
-                        dashed: false,
-                    },
-                ],
-            };
-            files.extend(
-                plot::write(&chart, &dir.join(format!("replay_high_cpu{c}")))
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-    }
-    Ok(files)
 }

@@ -1,0 +1,180 @@
+//! What the trace's events say about a pageset's state before they began: its
+//! `free_count` (the pages freed recently, which sizes a drain on a free), read off the
+//! kernel's first drain on a free of that pageset.
+//!
+//! # How
+//! A drain on a free frees `clamp(free_count, batch, limit - batch)` pages
+//! (`nr_pcp_free`; docs/mechanisms.md §3.5), `free_count` counted after that free. From
+//! the start on, each free of a pcp order into the pageset adds `2^order` while
+//! `free_count < batch << CONFIG_PCP_BATCH_SCALE_MAX`, and each allocation from it
+//! halves it (`on_free`, `on_alloc` in the core's tune.rs). So the value at the first
+//! drain is a non-decreasing function of the value at the start; the starts that give
+//! the drain's pages exactly are an interval (halvings widen it), and the start is its
+//! middle (the smallest start that reaches the drain where none gives it exactly).
+//! A drain of exactly `batch` pages says only `free_count <= batch`: the start is then 0
+//! (as no drain at all says nothing). Only a drain after an order-0 free is used (a
+//! free of order 1..=3 may be a free_high drain, which frees `min(count, batch << SCALE)`).
+
+use std::collections::HashMap;
+
+use super::format::{Event, EventKind};
+
+/// One pageset's events up to its first drain on an order-0 free.
+#[derive(Default)]
+struct Walk {
+    /// +pages for a free, `None` for an allocation (halves).
+    ops: Vec<Option<i32>>,
+    /// The first drain on an order-0 free: its pages.
+    drain: Option<i32>,
+}
+
+/// `free_count` at the start, per (CPU, zone), where the trace's first drain on a free of
+/// that pageset says more than `free_count <= batch`. `zone_of` maps a pfn to pagealloc's
+/// zone, `pcp` says whether an order is cached by the pagesets, `batch` is the pageset's
+/// batch and `scale` `CONFIG_PCP_BATCH_SCALE_MAX`.
+pub fn free_counts(
+    ev: &[Event],
+    zone_of: impl Fn(u64) -> usize,
+    pcp: impl Fn(u8) -> bool,
+    batch: impl Fn(u32, usize) -> i32,
+    scale: u8,
+) -> HashMap<(u32, usize), i32> {
+    let mut walks: HashMap<(u32, usize), Walk> = HashMap::new();
+    // Per CPU: the previous page event (kind, order, zone) and the drain run being read.
+    let mut prev: HashMap<u32, (EventKind, u8, usize)> = HashMap::new();
+    let mut run: HashMap<u32, (usize, i32)> = HashMap::new();
+    let close = |walks: &mut HashMap<(u32, usize), Walk>, c: u32, r: Option<(usize, i32)>| {
+        if let Some((z, pages)) = r {
+            let w = walks.entry((c, z)).or_default();
+            w.drain.get_or_insert(pages);
+        }
+    };
+    for e in ev.iter().filter(|e| e.kind.is_page()) {
+        let z = zone_of(e.pfn);
+        let pages = 1i32 << e.order.min(20);
+        if e.kind != EventKind::PcpuDrain {
+            let r = run.remove(&e.cpu);
+            close(&mut walks, e.cpu, r);
+        }
+        match e.kind {
+            EventKind::Alloc if pcp(e.order) => {
+                let w = walks.entry((e.cpu, z)).or_default();
+                if w.drain.is_none() {
+                    w.ops.push(None);
+                }
+            }
+            EventKind::Free if pcp(e.order) => {
+                let w = walks.entry((e.cpu, z)).or_default();
+                if w.drain.is_none() {
+                    w.ops.push(Some(pages));
+                }
+            }
+            EventKind::PcpuDrain => {
+                if let Some(r) = run.get_mut(&e.cpu) {
+                    r.1 += pages;
+                } else if let Some(&(EventKind::Free | EventKind::FreeBatched, 0, fz)) =
+                    prev.get(&e.cpu)
+                {
+                    if fz == z {
+                        run.insert(e.cpu, (z, pages));
+                    }
+                }
+            }
+            _ => {}
+        }
+        prev.insert(e.cpu, (e.kind, e.order, z));
+    }
+    for (c, r) in run.drain().collect::<Vec<_>>() {
+        close(&mut walks, c, Some(r));
+    }
+    let mut out = HashMap::new();
+    for ((c, z), w) in walks {
+        let Some(d) = w.drain else { continue };
+        let b = batch(c, z);
+        if d <= b {
+            continue;
+        }
+        let cap = b.checked_shl(u32::from(scale)).unwrap_or(i32::MAX);
+        let at_drain = |x: i32| {
+            let mut fc = x;
+            for op in &w.ops {
+                match op {
+                    Some(p) if fc < cap => fc += p,
+                    Some(_) => {}
+                    None => fc >>= 1,
+                }
+            }
+            fc
+        };
+        // The smallest start that reaches the drain's pages (the function is monotone).
+        let (mut lo, mut hi) = (0, cap);
+        if at_drain(hi) < d {
+            out.insert((c, z), hi);
+            continue;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if at_drain(mid) >= d {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        // Every start in [lo, hi] gives the drain: the middle one, so that a replay whose
+        // allocations halve at a slightly different moment still drains the same.
+        let (mut a, mut b) = (lo, cap);
+        while a < b {
+            let mid = a + (b - a + 1) / 2;
+            if at_drain(mid) <= d {
+                a = mid;
+            } else {
+                b = mid - 1;
+            }
+        }
+        let hi = if at_drain(lo) == d { a } else { lo };
+        out.insert((c, z), lo + (hi - lo) / 2);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: EventKind, cpu: u32, order: u8) -> Event {
+        Event {
+            ts: 0,
+            cpu,
+            kind,
+            pid: 1,
+            flags: 0,
+            pfn: 0,
+            order,
+            mt: 1,
+            aux: 0,
+        }
+    }
+
+    /// 100 frees then a 180-page drain: 80 pages were counted before the trace; a drain
+    /// of one batch says nothing; an allocation between halves what the start must be.
+    #[test]
+    fn the_first_drain_on_a_free_gives_the_start() {
+        let mut v: Vec<Event> = (0..100).map(|_| ev(EventKind::Free, 0, 0)).collect();
+        v.extend((0..180).map(|_| ev(EventKind::PcpuDrain, 0, 0)));
+        let f = |v: &[Event]| free_counts(v, |_| 1, |o| o <= 3, |_, _| 63, 5);
+        assert_eq!(f(&v)[&(0, 1)], 80, "exactly 80: no halving");
+        let mut w: Vec<Event> = vec![ev(EventKind::Alloc, 0, 0)];
+        w.extend(v.iter().copied());
+        assert_eq!(
+            f(&w)[&(0, 1)],
+            160,
+            "160 and 161 halve to 80: the middle, 160"
+        );
+        let mut b: Vec<Event> = (0..10).map(|_| ev(EventKind::Free, 0, 0)).collect();
+        b.extend((0..63).map(|_| ev(EventKind::PcpuDrain, 0, 0)));
+        assert!(f(&b).is_empty(), "a batch: free_count <= batch, start 0");
+        // A drain that follows no free (the tick's) is not used.
+        let t: Vec<Event> = (0..180).map(|_| ev(EventKind::PcpuDrain, 0, 0)).collect();
+        assert!(f(&t).is_empty());
+    }
+}
