@@ -168,9 +168,9 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         r.zone(ZoneLine::FreeArea(order), true);
         let l = &mut inner.free.lists[order as usize][mt as usize];
         if tail {
-            l.push_tail_t(self.m, i, &mut r);
+            l.push_tail(self.m, i, &mut r);
         } else {
-            l.push_head_t(self.m, i, &mut r);
+            l.push_head(self.m, i, &mut r);
         }
         if order == 0 && self.cfg.clustered_refill {
             self.cluster_inserted(i, tail, mt);
@@ -190,7 +190,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         let inner = &mut *self.inner;
         let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
         r.zone(ZoneLine::FreeArea(order), true);
-        inner.free.lists[order as usize][mt as usize].remove_t(self.m, i, &mut r);
+        inner.free.lists[order as usize][mt as usize].remove(self.m, i, &mut r);
         inner.free.nr_free[order as usize] -= 1;
         e.set_state(State::Tail);
         self.set_nonempty(order, mt);
@@ -824,12 +824,12 @@ impl<const SINK: bool> Buddy<'_, SINK> {
                 let lmt = self.del_from_list(self.z.pfn_of(i), order);
                 self.account(-(1i64 << order), lmt);
                 e.set_state_flags(State::Tail, 0);
-                held.push_tail_t(m, i, &mut self.rec());
+                held.push_tail(m, i, &mut self.rec());
                 back = 0;
             }
         }
         let mut n = 0;
-        while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
+        while let Some(i) = held.pop_head(m, &mut self.rec()) {
             let mt = m[i as usize].mt_type();
             self.free_one(self.z.pfn_of(i), order, mt, false);
             n += 1;
@@ -943,10 +943,10 @@ impl<const SINK: bool> Buddy<'_, SINK> {
             let lmt = self.del_from_list(p, 0);
             self.account(-1, lmt);
             e.set_state_flags(State::Tail, 0);
-            held.push_tail_t(m, i, &mut self.rec());
+            held.push_tail(m, i, &mut self.rec());
         }
         let mut n = 0;
-        while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
+        while let Some(i) = held.pop_head(m, &mut self.rec()) {
             let mt = m[i as usize].mt_type();
             self.free_one(self.z.pfn_of(i), 0, mt, false);
             n += 1;

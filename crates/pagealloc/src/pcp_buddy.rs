@@ -276,7 +276,7 @@ impl Allocator {
                     break;
                 }
                 r.pcp(cpu, pk as u8, true);
-                pcp.lists[pk].pop_head_t(m, &mut Rec::<SINK>::unlocked(zone));
+                pcp.lists[pk].pop_head(m, &mut Rec::<SINK>::unlocked(zone));
                 let c = (pfn, k, true);
                 got += self.split_to_pcp(w, pcp, c, true, n - got, &r);
             }
@@ -391,7 +391,7 @@ impl Allocator {
             let i = zone.meta_index(p);
             set_pcp_head(&m[i as usize], order, mt, slot.hot.mt_cache);
             r.frame(p, true);
-            pcp.lists[pi].push_tail_t(m, i, &mut Rec::<SINK>::unlocked(zone));
+            pcp.lists[pi].push_tail(m, i, &mut Rec::<SINK>::unlocked(zone));
             put += 1;
             p += 1 << order;
         }
@@ -405,7 +405,7 @@ impl Allocator {
             r.frame(p, true);
             let pk = pindex(o, mt, slot.hot.thp_lists);
             r.pcp(cpu, pk as u8, true);
-            pcp.lists[pk].push_head_t(m, i, &mut Rec::<SINK>::unlocked(zone));
+            pcp.lists[pk].push_head(m, i, &mut Rec::<SINK>::unlocked(zone));
             p += 1 << o;
         }
         if !counted {
@@ -458,7 +458,7 @@ impl Allocator {
             }
             let k = crate::pcp::order_of(pi);
             r.pcp(cpu, pi as u8, true);
-            while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut Rec::<SINK>::unlocked(zone)) {
+            while let Some(i) = pcp.lists[pi].pop_tail(m, &mut Rec::<SINK>::unlocked(zone)) {
                 let pfn = zone.pfn_of(i);
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;

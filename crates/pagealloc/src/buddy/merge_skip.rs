@@ -39,7 +39,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         let inner = &mut *self.inner;
         let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
         r.zone(crate::access::ZoneLine::FreeArea(0), true);
-        inner.free.lists[0][mt as usize].splice_after_t(self.m, None, first, last, len, &mut r);
+        inner.free.lists[0][mt as usize].splice_after(self.m, None, first, last, len, &mut r);
         if self.cfg.clustered_refill {
             let cap = self.cluster_cap();
             self.inner
@@ -64,7 +64,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
         r.zone(crate::access::ZoneLine::FreeArea(k), true);
         inner.free.lists[k as usize][mt as usize]
-            .splice_after_t(self.m, None, first, last, len, &mut r);
+            .splice_after(self.m, None, first, last, len, &mut r);
         inner.free.nr_free[k as usize] += len as u64;
         self.z.set_nonempty(k, mt, true);
         self.account((len as i64) << k, mt);
@@ -107,7 +107,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         }
         let inner = &mut *self.inner;
         let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
-        inner.free.lists[order as usize][mt as usize].cut_front_t(m, last, cnt, &mut r);
+        inner.free.lists[order as usize][mt as usize].cut_front(m, last, cnt, &mut r);
         inner.free.nr_free[order as usize] -= cnt as u64;
         let empty = self.inner.free.lists[order as usize][mt as usize].is_empty();
         self.z.set_nonempty(order, mt, !empty);

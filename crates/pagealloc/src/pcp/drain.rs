@@ -155,7 +155,7 @@ impl Allocator {
                 continue;
             }
             if newest && k == 0 {
-                while let Some(i) = pcp.lists[pi].pop_head_t(m, &mut b.rec()) {
+                while let Some(i) = pcp.lists[pi].pop_head(m, &mut b.rec()) {
                     n -= 1;
                     pcp.st.count -= 1;
                     b.rec().moved(1);
@@ -167,7 +167,7 @@ impl Allocator {
                 }
                 continue;
             }
-            while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
+            while let Some(i) = pcp.lists[pi].pop_tail(m, &mut b.rec()) {
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;
                 b.rec().moved(1 << k);

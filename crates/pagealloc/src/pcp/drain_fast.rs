@@ -7,7 +7,7 @@
 //! metadata and the counters as the kernel's loop would.
 
 use super::drain::drained_mt;
-use super::ring::ring_pop_tail_t;
+use super::ring::RingRec;
 use super::{Pcp, Ring};
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
@@ -96,7 +96,7 @@ impl Allocator {
         if len > 0 {
             b.splice_skipped_thp(first, last, len, run_mt);
         }
-        list.truncate_back_t(m, cur, cnt, &mut b.rec());
+        list.truncate_back(m, cur, cnt, &mut b.rec());
         let pages = (cnt as i32) << k;
         pcp.st.count -= pages;
         b.rec().moved((cnt as u64) << k);
@@ -147,7 +147,7 @@ impl Allocator {
         // `drain_thp_splice`'s `frame_dep` of each block and, uncached, its `pb_mt`.
         b.rec()
             .counted(cnt as u64, if cached { 0 } else { cnt as u64 });
-        list.truncate_back_t(m, cur, cnt, &mut b.rec());
+        list.truncate_back(m, cur, cnt, &mut b.rec());
         let pages = (cnt as i32) << k;
         pcp.st.count -= pages;
         b.rec().moved((cnt as u64) << k);
@@ -177,7 +177,11 @@ impl Allocator {
             Order0Drain::OneByOne { isolated } => isolated,
         };
         let m = b.m;
-        while let Some(i) = ring_pop_tail_t(cpu, &mut pcp.rings[pi], pi, &b.rec()) {
+        while let Some(i) = pcp.rings[pi].pop_tail(&mut RingRec {
+            r: &b.rec(),
+            cpu,
+            pi,
+        }) {
             n -= 1;
             pcp.st.count -= 1;
             b.rec().moved(1);
@@ -269,10 +273,10 @@ impl Allocator {
     ) {
         let m = b.m;
         let (first, last) = if newest {
-            (list.cut_front_t(m, end, cnt, &mut b.rec()), end)
+            (list.cut_front(m, end, cnt, &mut b.rec()), end)
         } else {
             let last = list.tail().unwrap_or(NIL);
-            list.cut_back_t(m, end, cnt, &mut b.rec());
+            list.cut_back(m, end, cnt, &mut b.rec());
             (end, last)
         };
         b.rec().moved(cnt as u64);

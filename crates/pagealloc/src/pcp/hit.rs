@@ -70,7 +70,7 @@ use super::report::{pop_traced, push_traced, ring_pop_traced, ring_push_traced};
 use super::{pindex, Pageset, Pcp, PcpList, PcpSlot};
 use crate::allocator::Allocator;
 use crate::frame::{Frame, Gfp, MigrateType, NR_PCPTYPES};
-use crate::memmap::State;
+use crate::memmap::{NoTouch, State};
 use crate::tune;
 use crate::zone::{Zone, ALLOC_KSWAPD, WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH};
 
@@ -176,7 +176,7 @@ impl Allocator {
         let i = match (RING, TRACED) {
             (false, false) => pcp.lists[pi].pop_head_nonempty(m),
             (false, true) => pop_traced(cpu, zone, pcp, pi, m)?,
-            (true, false) => pcp.rings[pi].pop_head()?,
+            (true, false) => pcp.rings[pi].pop_head(&mut NoTouch)?,
             (true, true) => ring_pop_traced(cpu, zone, pcp, pi, !own)?,
         };
         pcp.st.count -= 1 << order;
@@ -334,9 +334,9 @@ impl Allocator {
         slot.stats.pgfree.add(1 << order);
         let pi = pindex(order, mt, slot.hot.thp_lists);
         match (RING, TRACED) {
-            (false, false) => pcp.lists[pi].push_head(m, i),
+            (false, false) => pcp.lists[pi].push_head(m, i, &mut NoTouch),
             (false, true) => push_traced(cpu, zone, pcp, pi, m, i),
-            (true, false) => pcp.rings[pi].push_head(i),
+            (true, false) => pcp.rings[pi].push_head(i, &mut NoTouch),
             (true, true) => ring_push_traced(cpu, zone, pcp, pi, i, !own),
         }
         pcp.st.count += 1 << order;

@@ -2,7 +2,7 @@
 //! (`__rmqueue_pcplist`'s miss, `rmqueue_bulk`), and `rmqueue_pcplist`, the full path's
 //! pageset allocation that runs it.
 
-use super::ring::ring_push_tail_t;
+use super::ring::RingRec;
 use super::{pindex, Pageset, Pcp, PcpList};
 use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
@@ -165,12 +165,14 @@ impl Allocator {
                     let mut i = first;
                     for _ in 0..cnt {
                         let next = m[i as usize].next();
-                        ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &b.rec());
+                        let r = b.rec();
+                        pcp.rings[pi].push_tail(i, &mut RingRec { r: &r, cpu, pi });
+                        r.frame(r.z.pfn_of(i), true);
                         i = next;
                     }
                 } else {
                     let tail = pcp.lists[pi].tail();
-                    pcp.lists[pi].splice_after_t(m, tail, first, last, cnt, &mut b.rec());
+                    pcp.lists[pi].splice_after(m, tail, first, last, cnt, &mut b.rec());
                 }
                 got += cnt as i32;
                 touched += cnt as u64;
@@ -222,9 +224,11 @@ impl Allocator {
                     }
                 }
                 if ring {
-                    ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &b.rec());
+                    let r = b.rec();
+                    pcp.rings[pi].push_tail(i, &mut RingRec { r: &r, cpu, pi });
+                    r.frame(r.z.pfn_of(i), true);
                 } else {
-                    pcp.lists[pi].push_tail_t(m, i, &mut b.rec());
+                    pcp.lists[pi].push_tail(m, i, &mut b.rec());
                 }
             }
             got += blocks as i32;
@@ -256,7 +260,8 @@ impl Allocator {
                 for k in 0..c.len {
                     // each next frame is read from the one before (cached: just fixed up)
                     r.frame_dep(zone.pfn_of(i), false, u8::from(k > 0));
-                    ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &r);
+                    pcp.rings[pi].push_tail(i, &mut RingRec { r: &r, cpu, pi });
+                    r.frame(r.z.pfn_of(i), true);
                     let e = &m[i as usize];
                     let next = e.next();
                     if own {
@@ -268,7 +273,7 @@ impl Allocator {
                 }
                 pcp.rings[pi].rotate_back(taken, c.len);
             } else {
-                pcp.lists[pi].splice_after_t(m, before, c.first, c.last, c.len, &mut { r });
+                pcp.lists[pi].splice_after(m, before, c.first, c.last, c.len, &mut { r });
             }
         }
         pcp.st.count += got << order;

@@ -3,6 +3,7 @@
 //! reporting the lines the kernel's code would touch. Without a sink the callers run the
 //! plain pop and push (docs/performance.md, "The access seam").
 
+use super::ring::RingRec;
 use super::Pcp;
 use crate::access::PCP_HEADER;
 use crate::zone::Rec;
@@ -27,8 +28,7 @@ pub(super) fn ring_pop_traced(
     if ring.is_empty() {
         return None;
     }
-    r.pcp_array(cpu, pi as u8, ring.slot_of(0), false);
-    let i = ring.pop_head()?;
+    let i = ring.pop_head(&mut RingRec { r: &r, cpu, pi })?;
     if frame {
         r.frame_dep(zone.pfn_of(i), true, 1);
     }
@@ -55,9 +55,7 @@ pub(super) fn ring_push_traced(
     if frame {
         r.frame(zone.pfn_of(i), true);
     }
-    let ring = &mut pcp.rings[pi];
-    ring.push_head(i);
-    r.pcp_array(cpu, pi as u8, ring.slot_of(0), true);
+    pcp.rings[pi].push_head(i, &mut RingRec { r: &r, cpu, pi });
 }
 
 /// The pop of `take_from_list` with a sink installed: reports the pageset's count line,
@@ -75,7 +73,7 @@ pub(super) fn pop_traced(
     let mut r = Rec::<true>::unlocked(zone);
     r.pcp(cpu, PCP_HEADER, true);
     r.pcp(cpu, pi as u8, true);
-    pcp.lists[pi].pop_head_t(m, &mut r)
+    pcp.lists[pi].pop_head(m, &mut r)
 }
 
 /// The push of `free_unref_page_commit` with a sink installed: reports the pageblock
@@ -95,5 +93,5 @@ pub(super) fn push_traced(
     r.pageblock(zone.pfn_of(i), false);
     r.pcp(cpu, PCP_HEADER, true);
     r.pcp(cpu, pi as u8, true);
-    pcp.lists[pi].push_head_t(m, i, &mut r);
+    pcp.lists[pi].push_head(m, i, &mut r);
 }
