@@ -31,16 +31,19 @@ use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 use core::fmt;
 
 /// Where list operations report the frames whose metadata they touch (by metadata index):
-/// the access seam's [`Rec`](crate::zone::Rec), or [`NoTouch`].
+/// the access seam's [`Rec`](crate::zone::Rec), or (the unit tests) `NoTouch`.
 pub(crate) trait Touch {
     /// Frame at metadata index `idx` read (`write == false`) or written; `dep` as
     /// [`Access::dep`](crate::access::Access::dep): 0, or how many reports back the line holding its address is.
     fn meta(&mut self, idx: u32, write: bool, dep: u8);
 }
 
-/// Reports nothing: the list operations of the untraced paths compile to what they were.
+/// Reports nothing (the unit tests' lists; the allocator's paths report through a
+/// [`Rec`](crate::zone::Rec), whose sites compile away where no sink may be installed).
+#[cfg(test)]
 pub(crate) struct NoTouch;
 
+#[cfg(test)]
 impl Touch for NoTouch {
     #[inline(always)]
     fn meta(&mut self, _idx: u32, _write: bool, _dep: u8) {}
@@ -366,9 +369,10 @@ impl List {
         Some(i)
     }
     /// Remove and return the head of a list the caller saw non-empty (the hot path's
-    /// pop: no emptiness branch of its own, and no bounds tests of the indices it follows).
+    /// pop: no emptiness branch of its own, and no bounds tests of the indices it follows),
+    /// reporting as [`List::pop_head`] does.
     #[inline(always)]
-    pub(crate) fn pop_head_nonempty(&mut self, m: &[PageMeta]) -> u32 {
+    pub(crate) fn pop_head_nonempty(&mut self, m: &[PageMeta], t: &mut impl Touch) -> u32 {
         debug_assert!(self.head != NIL);
         let i = self.head;
         debug_assert!((i as usize) < m.len());
@@ -377,11 +381,14 @@ impl List {
         // guards the links; the store's length never changes), and a non-empty list's head
         // is such an index.
         let n = unsafe { m.get_unchecked(i as usize) }.next();
+        t.meta(i, true, 0);
         self.head = n;
         if n != NIL {
             debug_assert!((n as usize) < m.len());
             // SAFETY: `n` is the next entry of the same list (see above).
             unsafe { m.get_unchecked(n as usize) }.set_prev(NIL);
+            // `n` was read from `i`'s link.
+            t.meta(n, true, 1);
         } else {
             self.tail = NIL;
         }

@@ -66,13 +66,14 @@
 //! frees of one block fail for all but one, whichever CPUs they run on.
 //!
 
-use super::report::{pop_traced, push_traced, ring_pop_traced, ring_push_traced};
+use super::ring::RingRec;
 use super::{pindex, Pageset, Pcp, PcpList, PcpSlot};
+use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::frame::{Frame, Gfp, MigrateType, NR_PCPTYPES};
-use crate::memmap::{NoTouch, State};
+use crate::memmap::State;
 use crate::tune;
-use crate::zone::{Zone, ALLOC_KSWAPD, WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH};
+use crate::zone::{Rec, Zone, ALLOC_KSWAPD, WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH};
 
 /// What the PCP hit of a free did.
 pub(crate) enum Hit {
@@ -173,11 +174,21 @@ impl Allocator {
         // its last allocation or the refill left it (`Allocated`, order 0); its bit is
         // the ownership.
         let own = RING && order == 0 && zone.own_bitmap();
-        let i = match (RING, TRACED) {
-            (false, false) => pcp.lists[pi].pop_head_nonempty(m),
-            (false, true) => pop_traced(cpu, zone, pcp, pi, m)?,
-            (true, false) => pcp.rings[pi].pop_head(&mut NoTouch)?,
-            (true, true) => ring_pop_traced(cpu, zone, pcp, pi, !own)?,
+        // Reported when `TRACED` (`rmqueue_pcplist` without the zone lock): the
+        // pageset's count line, the list's head and length, then the list's or ring's
+        // lines, and the frame whose state is written below; not `TRACED`, every report
+        // site compiles away.
+        let mut r = Rec::<TRACED>::unlocked(zone);
+        r.pcp(cpu, PCP_HEADER, true);
+        r.pcp(cpu, pi as u8, true);
+        let i = if RING {
+            let i = pcp.rings[pi].pop_head(&mut RingRec { r: &r, cpu, pi })?;
+            if !own {
+                r.frame_dep(zone.pfn_of(i), true, 1);
+            }
+            i
+        } else {
+            pcp.lists[pi].pop_head_nonempty(m, &mut r)
         };
         pcp.st.count -= 1 << order;
         if self.tune.count_min {
@@ -317,6 +328,8 @@ impl Allocator {
         // `Config::own_bitmap`: the free of an order-0 block to a ring took its bit and
         // writes nothing of its metadata (the drain will).
         let own = RING && order == 0 && zone.own_bitmap();
+        // Reported when `TRACED` (`free_unref_page_commit`), else compiled away.
+        let mut r = Rec::<TRACED>::unlocked(zone);
         if own {
             slot.stats.free_unwritten.add(1);
         } else {
@@ -325,19 +338,24 @@ impl Allocator {
             if slot.hot.mt_cache {
                 // ≤ 6.9 `free_unref_page_prepare`: `set_pcppage_migratetype`, a store.
                 e.set_mt(pb_mt as u8);
-                if TRACED {
-                    crate::zone::Rec::<true>::unlocked(zone).frame(zone.pfn_of(i), true);
-                }
+                r.frame(zone.pfn_of(i), true);
             }
         }
         pcp.active = true;
         slot.stats.pgfree.add(1 << order);
         let pi = pindex(order, mt, slot.hot.thp_lists);
-        match (RING, TRACED) {
-            (false, false) => pcp.lists[pi].push_head(m, i, &mut NoTouch),
-            (false, true) => push_traced(cpu, zone, pcp, pi, m, i),
-            (true, false) => pcp.rings[pi].push_head(i, &mut NoTouch),
-            (true, true) => ring_push_traced(cpu, zone, pcp, pi, i, !own),
+        // The pageblock lookup the caller made, the pageset's count line, the list's head
+        // and length, then the frame and the list's or ring's lines.
+        r.pageblock(zone.pfn_of(i), false);
+        r.pcp(cpu, PCP_HEADER, true);
+        r.pcp(cpu, pi as u8, true);
+        if RING {
+            if !own {
+                r.frame(zone.pfn_of(i), true);
+            }
+            pcp.rings[pi].push_head(i, &mut RingRec { r: &r, cpu, pi });
+        } else {
+            pcp.lists[pi].push_head(m, i, &mut r);
         }
         pcp.st.count += 1 << order;
         let zf = zone.tune_flags();

@@ -1,9 +1,8 @@
 //! [`Ring`]: a pageset list as an array of metadata indices
 //! ([`Config::own_bitmap`](crate::Config::own_bitmap)'s order-0 lists). Its pushes and
-//! pops report the buffer line they touch to a [`SlotTouch`]: [`RingRec`] for the access
-//! seam, [`NoTouch`] where nothing is reported.
+//! pops report the buffer line they touch to a [`SlotTouch`], [`RingRec`]: the access
+//! seam's, whose sites compile away where no sink may be installed.
 
-use crate::memmap::NoTouch;
 use crate::zone::Rec;
 use alloc::vec::Vec;
 
@@ -11,11 +10,6 @@ use alloc::vec::Vec;
 pub(crate) trait SlotTouch {
     /// Buffer slot `slot` read (`write == false`) or written.
     fn slot(&mut self, slot: u32, write: bool);
-}
-
-impl SlotTouch for NoTouch {
-    #[inline(always)]
-    fn slot(&mut self, _slot: u32, _write: bool) {}
 }
 
 /// Reports a ring's buffer lines as those of list `pi` of the pageset of (`cpu`, the
