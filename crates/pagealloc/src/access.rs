@@ -24,9 +24,9 @@
 //! the zonelist walk and its frees the full path, which do the same work to the lists and
 //! report it; without a sink the hits are those of the build without the feature. The
 //! pageset refills and drains (`rmqueue_bulk`, `free_pcppages_bulk`) test for a sink once
-//! per zone-lock trip and run one of two copies of the trip (`Rec`'s and `Buddy`'s
-//! `SINK` parameter): with its report sites, or with none (`SINK = false`), the code
-//! without the feature. The rest (the zonelist walk, and the zone trips of
+//! per zone-lock trip (`seam!` in `zone/rec.rs`) and run one of two copies of the trip,
+//! by the type parameter `S: Seam` of `Rec`, `Buddy` and the paths between: with its
+//! report sites (`Reported`), or with none (`Quiet`), the code without the feature. The rest (the zonelist walk, and the zone trips of
 //! `rmqueue_buddy`, `free_one_page` and the slow path's, through `with_buddy`) keep one
 //! never-taken branch on the sink pointer per report site. The reporting code itself is
 //! in `#[cold]` functions. Under the zone lock the accesses are also counted, always

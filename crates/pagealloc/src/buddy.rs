@@ -21,21 +21,22 @@ use crate::frame::{MigrateType, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED};
 use crate::stats::Stats;
 use crate::zone::{
-    Rec, Zone, ZoneGuard, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ALLOC_NOFRAGMENT,
-    ZONE_BOOSTED_WATERMARK,
+    Rec, Reported, Seam, Zone, ZoneGuard, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD,
+    ALLOC_NOFRAGMENT, ZONE_BOOSTED_WATERMARK,
 };
+use core::marker::PhantomData;
 
 const PB_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 
 impl ZoneGuard<'_> {
-    /// The buddy state under this hold, its events counted for the holder CPU; `SINK` as
+    /// The buddy state under this hold, its events counted for the holder CPU; `S` as
     /// [`Buddy`]'s.
     #[inline]
-    pub(crate) fn buddy<'b, const SINK: bool>(
+    pub(crate) fn buddy<'b, S: Seam>(
         &'b mut self,
         m: &'b [PageMeta],
         cfg: &'b Config,
-    ) -> Buddy<'b, SINK> {
+    ) -> Buddy<'b, S> {
         let (z, st) = (self.zone, self.st);
         Buddy::new(z, self, st, m, cfg)
     }
@@ -77,18 +78,19 @@ fn can_steal(order: u8, start: MigrateType) -> bool {
         || matches!(start, MigrateType::Reclaimable | MigrateType::Unmovable)
 }
 
-/// The buddy state of a locked zone. `SINK` as [`Rec`]'s: `false` when the caller has
+/// The buddy state of a locked zone. `S` as [`Rec`]'s: [`Quiet`](crate::zone::Quiet) when the caller has
 /// tested, once for the lock hold, that no access sink is installed, so that the hold's
 /// report sites compile away.
-pub(crate) struct Buddy<'a, const SINK: bool = true> {
+pub(crate) struct Buddy<'a, S: Seam = Reported> {
     pub(crate) z: &'a Zone,
     pub(crate) inner: &'a mut ZoneInner,
     pub(crate) m: &'a [PageMeta],
     pub(crate) cfg: &'a Config,
     pub(crate) st: &'a Stats,
+    seam: PhantomData<S>,
 }
 
-impl<'a, const SINK: bool> Buddy<'a, SINK> {
+impl<'a, S: Seam> Buddy<'a, S> {
     /// The buddy state of `z`, whose lock the caller holds (`inner` is the locked data),
     /// counting the hold's events into `st`. The one way to build a `Buddy`:
     /// [`ZoneGuard::buddy`](crate::zone::ZoneGuard::buddy) for a CPU's trip, directly only
@@ -107,11 +109,12 @@ impl<'a, const SINK: bool> Buddy<'a, SINK> {
             m,
             cfg,
             st,
+            seam: PhantomData,
         }
     }
 }
 
-impl<const SINK: bool> Buddy<'_, SINK> {
+impl<S: Seam> Buddy<'_, S> {
     #[inline]
     fn idx(&self, pfn: u64) -> u32 {
         self.z.meta_index(pfn)
@@ -122,7 +125,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     }
     /// The access recorder of this lock hold (see `access.rs`).
     #[inline]
-    pub(crate) fn rec(&self) -> Rec<'_, SINK> {
+    pub(crate) fn rec(&self) -> Rec<'_, S> {
         Rec::locked(self.z, &self.inner.tally)
     }
     /// `get_pfnblock_migratetype`, reported.
@@ -164,7 +167,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         e.set_mt(mt as u8);
         e.set_state(State::Buddy);
         let inner = &mut *self.inner;
-        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
+        let mut r = Rec::<S>::locked(self.z, &inner.tally);
         r.zone(ZoneLine::FreeArea(order), true);
         let l = &mut inner.free.lists[order as usize][mt as usize];
         if tail {
@@ -188,7 +191,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
             self.cluster_removing(i);
         }
         let inner = &mut *self.inner;
-        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
+        let mut r = Rec::<S>::locked(self.z, &inner.tally);
         r.zone(ZoneLine::FreeArea(order), true);
         inner.free.lists[order as usize][mt as usize].remove(self.m, i, &mut r);
         inner.free.nr_free[order as usize] -= 1;

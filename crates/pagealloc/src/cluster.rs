@@ -37,6 +37,7 @@
 
 use crate::frame::NR_MIGRATETYPES;
 use crate::memmap::{List, PageMeta, State, Touch, NIL};
+use crate::zone::Seam;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -285,12 +286,12 @@ impl Clusters {
 /// Make the frames of a cut `Pcp` heads of order 0 (the fix-up), caching the pageblock
 /// type when the pcp migratetype cache is on. The caller owns the frames: it holds the
 /// pcp lock they are going to, and they are on no zone list.
-pub(crate) fn fix_up<const SINK: bool>(
+pub(crate) fn fix_up<S: Seam>(
     z: &crate::zone::Zone,
     m: &[PageMeta],
     cut: &Cut,
     mt_cache: bool,
-    rec: &crate::zone::Rec<'_, SINK>,
+    rec: &crate::zone::Rec<'_, S>,
 ) {
     let mut i = cut.first;
     // Each frame after the first was read from the previous one's link (reported one

@@ -413,8 +413,8 @@ impl Allocator {
         z: &Zone,
         f: impl FnOnce(&mut Buddy<'_>) -> R,
     ) -> R {
-        let mut g = z.lock(cpu, &*self.platform);
-        f(&mut g.buddy::<true>(&self.meta, &self.cfg))
+        let mut g = z.lock::<Reported>(cpu, &*self.platform);
+        f(&mut g.buddy::<Reported>(&self.meta, &self.cfg))
     }
 
     /// `rmqueue_buddy` (docs/mechanisms.md §4.5).

@@ -73,7 +73,9 @@ use crate::allocator::Allocator;
 use crate::frame::{Frame, Gfp, MigrateType, NR_PCPTYPES};
 use crate::memmap::State;
 use crate::tune;
-use crate::zone::{Rec, Zone, ALLOC_KSWAPD, WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH};
+use crate::zone::{
+    Quiet, Rec, Reported, Seam, Zone, ALLOC_KSWAPD, WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH,
+};
 
 /// What the PCP hit of a free did.
 pub(crate) enum Hit {
@@ -152,7 +154,7 @@ impl Allocator {
         }
         tune::on_alloc(&mut pcp.st, &self.tune);
         pcp.active = true;
-        self.pop_hit::<RING, false>(
+        self.pop_hit::<RING, Quiet>(
             Pageset { cpu, zone, slot },
             &mut pcp,
             PcpList { order, mt, pi },
@@ -160,9 +162,9 @@ impl Allocator {
     }
 
     /// The pop of `__rmqueue_pcplist` from a list known not to be empty (`None` only if
-    /// that was wrong), reported when `TRACED` (a sink is installed: the caller tested).
+    /// that was wrong), reported when `S` is [`Reported`] (a sink is installed: the caller tested).
     #[inline(always)]
-    pub(super) fn pop_hit<const RING: bool, const TRACED: bool>(
+    pub(super) fn pop_hit<const RING: bool, S: Seam>(
         &self,
         ps: Pageset<'_>,
         pcp: &mut Pcp,
@@ -174,11 +176,11 @@ impl Allocator {
         // its last allocation or the refill left it (`Allocated`, order 0); its bit is
         // the ownership.
         let own = RING && order == 0 && zone.own_bitmap();
-        // Reported when `TRACED` (`rmqueue_pcplist` without the zone lock): the
+        // Reported when `S` is [`Reported`] (`rmqueue_pcplist` without the zone lock): the
         // pageset's count line, the list's head and length, then the list's or ring's
-        // lines, and the frame whose state is written below; not `TRACED`, every report
+        // lines, and the frame whose state is written below; [`Quiet`], every report
         // site compiles away.
-        let mut r = Rec::<TRACED>::unlocked(zone);
+        let mut r = Rec::<S>::unlocked(zone);
         r.pcp(cpu, PCP_HEADER, true);
         r.pcp(cpu, pi as u8, true);
         let i = if RING {
@@ -305,16 +307,16 @@ impl Allocator {
             }
         }
         // No sink is installed: with one, no order takes the hit (`Hot::no_hits`).
-        self.commit_free::<RING, false>(ps, &mut pcp, i, order, mt, pb_mt);
+        self.commit_free::<RING, Quiet>(ps, &mut pcp, i, order, mt, pb_mt);
         Hit::Done
     }
 
     /// `free_unref_page_commit` (docs/mechanisms.md §3.2), in the kernel's order of
     /// operations, for the block whose head has metadata index `i` (a frame of `zone`), on linked lists
-    /// (`RING` false) or rings; the push reported when `TRACED` (a sink is installed:
+    /// (`RING` false) or rings; the push reported when `S` is [`Reported`] (a sink is installed:
     /// the caller tested).
     #[inline(always)]
-    pub(crate) fn commit_free<const RING: bool, const TRACED: bool>(
+    pub(crate) fn commit_free<const RING: bool, S: Seam>(
         &self,
         ps: Pageset<'_>,
         pcp: &mut Pcp,
@@ -328,8 +330,8 @@ impl Allocator {
         // `Config::own_bitmap`: the free of an order-0 block to a ring took its bit and
         // writes nothing of its metadata (the drain will).
         let own = RING && order == 0 && zone.own_bitmap();
-        // Reported when `TRACED` (`free_unref_page_commit`), else compiled away.
-        let mut r = Rec::<TRACED>::unlocked(zone);
+        // Reported when `S` is [`Reported`] (`free_unref_page_commit`), else compiled away.
+        let mut r = Rec::<S>::unlocked(zone);
         if own {
             slot.stats.free_unwritten.add(1);
         } else {
@@ -405,10 +407,10 @@ impl Allocator {
             self.meta[i as usize].set_state(State::Allocated);
         }
         match (slot.hot.ring_at(order), zone.trace.on()) {
-            (false, false) => self.commit_free::<false, false>(ps, pcp, i, order, mt, pb_mt),
-            (false, true) => self.commit_free::<false, true>(ps, pcp, i, order, mt, pb_mt),
-            (true, false) => self.commit_free::<true, false>(ps, pcp, i, order, mt, pb_mt),
-            (true, true) => self.commit_free::<true, true>(ps, pcp, i, order, mt, pb_mt),
+            (false, false) => self.commit_free::<false, Quiet>(ps, pcp, i, order, mt, pb_mt),
+            (false, true) => self.commit_free::<false, Reported>(ps, pcp, i, order, mt, pb_mt),
+            (true, false) => self.commit_free::<true, Quiet>(ps, pcp, i, order, mt, pb_mt),
+            (true, true) => self.commit_free::<true, Reported>(ps, pcp, i, order, mt, pb_mt),
         }
     }
 

@@ -10,7 +10,7 @@ use crate::buddy::RmqueueMode;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER, THP_ORDER};
 use crate::memmap::State;
 use crate::tune;
-use crate::zone::{Rec, Zone};
+use crate::zone::{seam, Quiet, Rec, Reported, Seam, Zone};
 
 impl Allocator {
     /// `rmqueue_pcplist` (docs/mechanisms.md §4.2): `None` if the pcp is busy or the zone is empty.
@@ -53,10 +53,10 @@ impl Allocator {
             }
         }
         match (ring, zone.trace.on()) {
-            (false, false) => self.pop_hit::<false, false>(ps, pcp, PcpList { order, mt, pi }),
-            (false, true) => self.pop_hit::<false, true>(ps, pcp, PcpList { order, mt, pi }),
-            (true, false) => self.pop_hit::<true, false>(ps, pcp, PcpList { order, mt, pi }),
-            (true, true) => self.pop_hit::<true, true>(ps, pcp, PcpList { order, mt, pi }),
+            (false, false) => self.pop_hit::<false, Quiet>(ps, pcp, PcpList { order, mt, pi }),
+            (false, true) => self.pop_hit::<false, Reported>(ps, pcp, PcpList { order, mt, pi }),
+            (true, false) => self.pop_hit::<true, Quiet>(ps, pcp, PcpList { order, mt, pi }),
+            (true, true) => self.pop_hit::<true, Reported>(ps, pcp, PcpList { order, mt, pi }),
         }
     }
 
@@ -87,7 +87,7 @@ impl Allocator {
                 pi,
                 n,
             };
-            n -= self.pcp_buddy_refill(w, pcp);
+            n -= seam!(zone, S => self.pcp_buddy_refill::<S>(&w, pcp));
         }
         let got = if n > 0 || !self.cfg.pcp_buddy {
             self.rmqueue_bulk(ps, pcp, l, n, aflags)
@@ -122,16 +122,12 @@ impl Allocator {
         n: i32,
         aflags: u32,
     ) -> i32 {
-        if ps.zone.trace.on() {
-            self.rmqueue_bulk_t::<true>(ps, pcp, l, n, aflags)
-        } else {
-            self.rmqueue_bulk_t::<false>(ps, pcp, l, n, aflags)
-        }
+        seam!(ps.zone, S => self.rmqueue_bulk_t::<S>(ps, pcp, l, n, aflags))
     }
 
-    /// [`Allocator::rmqueue_bulk`], reported when `SINK` (as [`Rec`]'s).
+    /// [`Allocator::rmqueue_bulk`], reported as `S` ([`Seam`]).
     #[inline(always)]
-    fn rmqueue_bulk_t<const SINK: bool>(
+    fn rmqueue_bulk_t<S: Seam>(
         &self,
         ps: Pageset<'_>,
         pcp: &mut Pcp,
@@ -141,9 +137,9 @@ impl Allocator {
     ) -> i32 {
         let (Pageset { cpu, zone, .. }, PcpList { order, mt, pi }) = (ps, l);
         let m = &self.meta[..];
-        let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
+        let mut g = zone.lock::<S>(cpu, &*self.platform);
         let st = g.st;
-        let mut b = g.buddy::<SINK>(m, &self.cfg);
+        let mut b = g.buddy::<S>(m, &self.cfg);
         let mut got = 0;
         let mut touched = 0u64;
         if order == 0 && self.cfg.clustered_refill {
@@ -247,7 +243,7 @@ impl Allocator {
             // The fix-up, outside the zone lock; the frames are ours (pcp lock held,
             // on no zone list), and zone-lock holders that read order-0 Buddy states
             // wait for `cluster_inflight` to drop.
-            let r = Rec::<SINK>::unlocked(zone);
+            let r = Rec::<S>::unlocked(zone);
             if !c.fixed {
                 crate::cluster::fix_up(zone, m, &c, self.cfg.pcp_migratetype_cache, &r);
                 zone.cluster_inflight

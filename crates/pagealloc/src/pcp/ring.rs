@@ -3,7 +3,7 @@
 //! pops report the buffer line they touch to a [`SlotTouch`], [`RingRec`]: the access
 //! seam's, whose sites compile away where no sink may be installed.
 
-use crate::zone::Rec;
+use crate::zone::{Rec, Seam};
 use alloc::vec::Vec;
 
 /// Where ring operations report the buffer slot they touch (its line is `slot / 16`).
@@ -14,13 +14,13 @@ pub(crate) trait SlotTouch {
 
 /// Reports a ring's buffer lines as those of list `pi` of the pageset of (`cpu`, the
 /// [`Rec`]'s zone).
-pub(crate) struct RingRec<'r, 'a, const SINK: bool> {
-    pub(crate) r: &'r Rec<'a, SINK>,
+pub(crate) struct RingRec<'r, 'a, S: Seam> {
+    pub(crate) r: &'r Rec<'a, S>,
     pub(crate) cpu: usize,
     pub(crate) pi: usize,
 }
 
-impl<const SINK: bool> SlotTouch for RingRec<'_, '_, SINK> {
+impl<S: Seam> SlotTouch for RingRec<'_, '_, S> {
     #[inline]
     fn slot(&mut self, slot: u32, write: bool) {
         self.r.pcp_array(self.cpu, self.pi as u8, slot, write);
