@@ -144,9 +144,11 @@ impl Allocator {
                 (left, cur) = (left - 1, prev);
             }
         }
-        // `drain_thp_splice`'s `frame_dep` of each block and, uncached, its `pb_mt`.
+        // `drain_thp_splice`'s `frame_dep` of each block and its `drained_mt`: cached, a
+        // second read of the block's metadata; uncached, its `pb_mt`.
+        let c = cnt as u64;
         b.rec()
-            .counted(cnt as u64, if cached { 0 } else { cnt as u64 });
+            .counted(if cached { 2 * c } else { c }, if cached { 0 } else { c });
         list.truncate_back(m, cur, cnt, &mut b.rec());
         let pages = (cnt as i32) << k;
         pcp.st.count -= pages;
