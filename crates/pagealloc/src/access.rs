@@ -279,3 +279,49 @@ pub(crate) fn emit_pcp_array(
         dep: 0,
     });
 }
+
+/// The full-zone cache's own access to position `pos` of `node`'s zonelist: the line
+/// holding the entry, its `z_to_n` and its full bit — read by `zlc_zone_worth_trying` for
+/// a skipped zone, written by `zlc_mark_zone_full` and by a wipe (`zlc_setup` after a
+/// second, `zlc_clear_zones_full`) that clears its bit.
+#[cold]
+#[inline(never)]
+pub(crate) fn emit_zonelist(s: &dyn AccessSink, node: usize, pos: usize, write: bool) {
+    s.access(Access {
+        line: Line::Zonelist {
+            node: node as u16,
+            pos: pos as u16,
+        },
+        write,
+        locked: false,
+        dep: 0,
+    });
+}
+
+/// One zone of a zonelist walk: the zonelist entry (and its full-zone cache bit), and the
+/// zone's watermark and free-page lines the watermark test reads (`zone_watermark_fast`).
+#[cold]
+#[inline(never)]
+pub(crate) fn emit_zone_check(s: &dyn AccessSink, node: usize, pos: usize, zone: usize) {
+    let locked = false;
+    s.access(Access {
+        line: Line::Zonelist {
+            node: node as u16,
+            pos: pos as u16,
+        },
+        write: false,
+        locked,
+        dep: 0,
+    });
+    for line in [ZoneLine::Watermarks, ZoneLine::Counters] {
+        s.access(Access {
+            line: Line::Zone {
+                zone: zone as u16,
+                line,
+            },
+            write: false,
+            locked,
+            dep: 0,
+        });
+    }
+}
