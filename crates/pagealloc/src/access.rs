@@ -24,9 +24,9 @@
 //! the zonelist walk and its frees the full path, which do the same work to the lists and
 //! report it; without a sink the hits are those of the build without the feature. The
 //! pageset refills and drains (`rmqueue_bulk`, `free_pcppages_bulk`) test for a sink once
-//! per zone-lock trip and run one of two copies of the trip (`Rec`'s and `Buddy`'s
-//! `SINK` parameter): with its report sites, or with none (`SINK = false`), the code
-//! without the feature. The rest (the zonelist walk, and the zone trips of
+//! per zone-lock trip (`seam!` in `zone/rec.rs`) and run one of two copies of the trip,
+//! by the type parameter `S: Seam` of `Rec`, `Buddy` and the paths between: with its
+//! report sites (`Reported`), or with none (`Quiet`), the code without the feature. The rest (the zonelist walk, and the zone trips of
 //! `rmqueue_buddy`, `free_one_page` and the slow path's, through `with_buddy`) keep one
 //! never-taken branch on the sink pointer per report site. The reporting code itself is
 //! in `#[cold]` functions. Under the zone lock the accesses are also counted, always
@@ -278,4 +278,50 @@ pub(crate) fn emit_pcp_array(
         locked,
         dep: 0,
     });
+}
+
+/// The full-zone cache's own access to position `pos` of `node`'s zonelist: the line
+/// holding the entry, its `z_to_n` and its full bit — read by `zlc_zone_worth_trying` for
+/// a skipped zone, written by `zlc_mark_zone_full` and by a wipe (`zlc_setup` after a
+/// second, `zlc_clear_zones_full`) that clears its bit.
+#[cold]
+#[inline(never)]
+pub(crate) fn emit_zonelist(s: &dyn AccessSink, node: usize, pos: usize, write: bool) {
+    s.access(Access {
+        line: Line::Zonelist {
+            node: node as u16,
+            pos: pos as u16,
+        },
+        write,
+        locked: false,
+        dep: 0,
+    });
+}
+
+/// One zone of a zonelist walk: the zonelist entry (and its full-zone cache bit), and the
+/// zone's watermark and free-page lines the watermark test reads (`zone_watermark_fast`).
+#[cold]
+#[inline(never)]
+pub(crate) fn emit_zone_check(s: &dyn AccessSink, node: usize, pos: usize, zone: usize) {
+    let locked = false;
+    s.access(Access {
+        line: Line::Zonelist {
+            node: node as u16,
+            pos: pos as u16,
+        },
+        write: false,
+        locked,
+        dep: 0,
+    });
+    for line in [ZoneLine::Watermarks, ZoneLine::Counters] {
+        s.access(Access {
+            line: Line::Zone {
+                zone: zone as u16,
+                line,
+            },
+            write: false,
+            locked,
+            dep: 0,
+        });
+    }
 }

@@ -21,21 +21,22 @@ use crate::frame::{MigrateType, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::memmap::{List, PageMeta, State, FLAG_MERGE_SKIPPED};
 use crate::stats::Stats;
 use crate::zone::{
-    Rec, Zone, ZoneGuard, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD, ALLOC_NOFRAGMENT,
-    ZONE_BOOSTED_WATERMARK,
+    Rec, Reported, Seam, Zone, ZoneGuard, ZoneInner, ALLOC_HIGHATOMIC, ALLOC_KSWAPD,
+    ALLOC_NOFRAGMENT, ZONE_BOOSTED_WATERMARK,
 };
+use core::marker::PhantomData;
 
 const PB_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 
 impl ZoneGuard<'_> {
-    /// The buddy state under this hold, its events counted for the holder CPU; `SINK` as
+    /// The buddy state under this hold, its events counted for the holder CPU; `S` as
     /// [`Buddy`]'s.
     #[inline]
-    pub(crate) fn buddy<'b, const SINK: bool>(
+    pub(crate) fn buddy<'b, S: Seam>(
         &'b mut self,
         m: &'b [PageMeta],
         cfg: &'b Config,
-    ) -> Buddy<'b, SINK> {
+    ) -> Buddy<'b, S> {
         let (z, st) = (self.zone, self.st);
         Buddy::new(z, self, st, m, cfg)
     }
@@ -77,18 +78,19 @@ fn can_steal(order: u8, start: MigrateType) -> bool {
         || matches!(start, MigrateType::Reclaimable | MigrateType::Unmovable)
 }
 
-/// The buddy state of a locked zone. `SINK` as [`Rec`]'s: `false` when the caller has
+/// The buddy state of a locked zone. `S` as [`Rec`]'s: [`Quiet`](crate::zone::Quiet) when the caller has
 /// tested, once for the lock hold, that no access sink is installed, so that the hold's
 /// report sites compile away.
-pub(crate) struct Buddy<'a, const SINK: bool = true> {
+pub(crate) struct Buddy<'a, S: Seam = Reported> {
     pub(crate) z: &'a Zone,
     pub(crate) inner: &'a mut ZoneInner,
     pub(crate) m: &'a [PageMeta],
     pub(crate) cfg: &'a Config,
     pub(crate) st: &'a Stats,
+    seam: PhantomData<S>,
 }
 
-impl<'a, const SINK: bool> Buddy<'a, SINK> {
+impl<'a, S: Seam> Buddy<'a, S> {
     /// The buddy state of `z`, whose lock the caller holds (`inner` is the locked data),
     /// counting the hold's events into `st`. The one way to build a `Buddy`:
     /// [`ZoneGuard::buddy`](crate::zone::ZoneGuard::buddy) for a CPU's trip, directly only
@@ -107,11 +109,12 @@ impl<'a, const SINK: bool> Buddy<'a, SINK> {
             m,
             cfg,
             st,
+            seam: PhantomData,
         }
     }
 }
 
-impl<const SINK: bool> Buddy<'_, SINK> {
+impl<S: Seam> Buddy<'_, S> {
     #[inline]
     fn idx(&self, pfn: u64) -> u32 {
         self.z.meta_index(pfn)
@@ -122,7 +125,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     }
     /// The access recorder of this lock hold (see `access.rs`).
     #[inline]
-    pub(crate) fn rec(&self) -> Rec<'_, SINK> {
+    pub(crate) fn rec(&self) -> Rec<'_, S> {
         Rec::locked(self.z, &self.inner.tally)
     }
     /// `get_pfnblock_migratetype`, reported.
@@ -164,13 +167,13 @@ impl<const SINK: bool> Buddy<'_, SINK> {
         e.set_mt(mt as u8);
         e.set_state(State::Buddy);
         let inner = &mut *self.inner;
-        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
+        let mut r = Rec::<S>::locked(self.z, &inner.tally);
         r.zone(ZoneLine::FreeArea(order), true);
         let l = &mut inner.free.lists[order as usize][mt as usize];
         if tail {
-            l.push_tail_t(self.m, i, &mut r);
+            l.push_tail(self.m, i, &mut r);
         } else {
-            l.push_head_t(self.m, i, &mut r);
+            l.push_head(self.m, i, &mut r);
         }
         if order == 0 && self.cfg.clustered_refill {
             self.cluster_inserted(i, tail, mt);
@@ -188,9 +191,9 @@ impl<const SINK: bool> Buddy<'_, SINK> {
             self.cluster_removing(i);
         }
         let inner = &mut *self.inner;
-        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
+        let mut r = Rec::<S>::locked(self.z, &inner.tally);
         r.zone(ZoneLine::FreeArea(order), true);
-        inner.free.lists[order as usize][mt as usize].remove_t(self.m, i, &mut r);
+        inner.free.lists[order as usize][mt as usize].remove(self.m, i, &mut r);
         inner.free.nr_free[order as usize] -= 1;
         e.set_state(State::Tail);
         self.set_nonempty(order, mt);
@@ -824,12 +827,12 @@ impl<const SINK: bool> Buddy<'_, SINK> {
                 let lmt = self.del_from_list(self.z.pfn_of(i), order);
                 self.account(-(1i64 << order), lmt);
                 e.set_state_flags(State::Tail, 0);
-                held.push_tail_t(m, i, &mut self.rec());
+                held.push_tail(m, i, &mut self.rec());
                 back = 0;
             }
         }
         let mut n = 0;
-        while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
+        while let Some(i) = held.pop_head(m, &mut self.rec()) {
             let mt = m[i as usize].mt_type();
             self.free_one(self.z.pfn_of(i), order, mt, false);
             n += 1;
@@ -943,10 +946,10 @@ impl<const SINK: bool> Buddy<'_, SINK> {
             let lmt = self.del_from_list(p, 0);
             self.account(-1, lmt);
             e.set_state_flags(State::Tail, 0);
-            held.push_tail_t(m, i, &mut self.rec());
+            held.push_tail(m, i, &mut self.rec());
         }
         let mut n = 0;
-        while let Some(i) = held.pop_head_t(m, &mut self.rec()) {
+        while let Some(i) = held.pop_head(m, &mut self.rec()) {
             let mt = m[i as usize].mt_type();
             self.free_one(self.z.pfn_of(i), 0, mt, false);
             n += 1;

@@ -37,6 +37,7 @@
 
 use crate::frame::NR_MIGRATETYPES;
 use crate::memmap::{List, PageMeta, State, Touch, NIL};
+use crate::zone::Seam;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -213,7 +214,7 @@ impl Clusters {
         if k == 0 {
             return None;
         }
-        let first = list.cut_front_t(m, last, total, t);
+        let first = list.cut_front(m, last, total, t);
         Some((
             Cut {
                 first,
@@ -285,12 +286,12 @@ impl Clusters {
 /// Make the frames of a cut `Pcp` heads of order 0 (the fix-up), caching the pageblock
 /// type when the pcp migratetype cache is on. The caller owns the frames: it holds the
 /// pcp lock they are going to, and they are on no zone list.
-pub(crate) fn fix_up<const SINK: bool>(
+pub(crate) fn fix_up<S: Seam>(
     z: &crate::zone::Zone,
     m: &[PageMeta],
     cut: &Cut,
     mt_cache: bool,
-    rec: &crate::zone::Rec<'_, SINK>,
+    rec: &crate::zone::Rec<'_, S>,
 ) {
     let mut i = cut.first;
     // Each frame after the first was read from the previous one's link (reported one
@@ -313,6 +314,7 @@ pub(crate) fn fix_up<const SINK: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memmap::NoTouch;
 
     fn ids(l: &List, m: &[PageMeta]) -> Vec<u32> {
         l.iter(m).map(|i| m[i as usize].aux()).collect()
@@ -324,7 +326,7 @@ mod tests {
         let mut c = Clusters::default();
         let mut l = List::new();
         for i in 0..7 {
-            l.push_head(&m, i);
+            l.push_head(&m, i, &mut NoTouch);
             c.on_insert(&m, i, false, 2, 3);
         }
         // head-first runs of at most 3: [6] [5 4 3] [2 1 0]
@@ -332,19 +334,19 @@ mod tests {
         c.check(core::slice::from_ref(&l), &m).unwrap();
         // a fresh start opens a new cluster even though the head one has room
         c.start_fresh();
-        l.push_head(&m, 7);
+        l.push_head(&m, 7, &mut NoTouch);
         c.on_insert(&m, 7, false, 2, 3);
-        l.push_head(&m, 8);
+        l.push_head(&m, 8, &mut NoTouch);
         c.on_insert(&m, 8, false, 2, 3);
         assert_eq!(ids(&l, &m)[..3], [3, 3, 2]);
         // tail inserts join the tail cluster only when it has room
-        l.push_tail(&m, 9);
+        l.push_tail(&m, 9, &mut NoTouch);
         c.on_insert(&m, 9, true, 2, 3);
         assert_eq!(*ids(&l, &m).last().unwrap(), 4);
         c.check(core::slice::from_ref(&l), &m).unwrap();
         // removing a cluster's tail moves the tail back
         c.on_remove(&m, 0);
-        l.remove(&m, 0);
+        l.remove(&m, 0, &mut NoTouch);
         c.check(core::slice::from_ref(&l), &m).unwrap();
         // cut: [8 7] (2) + [6] (1) fit in 4, [5 4 3] does not
         let (cut, k) = c.cut(&m, &mut l, 4, &mut crate::access::NoTouch).unwrap();
@@ -373,7 +375,7 @@ mod tests {
                 let mut c = Clusters::default();
                 let mut l = List::new();
                 for i in 0..before {
-                    l.push_head(&m, i);
+                    l.push_head(&m, i, &mut NoTouch);
                     c.on_insert(&m, i, false, 1, cap);
                 }
                 if start_fresh {
@@ -384,9 +386,9 @@ mod tests {
                 // linked first..=last through a list of their own
                 let mut chain = List::new();
                 for i in before..before + run {
-                    chain.push_head(&m, i);
+                    chain.push_head(&m, i, &mut NoTouch);
                 }
-                l.splice_after(&m, None, first, last, run);
+                l.splice_after(&m, None, first, last, run, &mut NoTouch);
                 if one_pass {
                     c.on_insert_head_run(&m, last, run, 1, cap);
                 } else {

@@ -31,16 +31,19 @@ use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 use core::fmt;
 
 /// Where list operations report the frames whose metadata they touch (by metadata index):
-/// the access seam's [`Rec`](crate::zone::Rec), or [`NoTouch`].
+/// the access seam's [`Rec`](crate::zone::Rec), or (the unit tests) `NoTouch`.
 pub(crate) trait Touch {
     /// Frame at metadata index `idx` read (`write == false`) or written; `dep` as
     /// [`Access::dep`](crate::access::Access::dep): 0, or how many reports back the line holding its address is.
     fn meta(&mut self, idx: u32, write: bool, dep: u8);
 }
 
-/// Reports nothing: the list operations of the untraced paths compile to what they were.
+/// Reports nothing (the unit tests' lists; the allocator's paths report through a
+/// [`Rec`](crate::zone::Rec), whose sites compile away where no sink may be installed).
+#[cfg(test)]
 pub(crate) struct NoTouch;
 
+#[cfg(test)]
 impl Touch for NoTouch {
     #[inline(always)]
     fn meta(&mut self, _idx: u32, _write: bool, _dep: u8) {}
@@ -312,39 +315,10 @@ impl List {
     pub(crate) fn tail(&self) -> Option<u32> {
         (self.tail != NIL).then_some(self.tail)
     }
-    /// Insert `i` at the head (inlined: the PCP free hit's push).
+    /// Insert `i` at the head (inlined: the PCP free hit's push), reporting the frames
+    /// whose metadata it touches to `t`: `i` and the old head (its `prev`).
     #[inline(always)]
-    pub(crate) fn push_head(&mut self, m: &[PageMeta], i: u32) {
-        self.push_head_t(m, i, &mut NoTouch)
-    }
-    /// Insert `i` at the tail.
-    #[inline]
-    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
-    pub(crate) fn push_tail(&mut self, m: &[PageMeta], i: u32) {
-        self.push_tail_t(m, i, &mut NoTouch)
-    }
-    /// Remove and return the head.
-    #[inline]
-    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
-    pub(crate) fn pop_head(&mut self, m: &[PageMeta]) -> Option<u32> {
-        self.pop_head_t(m, &mut NoTouch)
-    }
-    /// Remove and return the tail.
-    #[inline]
-    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
-    pub(crate) fn pop_tail(&mut self, m: &[PageMeta]) -> Option<u32> {
-        self.pop_tail_t(m, &mut NoTouch)
-    }
-    /// Unlink `i`, which must be on this list.
-    #[inline]
-    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
-    pub(crate) fn remove(&mut self, m: &[PageMeta], i: u32) {
-        self.remove_t(m, i, &mut NoTouch)
-    }
-    /// [`List::push_head`], reporting the frames whose metadata it touches: `i` and the
-    /// old head (its `prev`).
-    #[inline(always)]
-    pub(crate) fn push_head_t(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
+    pub(crate) fn push_head(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
         let e = &m[i as usize];
         e.set_prev(NIL);
         e.set_next(self.head);
@@ -358,9 +332,9 @@ impl List {
         self.head = i;
         self.len += 1;
     }
-    /// [`List::push_tail`], reporting `i` and the old tail (its `next`).
+    /// Insert `i` at the tail, reporting `i` and the old tail (its `next`).
     #[inline]
-    pub(crate) fn push_tail_t(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
+    pub(crate) fn push_tail(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
         let e = &m[i as usize];
         e.set_next(NIL);
         e.set_prev(self.tail);
@@ -374,9 +348,9 @@ impl List {
         self.tail = i;
         self.len += 1;
     }
-    /// [`List::pop_head`], reporting the popped frame (unlinked: written) and the new head (written).
+    /// Remove and return the head, reporting the popped frame (unlinked: written) and the new head (written).
     #[inline]
-    pub(crate) fn pop_head_t(&mut self, m: &[PageMeta], t: &mut impl Touch) -> Option<u32> {
+    pub(crate) fn pop_head(&mut self, m: &[PageMeta], t: &mut impl Touch) -> Option<u32> {
         let i = self.head;
         if i == NIL {
             return None;
@@ -395,9 +369,10 @@ impl List {
         Some(i)
     }
     /// Remove and return the head of a list the caller saw non-empty (the hot path's
-    /// pop: no emptiness branch of its own, and no bounds tests of the indices it follows).
+    /// pop: no emptiness branch of its own, and no bounds tests of the indices it follows),
+    /// reporting as [`List::pop_head`] does.
     #[inline(always)]
-    pub(crate) fn pop_head_nonempty(&mut self, m: &[PageMeta]) -> u32 {
+    pub(crate) fn pop_head_nonempty(&mut self, m: &[PageMeta], t: &mut impl Touch) -> u32 {
         debug_assert!(self.head != NIL);
         let i = self.head;
         debug_assert!((i as usize) < m.len());
@@ -406,20 +381,23 @@ impl List {
         // guards the links; the store's length never changes), and a non-empty list's head
         // is such an index.
         let n = unsafe { m.get_unchecked(i as usize) }.next();
+        t.meta(i, true, 0);
         self.head = n;
         if n != NIL {
             debug_assert!((n as usize) < m.len());
             // SAFETY: `n` is the next entry of the same list (see above).
             unsafe { m.get_unchecked(n as usize) }.set_prev(NIL);
+            // `n` was read from `i`'s link.
+            t.meta(n, true, 1);
         } else {
             self.tail = NIL;
         }
         self.len -= 1;
         i
     }
-    /// [`List::pop_tail`], reporting the popped frame (unlinked: written) and the new tail (written).
+    /// Remove and return the tail, reporting the popped frame (unlinked: written) and the new tail (written).
     #[inline(always)]
-    pub(crate) fn pop_tail_t(&mut self, m: &[PageMeta], t: &mut impl Touch) -> Option<u32> {
+    pub(crate) fn pop_tail(&mut self, m: &[PageMeta], t: &mut impl Touch) -> Option<u32> {
         let i = self.tail;
         if i == NIL {
             return None;
@@ -436,10 +414,10 @@ impl List {
         self.len -= 1;
         Some(i)
     }
-    /// [`List::remove`], reporting `i` (unlinked: written, as `list_del` does) and both neighbours
+    /// Unlink `i`, which must be on this list, reporting `i` (unlinked: written, as `list_del` does) and both neighbours
     /// (written).
     #[inline]
-    pub(crate) fn remove_t(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
+    pub(crate) fn remove(&mut self, m: &[PageMeta], i: u32, t: &mut impl Touch) {
         let e = &m[i as usize];
         let (p, n) = (e.prev(), e.next());
         t.meta(i, true, 0);
@@ -466,12 +444,8 @@ impl List {
     /// `list_cut_position`); returns the cut chain's head. The chain keeps its internal
     /// links; `last`'s `next` still points into this list until the caller relinks it
     /// (see [`List::splice_after`]). Writes one frame of this list: the new head's `prev`.
-    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
-    pub(crate) fn cut_front(&mut self, m: &[PageMeta], last: u32, n: u32) -> u32 {
-        self.cut_front_t(m, last, n, &mut NoTouch)
-    }
-    /// [`List::cut_front`], reporting `last` (read) and the new head (written).
-    pub(crate) fn cut_front_t(
+    /// Reports `last` (read) and the new head (written).
+    pub(crate) fn cut_front(
         &mut self,
         m: &[PageMeta],
         last: u32,
@@ -496,7 +470,7 @@ impl List {
     /// end of `list_cut_before`). The chain `first..=old tail` keeps its internal links;
     /// `first`'s `prev` still points into this list until the caller relinks it. Reads
     /// `first` and writes one frame of this list, the new tail's `next`, both reported.
-    pub(crate) fn cut_back_t(&mut self, m: &[PageMeta], first: u32, n: u32, t: &mut impl Touch) {
+    pub(crate) fn cut_back(&mut self, m: &[PageMeta], first: u32, n: u32, t: &mut impl Touch) {
         debug_assert!(n >= 1 && n <= self.len);
         let p = m[first as usize].prev();
         t.meta(first, false, 0);
@@ -515,13 +489,7 @@ impl List {
     /// for a caller that has walked them from the old tail and read `tail` from the link
     /// of the last one it walked (and may have relinked them since). Writes `tail`'s
     /// `next`, reported.
-    pub(crate) fn truncate_back_t(
-        &mut self,
-        m: &[PageMeta],
-        tail: u32,
-        n: u32,
-        t: &mut impl Touch,
-    ) {
+    pub(crate) fn truncate_back(&mut self, m: &[PageMeta], tail: u32, n: u32, t: &mut impl Touch) {
         debug_assert!(n <= self.len);
         if tail != NIL {
             m[tail as usize].set_next(NIL);
@@ -536,20 +504,8 @@ impl List {
     }
     /// Insert the chain `first..=last` of `n` entries (linked by their `next`/`prev`,
     /// outer links ignored) after entry `after`, or at the head when `None`. O(1).
-    #[cfg_attr(not(test), allow(dead_code))] // the untraced form, for new callers
+    /// Reports `after`, `first`, `last` and the entry after the chain (all written).
     pub(crate) fn splice_after(
-        &mut self,
-        m: &[PageMeta],
-        after: Option<u32>,
-        first: u32,
-        last: u32,
-        n: u32,
-    ) {
-        self.splice_after_t(m, after, first, last, n, &mut NoTouch)
-    }
-    /// [`List::splice_after`], reporting `after`, `first`, `last` and the entry after
-    /// the chain (all written).
-    pub(crate) fn splice_after_t(
         &mut self,
         m: &[PageMeta],
         after: Option<u32>,
@@ -655,16 +611,16 @@ mod tests {
     fn list_ops() {
         let m: Vec<PageMeta> = (0..8).map(|_| PageMeta::new()).collect();
         let mut l = List::new();
-        l.push_head(&m, 1);
-        l.push_head(&m, 2);
-        l.push_tail(&m, 3);
+        l.push_head(&m, 1, &mut NoTouch);
+        l.push_head(&m, 2, &mut NoTouch);
+        l.push_tail(&m, 3, &mut NoTouch);
         assert_eq!(l.iter(&m).collect::<Vec<_>>(), [2, 1, 3]);
-        l.remove(&m, 1);
+        l.remove(&m, 1, &mut NoTouch);
         assert_eq!(l.iter(&m).collect::<Vec<_>>(), [2, 3]);
-        assert_eq!(l.pop_tail(&m), Some(3));
-        assert_eq!(l.pop_head(&m), Some(2));
+        assert_eq!(l.pop_tail(&m, &mut NoTouch), Some(3));
+        assert_eq!(l.pop_head(&m, &mut NoTouch), Some(2));
         assert!(l.is_empty());
-        assert_eq!(l.pop_head(&m), None);
+        assert_eq!(l.pop_head(&m, &mut NoTouch), None);
     }
 
     #[test]
@@ -672,40 +628,40 @@ mod tests {
         let m: Vec<PageMeta> = (0..8).map(|_| PageMeta::new()).collect();
         let mut a = List::new();
         for i in 0..5 {
-            a.push_tail(&m, i);
+            a.push_tail(&m, i, &mut NoTouch);
         }
-        let first = a.cut_front(&m, 2, 3);
+        let first = a.cut_front(&m, 2, 3, &mut NoTouch);
         assert_eq!(first, 0);
         assert_eq!(a.iter(&m).collect::<Vec<_>>(), [3, 4]);
         let mut b = List::new();
-        b.push_tail(&m, 6);
-        b.push_tail(&m, 7);
-        b.splice_after(&m, Some(6), 0, 2, 3);
+        b.push_tail(&m, 6, &mut NoTouch);
+        b.push_tail(&m, 7, &mut NoTouch);
+        b.splice_after(&m, Some(6), 0, 2, 3, &mut NoTouch);
         assert_eq!(b.iter(&m).collect::<Vec<_>>(), [6, 0, 1, 2, 7]);
         assert_eq!(b.len(), 5);
-        assert_eq!(b.pop_tail(&m), Some(7));
-        assert_eq!(b.pop_tail(&m), Some(2));
-        let first = a.cut_front(&m, 4, 2);
+        assert_eq!(b.pop_tail(&m, &mut NoTouch), Some(7));
+        assert_eq!(b.pop_tail(&m, &mut NoTouch), Some(2));
+        let first = a.cut_front(&m, 4, 2, &mut NoTouch);
         assert!(a.is_empty());
-        b.splice_after(&m, None, first, 4, 2);
+        b.splice_after(&m, None, first, 4, 2, &mut NoTouch);
         assert_eq!(b.iter(&m).collect::<Vec<_>>(), [3, 4, 6, 0, 1]);
         let mut c = List::new();
-        c.splice_after(&m, None, 3, 4, 2);
+        c.splice_after(&m, None, 3, 4, 2, &mut NoTouch);
         assert_eq!(c.tail(), Some(4));
-        assert_eq!(c.pop_tail(&m), Some(4));
+        assert_eq!(c.pop_tail(&m, &mut NoTouch), Some(4));
         // cut_back: the last two of [0 1 2 3 4] go, then join another list whole
         let mut d = List::new();
         for i in 0..5 {
-            d.push_tail(&m, i);
+            d.push_tail(&m, i, &mut NoTouch);
         }
-        d.cut_back_t(&m, 3, 2, &mut NoTouch);
+        d.cut_back(&m, 3, 2, &mut NoTouch);
         assert_eq!(d.iter(&m).collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!((d.tail(), d.len()), (Some(2), 3));
         let mut e = List::new();
-        e.push_tail(&m, 7);
-        e.splice_after(&m, None, 3, 4, 2);
+        e.push_tail(&m, 7, &mut NoTouch);
+        e.splice_after(&m, None, 3, 4, 2, &mut NoTouch);
         assert_eq!(e.iter(&m).collect::<Vec<_>>(), [3, 4, 7]);
-        d.cut_back_t(&m, 0, 3, &mut NoTouch);
+        d.cut_back(&m, 0, 3, &mut NoTouch);
         assert!(d.is_empty() && d.tail().is_none());
         assert_eq!(d.len(), 0);
     }

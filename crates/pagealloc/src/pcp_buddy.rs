@@ -54,8 +54,7 @@ use crate::frame::{MigrateType, PAGEBLOCK_ORDER};
 use crate::memmap::State;
 use crate::pcp::{pindex, Pcp, PcpSlot, NR_PCP_LISTS};
 use crate::sync::atomic::{AtomicU16, Ordering::Relaxed};
-use crate::zone::Rec;
-use crate::zone::Zone;
+use crate::zone::{seam, Rec, Reported, Seam, Zone};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
@@ -208,7 +207,7 @@ impl Allocator {
     /// block: the caller frees it as usual.
     #[cold]
     pub(crate) fn pcp_buddy_free(&self, cpu: usize, zone: &Zone, pfn: u64, order: u8) -> bool {
-        Rec::<true>::unlocked(zone).pageblock(pfn, false);
+        Rec::<Reported>::unlocked(zone).pageblock(pfn, false);
         let Some(owner) = self.pb_owners.of(zone, pfn) else {
             return false;
         };
@@ -220,7 +219,7 @@ impl Allocator {
             return false;
         };
         let mut pcp = slot.pcp.lock();
-        Rec::<true>::unlocked(zone).pcp(owner, PCP_HEADER, true);
+        Rec::<Reported>::unlocked(zone).pcp(owner, PCP_HEADER, true);
         // Under the owner's lock the tag cannot change (module docs).
         if self.pb_owners.of(zone, pfn) != Some(owner) {
             return false;
@@ -240,15 +239,8 @@ impl Allocator {
     /// already on the pageset (no zone lock), then phases 0–2 under one zone-lock hold,
     /// their blocks split after it. Returns the blocks put on list `w.pi`; the caller's
     /// `rmqueue_bulk` (phase 3) takes the rest.
-    pub(crate) fn pcp_buddy_refill(&self, w: Want<'_>, pcp: &mut Pcp) -> i32 {
-        if w.zone.trace.on() {
-            self.pcp_buddy_refill_t::<true>(&w, pcp)
-        } else {
-            self.pcp_buddy_refill_t::<false>(&w, pcp)
-        }
-    }
-
-    fn pcp_buddy_refill_t<const SINK: bool>(&self, w: &Want<'_>, pcp: &mut Pcp) -> i32 {
+    /// Reported as `S` ([`Seam`]).
+    pub(crate) fn pcp_buddy_refill<S: Seam>(&self, w: &Want<'_>, pcp: &mut Pcp) -> i32 {
         let Want {
             cpu,
             zone,
@@ -262,7 +254,7 @@ impl Allocator {
         if !self.cpus[cpu].online.load(Relaxed) {
             return 0;
         }
-        let r = Rec::<SINK>::unlocked(zone);
+        let r = Rec::<S>::unlocked(zone);
         let m = &self.meta[..];
         let mut got = 0i32;
         self.prune(zone, cpu, pcp);
@@ -276,7 +268,7 @@ impl Allocator {
                     break;
                 }
                 r.pcp(cpu, pk as u8, true);
-                pcp.lists[pk].pop_head_t(m, &mut Rec::<SINK>::unlocked(zone));
+                pcp.lists[pk].pop_head(m, &mut Rec::<S>::unlocked(zone));
                 let c = (pfn, k, true);
                 got += self.split_to_pcp(w, pcp, c, true, n - got, &r);
             }
@@ -291,8 +283,8 @@ impl Allocator {
         let mut chunks: Vec<Chunk> = Vec::new();
         let mut taken = 0u64;
         {
-            let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
-            let mut b = g.buddy::<SINK>(m, &self.cfg);
+            let mut g = zone.lock::<S>(cpu, &*self.platform);
+            let mut b = g.buddy::<S>(m, &self.cfg);
             // Phase 0: the owner's fragments in the zone.
             for ob in pcp.owned.iter_mut() {
                 if taken >= want {
@@ -364,14 +356,14 @@ impl Allocator {
     /// ≤ [`PCP_TOP`] on the lists of their orders. Returns blocks put on `pi`;
     /// `pcp.count` grows by the block unless it was `counted` (taken off a list of
     /// this pageset).
-    fn split_to_pcp<const SINK: bool>(
+    fn split_to_pcp<S: Seam>(
         &self,
         w: &Want<'_>,
         pcp: &mut Pcp,
         c: Chunk,
         counted: bool,
         need: i32,
-        r: &Rec<'_, SINK>,
+        r: &Rec<'_, S>,
     ) -> i32 {
         let Want {
             cpu,
@@ -391,7 +383,7 @@ impl Allocator {
             let i = zone.meta_index(p);
             set_pcp_head(&m[i as usize], order, mt, slot.hot.mt_cache);
             r.frame(p, true);
-            pcp.lists[pi].push_tail_t(m, i, &mut Rec::<SINK>::unlocked(zone));
+            pcp.lists[pi].push_tail(m, i, &mut Rec::<S>::unlocked(zone));
             put += 1;
             p += 1 << order;
         }
@@ -405,7 +397,7 @@ impl Allocator {
             r.frame(p, true);
             let pk = pindex(o, mt, slot.hot.thp_lists);
             r.pcp(cpu, pk as u8, true);
-            pcp.lists[pk].push_head_t(m, i, &mut Rec::<SINK>::unlocked(zone));
+            pcp.lists[pk].push_head(m, i, &mut Rec::<S>::unlocked(zone));
             p += 1 << o;
         }
         if !counted {
@@ -418,23 +410,8 @@ impl Allocator {
     /// from list `start`; the owned blocks among them merged with each other under the
     /// pageset lock, bottom-up, then everything freed under one zone-lock hold. A
     /// pageblock found wholly free in the zone afterwards goes back untagged.
-    pub(crate) fn pcp_buddy_drain(
-        &self,
-        cpu: usize,
-        zone: &Zone,
-        slot: &PcpSlot,
-        n: i32,
-        pcp: &mut Pcp,
-        start: usize,
-    ) {
-        if zone.trace.on() {
-            self.pcp_buddy_drain_t::<true>(cpu, zone, slot, n, pcp, start)
-        } else {
-            self.pcp_buddy_drain_t::<false>(cpu, zone, slot, n, pcp, start)
-        }
-    }
-
-    fn pcp_buddy_drain_t<const SINK: bool>(
+    /// Reported as `S` ([`Seam`]).
+    pub(crate) fn pcp_buddy_drain<S: Seam>(
         &self,
         cpu: usize,
         zone: &Zone,
@@ -448,7 +425,7 @@ impl Allocator {
             return;
         }
         let m = &self.meta[..];
-        let r = Rec::<SINK>::unlocked(zone);
+        let r = Rec::<S>::unlocked(zone);
         let before = pcp.st.count;
         let (mut owned, mut other): (Blocks, Blocks) = (Vec::new(), Vec::new());
         let mut pi = start % NR_PCP_LISTS;
@@ -458,7 +435,7 @@ impl Allocator {
             }
             let k = crate::pcp::order_of(pi);
             r.pcp(cpu, pi as u8, true);
-            while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut Rec::<SINK>::unlocked(zone)) {
+            while let Some(i) = pcp.lists[pi].pop_tail(m, &mut Rec::<S>::unlocked(zone)) {
                 let pfn = zone.pfn_of(i);
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;
@@ -483,8 +460,8 @@ impl Allocator {
             e.set_order(k);
         }
         slot.stats.pcp_buddy_merge.add(merges);
-        let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
-        let mut b = g.buddy::<SINK>(m, &self.cfg);
+        let mut g = zone.lock::<S>(cpu, &*self.platform);
+        let mut b = g.buddy::<S>(m, &self.cfg);
         b.rec().pcp(cpu, PCP_HEADER, true);
         for &(pfn, k) in owned.iter().chain(other.iter()) {
             let mt = b.pb_mt(pfn);
@@ -542,10 +519,10 @@ impl Allocator {
             let mut pcp = slot.pcp.lock();
             let c = pcp.st.count;
             if c > 0 {
-                self.pcp_buddy_drain(cpu, z, slot, c, &mut pcp, 0);
+                seam!(z, S => self.pcp_buddy_drain::<S>(cpu, z, slot, c, &mut pcp, 0));
             }
             let mut released = 0;
-            let _g = z.lock(cpu, &*self.platform);
+            let _g = z.lock::<Reported>(cpu, &*self.platform);
             for ob in pcp.owned.drain(..) {
                 if self.pb_owners.get(z, ob.pb) == Some(cpu) {
                     self.pb_owners.set(z, ob.pb, None);
@@ -612,8 +589,8 @@ fn set_pcp_head(e: &crate::memmap::PageMeta, order: u8, mt: MigrateType, mt_cach
 /// blocks of order ≥ `order` off the zone's lists until `want` pages are taken, walking
 /// the pageblock block by block (each head's order says where the next one starts).
 /// Returns pages taken.
-fn recover<const SINK: bool>(
-    b: &mut Buddy<'_, SINK>,
+fn recover<S: Seam>(
+    b: &mut Buddy<'_, S>,
     z: &Zone,
     start: u64,
     order: u8,
@@ -644,7 +621,7 @@ fn recover<const SINK: bool>(
 
 /// The pageblock at `start` lies in one free block of the zone (order ≥ the pageblock
 /// order), zone lock held.
-fn whole_free<const SINK: bool>(b: &Buddy<'_, SINK>, z: &Zone, start: u64) -> bool {
+fn whole_free<S: Seam>(b: &Buddy<'_, S>, z: &Zone, start: u64) -> bool {
     for o in PAGEBLOCK_ORDER..=crate::frame::MAX_ORDER {
         let h = start & !((1u64 << o) - 1);
         if h < z.start_pfn || !z.contains(h) {

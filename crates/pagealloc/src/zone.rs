@@ -11,7 +11,7 @@
 
 mod rec;
 
-pub(crate) use rec::Rec;
+pub(crate) use rec::{seam, Quiet, Rec, Reported, Seam};
 
 use crate::cluster::Clusters;
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
@@ -626,13 +626,6 @@ impl Zone {
         self.lock.lock()
     }
 
-    /// Take the zone lock, counting contention, wait and (with `lock_stat`) hold time for
-    /// `cpu`. Without `lock_stat` an uncontended acquisition reads no clock.
-    #[inline]
-    pub(crate) fn lock<'a>(&'a self, cpu: usize, clock: &'a dyn Platform) -> ZoneGuard<'a> {
-        self.lock_t::<true>(cpu, clock)
-    }
-
     /// Take the zone lock only if it is free (`spin_trylock`, the nolock paths of
     /// `allocator/nolock.rs`): `None` without waiting. A taken lock counts as
     /// [`Zone::lock`]'s uncontended trip; the trip marker is not reported (no sink
@@ -655,10 +648,12 @@ impl Zone {
         })
     }
 
-    /// [`Zone::lock`], its trip marker reported only if `SINK` (false: the caller has
-    /// tested that no access sink is installed, see [`crate::zone::Rec`]).
+    /// Take the zone lock, counting contention, wait and (with `lock_stat`) hold time for
+    /// `cpu`. Without `lock_stat` an uncontended acquisition reads no clock. The trip
+    /// marker is reported as `S` ([`Seam`]) says: [`Reported`] tests for a sink,
+    /// [`Quiet`] (the caller has tested that none is installed) compiles it away.
     #[inline]
-    pub(crate) fn lock_t<'a, const SINK: bool>(
+    pub(crate) fn lock<'a, S: Seam>(
         &'a self,
         cpu: usize,
         clock: &'a dyn Platform,
@@ -676,7 +671,7 @@ impl Zone {
             }
         };
         st.zone_lock.add(1);
-        if let Some(s) = self.trace.sink().filter(|_| SINK) {
+        if let Some(s) = self.trace.sink().filter(|_| S::SINK) {
             s.access(crate::access::Access {
                 line: crate::access::Line::Zone {
                     zone: self.idx as u16,

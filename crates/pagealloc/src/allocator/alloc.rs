@@ -2,6 +2,7 @@
 //! `rmqueue`, the slow path, compaction and bulk allocation.
 
 use super::Allocator;
+use crate::access::{emit_zone_check, emit_zonelist};
 use crate::buddy::Buddy;
 use crate::frame::{AllocError, Frame, Gfp, MigrateType, Pfn, MAX_ORDER};
 use crate::memmap::State;
@@ -246,7 +247,7 @@ impl Allocator {
                         self.cpus[cpu].stats.zonelist_skipped.add_shared(1);
                         // `zlc_zone_worth_trying` read the entry's `z_to_n` and full bit.
                         if let Some(s) = z.trace.sink() {
-                            zlc_traced(s, node, k, false);
+                            emit_zonelist(s, node, k, false);
                         }
                         continue;
                     }
@@ -269,7 +270,7 @@ impl Allocator {
                             // lines first): checking the sink here rather than before
                             // `try_zone` keeps the hot path's registers free.
                             if let Some(s) = z.trace.sink() {
-                                zone_check_traced(s, node, k, zi);
+                                emit_zone_check(s, node, k, zi);
                             }
                             return Some(pfn);
                         }
@@ -277,7 +278,7 @@ impl Allocator {
                         ZoneTry::Skip => false,
                     };
                     if let Some(s) = z.trace.sink() {
-                        zone_check_traced(s, node, k, zi);
+                        emit_zone_check(s, node, k, zi);
                     }
                     // From here on this walk failed at least once: the cold part.
                     let zlc =
@@ -285,7 +286,7 @@ impl Allocator {
                     if zlc && full {
                         self.zlc[node].mark_full(k);
                         if let Some(s) = z.trace.sink() {
-                            zlc_traced(s, node, k, true);
+                            emit_zonelist(s, node, k, true);
                         }
                     }
                     if !did_setup {
@@ -296,7 +297,7 @@ impl Allocator {
                             let sink = z.trace.sink();
                             self.zlc[node].setup(self.platform.now_ns(), |i| {
                                 if let Some(s) = sink {
-                                    zlc_traced(s, node, i, true);
+                                    emit_zonelist(s, node, i, true);
                                 }
                             });
                             zlc_active = true;
@@ -413,8 +414,8 @@ impl Allocator {
         z: &Zone,
         f: impl FnOnce(&mut Buddy<'_>) -> R,
     ) -> R {
-        let mut g = z.lock(cpu, &*self.platform);
-        f(&mut g.buddy::<true>(&self.meta, &self.cfg))
+        let mut g = z.lock::<Reported>(cpu, &*self.platform);
+        f(&mut g.buddy::<Reported>(&self.meta, &self.cfg))
     }
 
     /// `rmqueue_buddy` (docs/mechanisms.md §4.5).
@@ -527,7 +528,7 @@ impl Allocator {
                     .and_then(|&zi| self.zones[zi].trace.sink());
                 self.zlc[node].clear(|i| {
                     if let Some(s) = sink {
-                        zlc_traced(s, node, i, true);
+                        emit_zonelist(s, node, i, true);
                     }
                 });
             }
@@ -698,53 +699,5 @@ impl Allocator {
             }
         }
         Ok(done)
-    }
-}
-
-/// The full-zone cache's own access to position `pos` of `node`'s zonelist, with a sink
-/// installed: the line holding the entry, its `z_to_n` and its full bit — read by
-/// `zlc_zone_worth_trying` for a skipped zone, written by `zlc_mark_zone_full` and by a
-/// wipe (`zlc_setup` after a second, `zlc_clear_zones_full`) that clears its bit.
-#[cold]
-#[inline(never)]
-fn zlc_traced(s: &dyn crate::access::AccessSink, node: usize, pos: usize, write: bool) {
-    s.access(crate::access::Access {
-        line: crate::access::Line::Zonelist {
-            node: node as u16,
-            pos: pos as u16,
-        },
-        write,
-        locked: false,
-        dep: 0,
-    });
-}
-
-/// One zone of a zonelist walk, with a sink installed: the zonelist entry (and its
-/// full-zone cache bit), and the zone's watermark and free-page lines the watermark test
-/// reads (`zone_watermark_fast`).
-#[cold]
-#[inline(never)]
-fn zone_check_traced(s: &dyn crate::access::AccessSink, node: usize, pos: usize, zone: usize) {
-    use crate::access::{Access, Line, ZoneLine};
-    let locked = false;
-    s.access(Access {
-        line: Line::Zonelist {
-            node: node as u16,
-            pos: pos as u16,
-        },
-        write: false,
-        locked,
-        dep: 0,
-    });
-    for line in [ZoneLine::Watermarks, ZoneLine::Counters] {
-        s.access(Access {
-            line: Line::Zone {
-                zone: zone as u16,
-                line,
-            },
-            write: false,
-            locked,
-            dep: 0,
-        });
     }
 }

@@ -409,7 +409,7 @@ impl Allocator {
                 runs.push((p, zl.end_pfn()));
             }
             let mut g = z.lock_inspect();
-            let mut b = Buddy::<true>::new(z, &mut g, &z.cpu_stats[0], &a.meta, &a.cfg);
+            let mut b = Buddy::<Reported>::new(z, &mut g, &z.cpu_stats[0], &a.meta, &a.cfg);
             for (s, e) in runs {
                 let mut p = s;
                 while p < e {

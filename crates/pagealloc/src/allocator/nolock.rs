@@ -37,7 +37,7 @@ use crate::pcp::{pcp_free_types, pindex, Pageset};
 use crate::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use crate::topology::ZoneKind;
 use crate::tune;
-use crate::zone::{Zone, WMARK_LOW};
+use crate::zone::{Reported, Zone, WMARK_LOW};
 
 impl Allocator {
     /// Allocate 2^`order` unmovable frames as CPU `cpu` without ever waiting for a lock
@@ -121,7 +121,7 @@ impl Allocator {
             st.nolock_trylock_fail.add_shared(1);
             return None;
         };
-        let mut b = g.buddy::<true>(&self.meta, &self.cfg);
+        let mut b = g.buddy::<Reported>(&self.meta, &self.cfg);
         self.complete_deferred_locked(&mut b);
         self.take_direct_locked(&mut b, order, mt, WMARK_LOW as u32)
     }
@@ -182,7 +182,7 @@ impl Allocator {
         }
         match z.try_lock(cpu, &*self.platform) {
             Some(mut g) => {
-                let mut b = g.buddy::<true>(&self.meta, &self.cfg);
+                let mut b = g.buddy::<Reported>(&self.meta, &self.cfg);
                 self.complete_deferred_locked(&mut b);
                 self.free_to_zone_locked(&mut b, pfn, order);
                 drop(g);

@@ -6,8 +6,9 @@ use super::Buddy;
 use crate::cluster::fix_up;
 use crate::frame::MigrateType;
 use crate::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use crate::zone::Seam;
 
-impl<const SINK: bool> Buddy<'_, SINK> {
+impl<S: Seam> Buddy<'_, S> {
     /// Batch of the zone's pagesets: the cluster size cap.
     #[inline]
     pub(crate) fn cluster_cap(&self) -> u32 {
@@ -36,7 +37,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     pub(crate) fn cut_clusters(&mut self, mt: MigrateType, max: u32) -> Option<(u32, u32)> {
         debug_assert!(self.inner.free.clusters.pending.is_none());
         let free = &mut self.inner.free;
-        let mut r = crate::zone::Rec::<SINK>::locked(self.z, &self.inner.tally);
+        let mut r = crate::zone::Rec::<S>::locked(self.z, &self.inner.tally);
         r.zone(crate::access::ZoneLine::FreeArea(0), true);
         let (cut, k) = free
             .clusters
@@ -70,7 +71,7 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     fn settle_slow(&mut self) {
         if let Some(cut) = self.inner.free.clusters.pending.as_mut() {
             if !cut.fixed {
-                let r = crate::zone::Rec::<SINK>::locked(self.z, &self.inner.tally);
+                let r = crate::zone::Rec::<S>::locked(self.z, &self.inner.tally);
                 fix_up(self.z, self.m, cut, self.cfg.pcp_migratetype_cache, &r);
                 cut.fixed = true;
                 self.z.cluster_inflight.fetch_sub(1, Release);

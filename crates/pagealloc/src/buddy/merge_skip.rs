@@ -6,9 +6,9 @@
 use super::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER};
 use crate::memmap::{State, FLAG_MERGE_SKIPPED};
-use crate::zone::Rec;
+use crate::zone::{Rec, Seam};
 
-impl<const SINK: bool> Buddy<'_, SINK> {
+impl<S: Seam> Buddy<'_, S> {
     /// `can_skip_merge` (Appendix A): order-0 frees skip merging unless a caller that
     /// needs contiguity raised the zone's merge-disable depth.
     #[inline]
@@ -37,9 +37,9 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     /// (clusters: the frames join as `len` head inserts from `last` back to `first`).
     pub(crate) fn splice_skipped(&mut self, first: u32, last: u32, len: u32, mt: MigrateType) {
         let inner = &mut *self.inner;
-        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
+        let mut r = Rec::<S>::locked(self.z, &inner.tally);
         r.zone(crate::access::ZoneLine::FreeArea(0), true);
-        inner.free.lists[0][mt as usize].splice_after_t(self.m, None, first, last, len, &mut r);
+        inner.free.lists[0][mt as usize].splice_after(self.m, None, first, last, len, &mut r);
         if self.cfg.clustered_refill {
             let cap = self.cluster_cap();
             self.inner
@@ -61,10 +61,10 @@ impl<const SINK: bool> Buddy<'_, SINK> {
     pub(crate) fn splice_skipped_thp(&mut self, first: u32, last: u32, len: u32, mt: MigrateType) {
         let k = PAGEBLOCK_ORDER;
         let inner = &mut *self.inner;
-        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
+        let mut r = Rec::<S>::locked(self.z, &inner.tally);
         r.zone(crate::access::ZoneLine::FreeArea(k), true);
         inner.free.lists[k as usize][mt as usize]
-            .splice_after_t(self.m, None, first, last, len, &mut r);
+            .splice_after(self.m, None, first, last, len, &mut r);
         inner.free.nr_free[k as usize] += len as u64;
         self.z.set_nonempty(k, mt, true);
         self.account((len as i64) << k, mt);
@@ -106,8 +106,8 @@ impl<const SINK: bool> Buddy<'_, SINK> {
             i = e.next();
         }
         let inner = &mut *self.inner;
-        let mut r = Rec::<SINK>::locked(self.z, &inner.tally);
-        inner.free.lists[order as usize][mt as usize].cut_front_t(m, last, cnt, &mut r);
+        let mut r = Rec::<S>::locked(self.z, &inner.tally);
+        inner.free.lists[order as usize][mt as usize].cut_front(m, last, cnt, &mut r);
         inner.free.nr_free[order as usize] -= cnt as u64;
         let empty = self.inner.free.lists[order as usize][mt as usize].is_empty();
         self.z.set_nonempty(order, mt, !empty);

@@ -13,7 +13,7 @@ use crate::buddy::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER, THP_ORDER};
 use crate::memmap::{PageMeta, State, NIL};
 use crate::tune;
-use crate::zone::{Rec, Zone, ZONE_BELOW_HIGH};
+use crate::zone::{seam, Rec, Seam, Zone, ZONE_BELOW_HIGH};
 
 impl Allocator {
     /// The cold end of `free_unref_page_commit`: count a free_high, drain.
@@ -48,7 +48,7 @@ impl Allocator {
         let newest = self.cfg.drain_newest
             && !d.free_high
             && pcp.st.free_count >= tune::shl_sat(pcp.st.batch, self.tune.scale);
-        self.drain_pcp(Pageset { cpu, zone, slot }, pcp, n, pi, newest);
+        seam!(zone, S => self.drain_pcp::<S>(Pageset { cpu, zone, slot }, pcp, n, pi, newest));
         if zone.has_flag(ZONE_BELOW_HIGH)
             && zone.watermark_ok(
                 0,
@@ -65,30 +65,17 @@ impl Allocator {
     /// `free_pcppages_bulk` (docs/mechanisms.md §3.6): `n` pages from the list tails, round robin from
     /// list `start`, under one zone-lock hold.
     pub(crate) fn free_pcppages_bulk(&self, ps: Pageset<'_>, pcp: &mut Pcp, n: i32, start: usize) {
-        self.drain_pcp(ps, pcp, n, start, false);
+        seam!(ps.zone, S => self.drain_pcp::<S>(ps, pcp, n, start, false));
     }
 
     /// [`Allocator::free_pcppages_bulk`]; with `newest` (`Config::drain_newest`, linked
     /// pagesets only) the order-0 frames leave from the heads of their lists, the most
     /// recently freed first, instead of the tails. Higher orders leave from the tails.
     ///
-    /// The access seam is tested once, here: the drain runs a copy whose report sites
-    /// are compiled in (a sink is installed) or compiled away.
-    fn drain_pcp(&self, ps: Pageset<'_>, pcp: &mut Pcp, n: i32, start: usize, newest: bool) {
-        if self.cfg.pcp_buddy {
-            let Pageset { cpu, zone, slot } = ps;
-            return self.pcp_buddy_drain(cpu, zone, slot, n, pcp, start);
-        }
-        if ps.zone.trace.on() {
-            self.drain_pcp_t::<true>(ps, pcp, n, start, newest)
-        } else {
-            self.drain_pcp_t::<false>(ps, pcp, n, start, newest)
-        }
-    }
-
-    /// [`Allocator::drain_pcp`], reported when `SINK` (as [`Rec`]'s).
-    #[inline(always)]
-    fn drain_pcp_t<const SINK: bool>(
+    /// Reported as `S` ([`Seam`]): the caller tests the access seam once (`seam!`), and
+    /// the drain runs the copy whose report sites are compiled in (a sink is installed) or
+    /// compiled away.
+    fn drain_pcp<S: Seam>(
         &self,
         ps: Pageset<'_>,
         pcp: &mut Pcp,
@@ -97,6 +84,9 @@ impl Allocator {
         newest: bool,
     ) {
         let Pageset { cpu, zone, slot } = ps;
+        if self.cfg.pcp_buddy {
+            return self.pcp_buddy_drain::<S>(cpu, zone, slot, n, pcp, start);
+        }
         let mut n = n.min(pcp.st.count);
         if n <= 0 {
             return;
@@ -105,13 +95,13 @@ impl Allocator {
         let moved_before = pcp.st.count;
         let splice = self.cfg.splice_drain && self.cfg.merge_skip;
         let firsts = if splice {
-            drain_prewalk::<SINK>(cpu, zone, pcp, n, start, newest, m)
+            drain_prewalk::<S>(cpu, zone, pcp, n, start, newest, m)
         } else {
             [NIL; NR_PCP_LISTS]
         };
-        let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
+        let mut g = zone.lock::<S>(cpu, &*self.platform);
         let isolated = zone.has_isolated_pageblocks();
-        let mut b = g.buddy::<SINK>(m, &self.cfg);
+        let mut b = g.buddy::<S>(m, &self.cfg);
         if self.cfg.clustered_refill {
             // A drain's order-0 frees open fresh clusters: a drain of one batch of one
             // migratetype becomes one cluster.
@@ -155,7 +145,7 @@ impl Allocator {
                 continue;
             }
             if newest && k == 0 {
-                while let Some(i) = pcp.lists[pi].pop_head_t(m, &mut b.rec()) {
+                while let Some(i) = pcp.lists[pi].pop_head(m, &mut b.rec()) {
                     n -= 1;
                     pcp.st.count -= 1;
                     b.rec().moved(1);
@@ -167,7 +157,7 @@ impl Allocator {
                 }
                 continue;
             }
-            while let Some(i) = pcp.lists[pi].pop_tail_t(m, &mut b.rec()) {
+            while let Some(i) = pcp.lists[pi].pop_tail(m, &mut b.rec()) {
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;
                 b.rec().moved(1 << k);
@@ -190,9 +180,9 @@ impl Allocator {
     /// state handed back to the buddy, and the buddy free (`free_order0` skips the merge
     /// with `merge_skip`). Shared by the linked lists' and the order-0 rings' drains.
     #[inline(always)]
-    pub(super) fn drain_one<const SINK: bool>(
+    pub(super) fn drain_one<S: Seam>(
         &self,
-        b: &mut Buddy<'_, SINK>,
+        b: &mut Buddy<'_, S>,
         pfn: u64,
         e: &PageMeta,
         k: u8,
@@ -307,8 +297,8 @@ impl Allocator {
 /// type cached in its page when `cached` (`get_pcppage_migratetype`), else its
 /// pageblock's (`get_pfnblock_migratetype`, reported).
 #[inline(always)]
-pub(super) fn drained_mt<const SINK: bool>(
-    b: &Buddy<'_, SINK>,
+pub(super) fn drained_mt<S: Seam>(
+    b: &Buddy<'_, S>,
     cached: bool,
     pfn: u64,
     e: &PageMeta,
@@ -330,7 +320,7 @@ pub(super) fn drained_mt<const SINK: bool>(
 /// unlocked reads. `NIL` for lists the drain does not reach or that are not order 0.
 /// With `newest` (`Config::drain_newest`) the order-0 frames leave from the head: the
 /// walk goes forward from the head and returns the last of them.
-fn drain_prewalk<const SINK: bool>(
+fn drain_prewalk<S: Seam>(
     cpu: usize,
     zone: &Zone,
     pcp: &Pcp,
@@ -340,7 +330,7 @@ fn drain_prewalk<const SINK: bool>(
     m: &[crate::memmap::PageMeta],
 ) -> [u32; NR_PCP_LISTS] {
     let mut firsts = [NIL; NR_PCP_LISTS];
-    let r = Rec::<SINK>::unlocked(zone);
+    let r = Rec::<S>::unlocked(zone);
     let mut left = n;
     for step in 0..NR_PCP_LISTS {
         if left <= 0 {

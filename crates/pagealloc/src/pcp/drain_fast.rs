@@ -7,13 +7,13 @@
 //! metadata and the counters as the kernel's loop would.
 
 use super::drain::drained_mt;
-use super::ring::ring_pop_tail_t;
+use super::ring::RingRec;
 use super::{Pcp, Ring};
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER};
 use crate::memmap::{List, State, FLAG_MERGE_SKIPPED, NIL};
-use crate::zone::Zone;
+use crate::zone::{Seam, Zone};
 
 /// [`Config::own_bitmap`](crate::Config::own_bitmap)'s drain: frames whose metadata line is
 /// prefetched ahead of the one written (a few hundred ns of misses in flight at the
@@ -48,9 +48,9 @@ impl Allocator {
     /// Inlined: a pageset passed to a call would have to be written back and reloaded
     /// around every buddy free of the kernel's loop beside it.
     #[inline(always)]
-    pub(super) fn drain_thp_splice<const SINK: bool>(
+    pub(super) fn drain_thp_splice<S: Seam>(
         &self,
-        b: &mut Buddy<'_, SINK>,
+        b: &mut Buddy<'_, S>,
         pcp: &mut Pcp,
         pi: usize,
         n: i32,
@@ -60,7 +60,7 @@ impl Allocator {
         let list = &mut pcp.lists[pi];
         let cnt = (n as u32).div_ceil(1 << k).min(list.len());
         let cached = self.cfg.pcp_migratetype_cache;
-        if !SINK {
+        if !S::SINK {
             return self.drain_thp_runs(b, pcp, pi, n, cnt);
         }
         // The run being built: its first (the block nearest the list head so far) and last
@@ -96,14 +96,14 @@ impl Allocator {
         if len > 0 {
             b.splice_skipped_thp(first, last, len, run_mt);
         }
-        list.truncate_back_t(m, cur, cnt, &mut b.rec());
+        list.truncate_back(m, cur, cnt, &mut b.rec());
         let pages = (cnt as i32) << k;
         pcp.st.count -= pages;
         b.rec().moved((cnt as u64) << k);
         n - pages
     }
 
-    /// [`Allocator::drain_thp_splice`] with no sink to report to (`SINK` false): the same
+    /// [`Allocator::drain_thp_splice`] with no sink to report to (`S` is `Quiet`): the same
     /// blocks leave in the same runs, with the same metadata, lists and counts. Each run is
     /// marked by [`mark_thp_run`], out of line, and the reports' counts (each block's
     /// metadata and, uncached, its pageblock) are added once for all `cnt` blocks. Inside
@@ -111,15 +111,15 @@ impl Allocator {
     /// memory: 69 instructions per block, against 23 here (docs/performance.md, "The
     /// 2-thread order-9 puts: the drain's loop").
     #[inline(always)]
-    fn drain_thp_runs<const SINK: bool>(
+    fn drain_thp_runs<S: Seam>(
         &self,
-        b: &mut Buddy<'_, SINK>,
+        b: &mut Buddy<'_, S>,
         pcp: &mut Pcp,
         pi: usize,
         n: i32,
         cnt: u32,
     ) -> i32 {
-        debug_assert!(!SINK);
+        debug_assert!(!S::SINK);
         let (m, k) = (b.m, PAGEBLOCK_ORDER);
         let cached = self.cfg.pcp_migratetype_cache;
         let list = &mut pcp.lists[pi];
@@ -144,10 +144,12 @@ impl Allocator {
                 (left, cur) = (left - 1, prev);
             }
         }
-        // `drain_thp_splice`'s `frame_dep` of each block and, uncached, its `pb_mt`.
+        // `drain_thp_splice`'s `frame_dep` of each block and its `drained_mt`: cached, a
+        // second read of the block's metadata; uncached, its `pb_mt`.
+        let c = cnt as u64;
         b.rec()
-            .counted(cnt as u64, if cached { 0 } else { cnt as u64 });
-        list.truncate_back_t(m, cur, cnt, &mut b.rec());
+            .counted(if cached { 2 * c } else { c }, if cached { 0 } else { c });
+        list.truncate_back(m, cur, cnt, &mut b.rec());
         let pages = (cnt as i32) << k;
         pcp.st.count -= pages;
         b.rec().moved((cnt as u64) << k);
@@ -158,10 +160,10 @@ impl Allocator {
     /// [`Config::own_bitmap`](crate::Config::own_bitmap), zone lock held: up to `n` frames
     /// leave its tail, spliced ([`Allocator::drain_ring_own`]) or, with an isolated
     /// pageblock or merging required, one by one. Returns the pages still to drain.
-    pub(super) fn drain_ring0<const SINK: bool>(
+    pub(super) fn drain_ring0<S: Seam>(
         &self,
         cpu: usize,
-        b: &mut Buddy<'_, SINK>,
+        b: &mut Buddy<'_, S>,
         pcp: &mut Pcp,
         pi: usize,
         mut n: i32,
@@ -177,7 +179,11 @@ impl Allocator {
             Order0Drain::OneByOne { isolated } => isolated,
         };
         let m = b.m;
-        while let Some(i) = ring_pop_tail_t(cpu, &mut pcp.rings[pi], pi, &b.rec()) {
+        while let Some(i) = pcp.rings[pi].pop_tail(&mut RingRec {
+            r: &b.rec(),
+            cpu,
+            pi,
+        }) {
             n -= 1;
             pcp.st.count -= 1;
             b.rec().moved(1);
@@ -200,10 +206,10 @@ impl Allocator {
     /// so that the misses of a drain overlap instead of each stalling a free. The chain
     /// joins the free lists in runs ([`Allocator::splice_runs`]) every [`OWN_CHUNK`]
     /// frames, while its lines are still in the L1 cache.
-    fn drain_ring_own<const SINK: bool>(
+    fn drain_ring_own<S: Seam>(
         &self,
         cpu: usize,
-        b: &mut Buddy<'_, SINK>,
+        b: &mut Buddy<'_, S>,
         ring: &mut Ring,
         pi: usize,
         cnt: u32,
@@ -220,7 +226,7 @@ impl Allocator {
                     crate::sync::prefetch(&m[ring.nth_from_tail(j + OWN_PREFETCH) as usize]);
                 }
                 let i = ring.nth_from_tail(j);
-                if SINK {
+                if S::SINK {
                     let s = ring.slot_of(ring.len() - 1 - j);
                     b.rec().pcp_array(cpu, pi as u8, s, false);
                     // its index was read from the ring line reported just before
@@ -236,7 +242,7 @@ impl Allocator {
                 e.set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
                 before = i;
             }
-            if !SINK {
+            if !S::SINK {
                 // What the reports above count: the ring's line and the frame's, each frame.
                 b.rec().counted(c as u64, c as u64);
             }
@@ -259,9 +265,9 @@ impl Allocator {
     ///   last ends at the head of its free list, the first a refill takes (page by page,
     ///   popping the head and pushing each frame on its free list's head, would reverse
     ///   the batch).
-    pub(super) fn drain_splice<const SINK: bool>(
+    pub(super) fn drain_splice<S: Seam>(
         &self,
-        b: &mut Buddy<'_, SINK>,
+        b: &mut Buddy<'_, S>,
         list: &mut List,
         end: u32,
         cnt: u32,
@@ -269,10 +275,10 @@ impl Allocator {
     ) {
         let m = b.m;
         let (first, last) = if newest {
-            (list.cut_front_t(m, end, cnt, &mut b.rec()), end)
+            (list.cut_front(m, end, cnt, &mut b.rec()), end)
         } else {
             let last = list.tail().unwrap_or(NIL);
-            list.cut_back_t(m, end, cnt, &mut b.rec());
+            list.cut_back(m, end, cnt, &mut b.rec());
             (end, last)
         };
         b.rec().moved(cnt as u64);
@@ -296,18 +302,12 @@ impl Allocator {
     /// merge-skipped order-0 `Buddy` heads, linked both ways, its lines cached: the
     /// free-list type of each frame, one pageblock lookup per pageblock met; a run ends
     /// where the type changes, and each run joins its free list in one splice.
-    fn splice_runs<const SINK: bool>(
-        &self,
-        b: &mut Buddy<'_, SINK>,
-        first: u32,
-        last: u32,
-        cnt: u32,
-    ) {
+    fn splice_runs<S: Seam>(&self, b: &mut Buddy<'_, S>, first: u32, last: u32, cnt: u32) {
         let m = b.m;
         let mut pb = (u64::MAX, MigrateType::Movable);
         // `Config::own_bitmap`: no cached type (the frees did not write it).
         let cached = self.cfg.pcp_migratetype_cache && !b.z.own_bitmap();
-        let mut mt_of = |b: &Buddy<'_, SINK>, i: u32| {
+        let mut mt_of = |b: &Buddy<'_, S>, i: u32| {
             if cached {
                 // no isolated pageblock (checked by the caller): the cached type is valid
                 return m[i as usize].mt_type();

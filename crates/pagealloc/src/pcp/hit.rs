@@ -66,13 +66,16 @@
 //! frees of one block fail for all but one, whichever CPUs they run on.
 //!
 
-use super::report::{pop_traced, push_traced, ring_pop_traced, ring_push_traced};
+use super::ring::RingRec;
 use super::{pindex, Pageset, Pcp, PcpList, PcpSlot};
+use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::frame::{Frame, Gfp, MigrateType, NR_PCPTYPES};
 use crate::memmap::State;
 use crate::tune;
-use crate::zone::{Zone, ALLOC_KSWAPD, WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH};
+use crate::zone::{
+    Quiet, Rec, Reported, Seam, Zone, ALLOC_KSWAPD, WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH,
+};
 
 /// What the PCP hit of a free did.
 pub(crate) enum Hit {
@@ -151,7 +154,7 @@ impl Allocator {
         }
         tune::on_alloc(&mut pcp.st, &self.tune);
         pcp.active = true;
-        self.pop_hit::<RING, false>(
+        self.pop_hit::<RING, Quiet>(
             Pageset { cpu, zone, slot },
             &mut pcp,
             PcpList { order, mt, pi },
@@ -159,9 +162,9 @@ impl Allocator {
     }
 
     /// The pop of `__rmqueue_pcplist` from a list known not to be empty (`None` only if
-    /// that was wrong), reported when `TRACED` (a sink is installed: the caller tested).
+    /// that was wrong), reported when `S` is [`Reported`] (a sink is installed: the caller tested).
     #[inline(always)]
-    pub(super) fn pop_hit<const RING: bool, const TRACED: bool>(
+    pub(super) fn pop_hit<const RING: bool, S: Seam>(
         &self,
         ps: Pageset<'_>,
         pcp: &mut Pcp,
@@ -173,11 +176,21 @@ impl Allocator {
         // its last allocation or the refill left it (`Allocated`, order 0); its bit is
         // the ownership.
         let own = RING && order == 0 && zone.own_bitmap();
-        let i = match (RING, TRACED) {
-            (false, false) => pcp.lists[pi].pop_head_nonempty(m),
-            (false, true) => pop_traced(cpu, zone, pcp, pi, m)?,
-            (true, false) => pcp.rings[pi].pop_head()?,
-            (true, true) => ring_pop_traced(cpu, zone, pcp, pi, !own)?,
+        // Reported when `S` is [`Reported`] (`rmqueue_pcplist` without the zone lock): the
+        // pageset's count line, the list's head and length, then the list's or ring's
+        // lines, and the frame whose state is written below; [`Quiet`], every report
+        // site compiles away.
+        let mut r = Rec::<S>::unlocked(zone);
+        r.pcp(cpu, PCP_HEADER, true);
+        r.pcp(cpu, pi as u8, true);
+        let i = if RING {
+            let i = pcp.rings[pi].pop_head(&mut RingRec { r: &r, cpu, pi })?;
+            if !own {
+                r.frame_dep(zone.pfn_of(i), true, 1);
+            }
+            i
+        } else {
+            pcp.lists[pi].pop_head_nonempty(m, &mut r)
         };
         pcp.st.count -= 1 << order;
         if self.tune.count_min {
@@ -294,16 +307,16 @@ impl Allocator {
             }
         }
         // No sink is installed: with one, no order takes the hit (`Hot::no_hits`).
-        self.commit_free::<RING, false>(ps, &mut pcp, i, order, mt, pb_mt);
+        self.commit_free::<RING, Quiet>(ps, &mut pcp, i, order, mt, pb_mt);
         Hit::Done
     }
 
     /// `free_unref_page_commit` (docs/mechanisms.md §3.2), in the kernel's order of
     /// operations, for the block whose head has metadata index `i` (a frame of `zone`), on linked lists
-    /// (`RING` false) or rings; the push reported when `TRACED` (a sink is installed:
+    /// (`RING` false) or rings; the push reported when `S` is [`Reported`] (a sink is installed:
     /// the caller tested).
     #[inline(always)]
-    pub(crate) fn commit_free<const RING: bool, const TRACED: bool>(
+    pub(crate) fn commit_free<const RING: bool, S: Seam>(
         &self,
         ps: Pageset<'_>,
         pcp: &mut Pcp,
@@ -317,6 +330,8 @@ impl Allocator {
         // `Config::own_bitmap`: the free of an order-0 block to a ring took its bit and
         // writes nothing of its metadata (the drain will).
         let own = RING && order == 0 && zone.own_bitmap();
+        // Reported when `S` is [`Reported`] (`free_unref_page_commit`), else compiled away.
+        let mut r = Rec::<S>::unlocked(zone);
         if own {
             slot.stats.free_unwritten.add(1);
         } else {
@@ -325,19 +340,24 @@ impl Allocator {
             if slot.hot.mt_cache {
                 // ≤ 6.9 `free_unref_page_prepare`: `set_pcppage_migratetype`, a store.
                 e.set_mt(pb_mt as u8);
-                if TRACED {
-                    crate::zone::Rec::<true>::unlocked(zone).frame(zone.pfn_of(i), true);
-                }
+                r.frame(zone.pfn_of(i), true);
             }
         }
         pcp.active = true;
         slot.stats.pgfree.add(1 << order);
         let pi = pindex(order, mt, slot.hot.thp_lists);
-        match (RING, TRACED) {
-            (false, false) => pcp.lists[pi].push_head(m, i),
-            (false, true) => push_traced(cpu, zone, pcp, pi, m, i),
-            (true, false) => pcp.rings[pi].push_head(i),
-            (true, true) => ring_push_traced(cpu, zone, pcp, pi, i, !own),
+        // The pageblock lookup the caller made, the pageset's count line, the list's head
+        // and length, then the frame and the list's or ring's lines.
+        r.pageblock(zone.pfn_of(i), false);
+        r.pcp(cpu, PCP_HEADER, true);
+        r.pcp(cpu, pi as u8, true);
+        if RING {
+            if !own {
+                r.frame(zone.pfn_of(i), true);
+            }
+            pcp.rings[pi].push_head(i, &mut RingRec { r: &r, cpu, pi });
+        } else {
+            pcp.lists[pi].push_head(m, i, &mut r);
         }
         pcp.st.count += 1 << order;
         let zf = zone.tune_flags();
@@ -387,10 +407,10 @@ impl Allocator {
             self.meta[i as usize].set_state(State::Allocated);
         }
         match (slot.hot.ring_at(order), zone.trace.on()) {
-            (false, false) => self.commit_free::<false, false>(ps, pcp, i, order, mt, pb_mt),
-            (false, true) => self.commit_free::<false, true>(ps, pcp, i, order, mt, pb_mt),
-            (true, false) => self.commit_free::<true, false>(ps, pcp, i, order, mt, pb_mt),
-            (true, true) => self.commit_free::<true, true>(ps, pcp, i, order, mt, pb_mt),
+            (false, false) => self.commit_free::<false, Quiet>(ps, pcp, i, order, mt, pb_mt),
+            (false, true) => self.commit_free::<false, Reported>(ps, pcp, i, order, mt, pb_mt),
+            (true, false) => self.commit_free::<true, Quiet>(ps, pcp, i, order, mt, pb_mt),
+            (true, true) => self.commit_free::<true, Reported>(ps, pcp, i, order, mt, pb_mt),
         }
     }
 

@@ -37,7 +37,6 @@ mod drain;
 mod drain_fast;
 mod hit;
 mod refill;
-mod report;
 mod ring;
 mod sizing;
 

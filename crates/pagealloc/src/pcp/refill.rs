@@ -2,7 +2,7 @@
 //! (`__rmqueue_pcplist`'s miss, `rmqueue_bulk`), and `rmqueue_pcplist`, the full path's
 //! pageset allocation that runs it.
 
-use super::ring::ring_push_tail_t;
+use super::ring::RingRec;
 use super::{pindex, Pageset, Pcp, PcpList};
 use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
@@ -10,7 +10,7 @@ use crate::buddy::RmqueueMode;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER, THP_ORDER};
 use crate::memmap::State;
 use crate::tune;
-use crate::zone::{Rec, Zone};
+use crate::zone::{seam, Quiet, Rec, Reported, Seam, Zone};
 
 impl Allocator {
     /// `rmqueue_pcplist` (docs/mechanisms.md §4.2): `None` if the pcp is busy or the zone is empty.
@@ -53,10 +53,10 @@ impl Allocator {
             }
         }
         match (ring, zone.trace.on()) {
-            (false, false) => self.pop_hit::<false, false>(ps, pcp, PcpList { order, mt, pi }),
-            (false, true) => self.pop_hit::<false, true>(ps, pcp, PcpList { order, mt, pi }),
-            (true, false) => self.pop_hit::<true, false>(ps, pcp, PcpList { order, mt, pi }),
-            (true, true) => self.pop_hit::<true, true>(ps, pcp, PcpList { order, mt, pi }),
+            (false, false) => self.pop_hit::<false, Quiet>(ps, pcp, PcpList { order, mt, pi }),
+            (false, true) => self.pop_hit::<false, Reported>(ps, pcp, PcpList { order, mt, pi }),
+            (true, false) => self.pop_hit::<true, Quiet>(ps, pcp, PcpList { order, mt, pi }),
+            (true, true) => self.pop_hit::<true, Reported>(ps, pcp, PcpList { order, mt, pi }),
         }
     }
 
@@ -87,7 +87,7 @@ impl Allocator {
                 pi,
                 n,
             };
-            n -= self.pcp_buddy_refill(w, pcp);
+            n -= seam!(zone, S => self.pcp_buddy_refill::<S>(&w, pcp));
         }
         let got = if n > 0 || !self.cfg.pcp_buddy {
             self.rmqueue_bulk(ps, pcp, l, n, aflags)
@@ -122,16 +122,12 @@ impl Allocator {
         n: i32,
         aflags: u32,
     ) -> i32 {
-        if ps.zone.trace.on() {
-            self.rmqueue_bulk_t::<true>(ps, pcp, l, n, aflags)
-        } else {
-            self.rmqueue_bulk_t::<false>(ps, pcp, l, n, aflags)
-        }
+        seam!(ps.zone, S => self.rmqueue_bulk_t::<S>(ps, pcp, l, n, aflags))
     }
 
-    /// [`Allocator::rmqueue_bulk`], reported when `SINK` (as [`Rec`]'s).
+    /// [`Allocator::rmqueue_bulk`], reported as `S` ([`Seam`]).
     #[inline(always)]
-    fn rmqueue_bulk_t<const SINK: bool>(
+    fn rmqueue_bulk_t<S: Seam>(
         &self,
         ps: Pageset<'_>,
         pcp: &mut Pcp,
@@ -141,9 +137,9 @@ impl Allocator {
     ) -> i32 {
         let (Pageset { cpu, zone, .. }, PcpList { order, mt, pi }) = (ps, l);
         let m = &self.meta[..];
-        let mut g = zone.lock_t::<SINK>(cpu, &*self.platform);
+        let mut g = zone.lock::<S>(cpu, &*self.platform);
         let st = g.st;
-        let mut b = g.buddy::<SINK>(m, &self.cfg);
+        let mut b = g.buddy::<S>(m, &self.cfg);
         let mut got = 0;
         let mut touched = 0u64;
         if order == 0 && self.cfg.clustered_refill {
@@ -165,12 +161,14 @@ impl Allocator {
                     let mut i = first;
                     for _ in 0..cnt {
                         let next = m[i as usize].next();
-                        ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &b.rec());
+                        let r = b.rec();
+                        pcp.rings[pi].push_tail(i, &mut RingRec { r: &r, cpu, pi });
+                        r.frame(r.z.pfn_of(i), true);
                         i = next;
                     }
                 } else {
                     let tail = pcp.lists[pi].tail();
-                    pcp.lists[pi].splice_after_t(m, tail, first, last, cnt, &mut b.rec());
+                    pcp.lists[pi].splice_after(m, tail, first, last, cnt, &mut b.rec());
                 }
                 got += cnt as i32;
                 touched += cnt as u64;
@@ -222,9 +220,11 @@ impl Allocator {
                     }
                 }
                 if ring {
-                    ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &b.rec());
+                    let r = b.rec();
+                    pcp.rings[pi].push_tail(i, &mut RingRec { r: &r, cpu, pi });
+                    r.frame(r.z.pfn_of(i), true);
                 } else {
-                    pcp.lists[pi].push_tail_t(m, i, &mut b.rec());
+                    pcp.lists[pi].push_tail(m, i, &mut b.rec());
                 }
             }
             got += blocks as i32;
@@ -243,7 +243,7 @@ impl Allocator {
             // The fix-up, outside the zone lock; the frames are ours (pcp lock held,
             // on no zone list), and zone-lock holders that read order-0 Buddy states
             // wait for `cluster_inflight` to drop.
-            let r = Rec::<SINK>::unlocked(zone);
+            let r = Rec::<S>::unlocked(zone);
             if !c.fixed {
                 crate::cluster::fix_up(zone, m, &c, self.cfg.pcp_migratetype_cache, &r);
                 zone.cluster_inflight
@@ -256,7 +256,8 @@ impl Allocator {
                 for k in 0..c.len {
                     // each next frame is read from the one before (cached: just fixed up)
                     r.frame_dep(zone.pfn_of(i), false, u8::from(k > 0));
-                    ring_push_tail_t(cpu, &mut pcp.rings[pi], pi, i, &r);
+                    pcp.rings[pi].push_tail(i, &mut RingRec { r: &r, cpu, pi });
+                    r.frame(r.z.pfn_of(i), true);
                     let e = &m[i as usize];
                     let next = e.next();
                     if own {
@@ -268,7 +269,7 @@ impl Allocator {
                 }
                 pcp.rings[pi].rotate_back(taken, c.len);
             } else {
-                pcp.lists[pi].splice_after_t(m, before, c.first, c.last, c.len, &mut { r });
+                pcp.lists[pi].splice_after(m, before, c.first, c.last, c.len, &mut { r });
             }
         }
         pcp.st.count += got << order;

@@ -1,9 +1,31 @@
 //! [`Ring`]: a pageset list as an array of metadata indices
-//! ([`Config::own_bitmap`](crate::Config::own_bitmap)'s order-0 lists), and its reported
-//! push and pop of a refill and a drain.
+//! ([`Config::own_bitmap`](crate::Config::own_bitmap)'s order-0 lists). Its pushes and
+//! pops report the buffer line they touch to a [`SlotTouch`], [`RingRec`]: the access
+//! seam's, whose sites compile away where no sink may be installed.
 
-use crate::zone::Rec;
+use crate::zone::{Rec, Seam};
 use alloc::vec::Vec;
+
+/// Where ring operations report the buffer slot they touch (its line is `slot / 16`).
+pub(crate) trait SlotTouch {
+    /// Buffer slot `slot` read (`write == false`) or written.
+    fn slot(&mut self, slot: u32, write: bool);
+}
+
+/// Reports a ring's buffer lines as those of list `pi` of the pageset of (`cpu`, the
+/// [`Rec`]'s zone).
+pub(crate) struct RingRec<'r, 'a, S: Seam> {
+    pub(crate) r: &'r Rec<'a, S>,
+    pub(crate) cpu: usize,
+    pub(crate) pi: usize,
+}
+
+impl<S: Seam> SlotTouch for RingRec<'_, '_, S> {
+    #[inline]
+    fn slot(&mut self, slot: u32, write: bool) {
+        self.r.pcp_array(self.cpu, self.pi as u8, slot, write);
+    }
+}
 
 /// One order-0 list of a pageset with [`Config::own_bitmap`](crate::Config::own_bitmap): the
 /// metadata indices of its blocks, head first, in a ring buffer of a power-of-two size
@@ -44,45 +66,50 @@ impl Ring {
         buf.resize(cap, 0);
         (self.buf, self.head) = (buf, 0);
     }
-    /// A free: `list_add(&page->pcp_list, ...)`.
+    /// A free: `list_add(&page->pcp_list, ...)`; reports the slot written.
     #[inline(always)]
-    pub(crate) fn push_head(&mut self, i: u32) {
+    pub(crate) fn push_head(&mut self, i: u32, t: &mut impl SlotTouch) {
         if self.len as usize == self.buf.len() {
             self.grow();
         }
         self.head = self.head.wrapping_sub(1) & self.mask();
         self.buf[self.head as usize] = i;
         self.len += 1;
+        t.slot(self.head, true);
     }
-    /// A refill: `list_add_tail`.
+    /// A refill: `list_add_tail`; reports the slot written.
     #[inline]
-    pub(crate) fn push_tail(&mut self, i: u32) {
+    pub(crate) fn push_tail(&mut self, i: u32, t: &mut impl SlotTouch) {
         if self.len as usize == self.buf.len() {
             self.grow();
         }
         let s = self.slot_of(self.len);
         self.buf[s as usize] = i;
         self.len += 1;
+        t.slot(s, true);
     }
-    /// An allocation: the head.
+    /// An allocation: the head; reports the slot read.
     #[inline(always)]
-    pub(crate) fn pop_head(&mut self) -> Option<u32> {
+    pub(crate) fn pop_head(&mut self, t: &mut impl SlotTouch) -> Option<u32> {
         if self.len == 0 {
             return None;
         }
+        t.slot(self.head, false);
         let i = self.buf[self.head as usize];
         self.head = self.head.wrapping_add(1) & self.mask();
         self.len -= 1;
         Some(i)
     }
-    /// A drain: the tail.
+    /// A drain: the tail; reports the slot read.
     #[inline]
-    pub(crate) fn pop_tail(&mut self) -> Option<u32> {
+    pub(crate) fn pop_tail(&mut self, t: &mut impl SlotTouch) -> Option<u32> {
         if self.len == 0 {
             return None;
         }
         self.len -= 1;
-        Some(self.buf[self.slot_of(self.len) as usize])
+        let s = self.slot_of(self.len);
+        t.slot(s, false);
+        Some(self.buf[s as usize])
     }
     /// Drop the last `n` entries (a drain that has read them).
     #[inline]
@@ -119,31 +146,4 @@ impl Ring {
             a += 1;
         }
     }
-}
-
-/// [`Ring::push_tail`] of a refill, reported: the buffer line written and the frame.
-#[inline]
-pub(super) fn ring_push_tail_t<const SINK: bool>(
-    cpu: usize,
-    ring: &mut Ring,
-    pi: usize,
-    i: u32,
-    r: &Rec<'_, SINK>,
-) {
-    ring.push_tail(i);
-    r.pcp_array(cpu, pi as u8, ring.slot_of(ring.len() - 1), true);
-    r.frame(r.z.pfn_of(i), true);
-}
-
-/// [`Ring::pop_tail`] of a drain, reported: the buffer line read.
-#[inline]
-pub(super) fn ring_pop_tail_t<const SINK: bool>(
-    cpu: usize,
-    ring: &mut Ring,
-    pi: usize,
-    r: &Rec<'_, SINK>,
-) -> Option<u32> {
-    let s = ring.slot_of(ring.len().checked_sub(1)?);
-    r.pcp_array(cpu, pi as u8, s, false);
-    ring.pop_tail()
 }

@@ -7,37 +7,80 @@ use crate::access::{
     emit_frame, emit_pageblock, emit_pcp, emit_pcp_array, emit_zone, AccessSink, Tally, ZoneLine,
 };
 use crate::memmap::Touch;
+use core::marker::PhantomData;
 
-/// Reports for one zone, under its lock (`tally` given) or not.
-///
-/// `SINK`: whether a sink may be installed. `true` (the default), each report site tests
-/// the zone's sink; `false`, the caller has tested that none is (`Tracer::on`, once per
+/// The access seam's form, a type parameter of the paths that report (as loom swaps
+/// types for its model): [`Reported`], a sink may be installed and each report site
+/// tests the zone's; [`Quiet`], the caller has tested that none is (`Tracer::on`, once per
 /// operation or zone-lock trip) and every report site compiles away, leaving the tally
 /// counts: the code is the build's without the `access` feature.
-pub(crate) struct Rec<'a, const SINK: bool = true> {
-    pub(crate) z: &'a Zone,
-    pub(crate) tally: Option<&'a Tally>,
+pub(crate) trait Seam {
+    /// Whether a sink may be installed.
+    const SINK: bool;
 }
 
-impl<'a, const SINK: bool> Rec<'a, SINK> {
+/// A sink may be installed: each report site tests for it.
+pub(crate) enum Reported {}
+
+impl Seam for Reported {
+    const SINK: bool = true;
+}
+
+/// No sink is installed (the caller tested): every report site compiles away.
+pub(crate) enum Quiet {}
+
+impl Seam for Quiet {
+    const SINK: bool = false;
+}
+
+/// `seam!(zone, S => expr)`: `expr` with the type `S` naming [`Reported`] if `zone` has
+/// an access sink installed, else [`Quiet`] — the one test of the seam per operation or
+/// zone-lock trip, choosing which copy of a path generic over [`Seam`] runs.
+macro_rules! seam {
+    ($zone:expr, $S:ident => $e:expr) => {
+        if $zone.trace.on() {
+            type $S = $crate::zone::Reported;
+            $e
+        } else {
+            type $S = $crate::zone::Quiet;
+            $e
+        }
+    };
+}
+pub(crate) use seam;
+
+/// Reports for one zone, under its lock (`tally` given) or not, in the form `S`
+/// ([`Seam`]).
+pub(crate) struct Rec<'a, S: Seam = Reported> {
+    pub(crate) z: &'a Zone,
+    pub(crate) tally: Option<&'a Tally>,
+    seam: PhantomData<S>,
+}
+
+impl<'a, S: Seam> Rec<'a, S> {
     /// Under the zone lock: counted and, with a sink, reported.
     #[inline]
-    pub(crate) fn locked(z: &'a Zone, tally: &'a Tally) -> Rec<'a, SINK> {
+    pub(crate) fn locked(z: &'a Zone, tally: &'a Tally) -> Rec<'a, S> {
         Rec {
             z,
             tally: Some(tally),
+            seam: PhantomData,
         }
     }
     /// Without the zone lock: reported to a sink only.
     #[inline]
-    pub(crate) fn unlocked(z: &'a Zone) -> Rec<'a, SINK> {
-        Rec { z, tally: None }
+    pub(crate) fn unlocked(z: &'a Zone) -> Rec<'a, S> {
+        Rec {
+            z,
+            tally: None,
+            seam: PhantomData,
+        }
     }
 
-    /// The installed sink, if `SINK` says there may be one.
+    /// The installed sink, if `S` says there may be one.
     #[inline(always)]
     fn sink(&self) -> Option<&'a dyn AccessSink> {
-        if SINK {
+        if S::SINK {
             self.z.trace.sink()
         } else {
             None
@@ -132,7 +175,7 @@ impl<'a, const SINK: bool> Rec<'a, SINK> {
 
     /// The counts of `frames` [`Rec::frame_dep`] reports and `others` reports of other
     /// lines ([`Rec::pageblock`], [`Rec::pcp_array`], …) at once, for a caller that
-    /// reports nothing else to a sink (`SINK` false or none installed): a loop's counts
+    /// reports nothing else to a sink (`S` is [`Quiet`] or none is installed): a loop's counts
     /// in one update instead of one per step.
     #[inline]
     pub(crate) fn counted(&self, frames: u64, others: u64) {
@@ -152,7 +195,7 @@ impl<'a, const SINK: bool> Rec<'a, SINK> {
     }
 }
 
-impl<const SINK: bool> Touch for Rec<'_, SINK> {
+impl<S: Seam> Touch for Rec<'_, S> {
     #[inline]
     fn meta(&mut self, idx: u32, write: bool, dep: u8) {
         self.frame_dep(self.z.pfn_of(idx), write, dep);
