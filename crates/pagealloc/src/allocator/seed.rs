@@ -182,7 +182,13 @@ impl Allocator {
                         mt: l.mt,
                         pi,
                     };
-                    let got = self.rmqueue_bulk(ps, &mut pcp, pl, n, WMARK_LOW as u32);
+                    let got = self.rmqueue_bulk::<crate::zone::Reported>(
+                        ps,
+                        &mut pcp,
+                        pl,
+                        n,
+                        WMARK_LOW as u32,
+                    );
                     if got <= 0 {
                         break;
                     }

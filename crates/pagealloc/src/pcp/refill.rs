@@ -90,7 +90,7 @@ impl Allocator {
             n -= seam!(zone, S => self.pcp_buddy_refill::<S>(&w, pcp));
         }
         let got = if n > 0 || !self.cfg.pcp_buddy {
-            self.rmqueue_bulk(ps, pcp, l, n, aflags)
+            seam!(ps.zone, S => self.rmqueue_bulk::<S>(ps, pcp, l, n, aflags))
         } else {
             0
         };
@@ -112,22 +112,11 @@ impl Allocator {
     /// whose metadata is read or written under the lock: one per block taken, about one
     /// per cluster cut.
     ///
-    /// The access seam is tested once, here: the hold runs a copy of the refill whose
-    /// report sites are compiled in (a sink is installed) or compiled away.
-    pub(crate) fn rmqueue_bulk(
-        &self,
-        ps: Pageset<'_>,
-        pcp: &mut Pcp,
-        l: PcpList,
-        n: i32,
-        aflags: u32,
-    ) -> i32 {
-        seam!(ps.zone, S => self.rmqueue_bulk_t::<S>(ps, pcp, l, n, aflags))
-    }
-
-    /// [`Allocator::rmqueue_bulk`], reported as `S` ([`Seam`]).
+    /// Reported as `S` ([`Seam`]): the caller tests the access seam once per hold
+    /// (`seam!`), and the hold runs a copy whose report sites are compiled in (a sink is
+    /// installed) or compiled away.
     #[inline(always)]
-    fn rmqueue_bulk_t<S: Seam>(
+    pub(crate) fn rmqueue_bulk<S: Seam>(
         &self,
         ps: Pageset<'_>,
         pcp: &mut Pcp,
