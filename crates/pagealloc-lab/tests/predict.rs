@@ -170,7 +170,10 @@ fn live_unix_stream_allocates_as_the_simulator_does() {
             })
             .unwrap_or_else(|| panic!("order {order} in {text}"));
         assert_eq!(l["workload"], "unix_stream");
-        assert_eq!(l["kernel"].as_f64(), Some(1.0), "{l}");
+        // The kernel's count is the program's own tasks' in their window: one of them may
+        // fault in a page of its own there (a CI run saw 258 order-0 blocks for 256 writes).
+        let kernel = l["kernel"].as_f64().expect("a kernel figure");
+        assert!((kernel - 1.0).abs() <= 0.02, "{l}");
         assert_eq!(l["sim"].as_f64(), Some(1.0), "{l}");
         assert_eq!(l["verdict"], "ok");
     }
