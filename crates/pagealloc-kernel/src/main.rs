@@ -16,6 +16,25 @@
 //! CPL 0 instruction by instruction (README.md, "KVM on this machine").
 //!
 //! Kernel command line (`-append`): `seconds=S` (default 5).
+//!
+//! This file is the boot path, top to bottom: the BSP's entry (`kernel_main`, CPL 0),
+//! its CPL 3 part (`bsp_user`), the run (`run`: the layout, the allocator, the timer, the
+//! APs), the APs' entry (`ap_main`, `ap_user`). One concept a file beside it:
+//!
+//! | file | what |
+//! |---|---|
+//! | `boot.rs` | the PVH entry, long mode, the APs' trampoline |
+//! | `arch.rs` | port I/O, MSRs, the TSC, serial, the local APIC, the IDT, CPL 3 |
+//! | `acpi.rs` | the memory map, MADT and SRAT |
+//! | `percpu.rs` | per-CPU data through GS; pagealloc's `Platform` |
+//! | `layout.rs` | pagealloc's `Layout` from the firmware's tables |
+//! | `measure.rs` | the PCP hit's cost before the run |
+//! | `irq.rs` | the timer interrupt: the nolock allocations and frees |
+//! | `workload.rs` | the workload each CPU runs; `park` |
+//! | `hotplug.rs` | a CPU taken offline and back |
+//! | `pagetables.rs` | page tables through the `x86_64` adapter |
+//! | `spin.rs` | the kernel's spin lock |
+//! | `report.rs` | the end of the run: counters, `validate()`, frames lost, verdict |
 #![no_std]
 #![no_main]
 
@@ -24,24 +43,24 @@ extern crate alloc;
 mod acpi;
 mod arch;
 mod boot;
+mod hotplug;
+mod irq;
+mod layout;
+mod measure;
+mod pagetables;
+mod percpu;
+mod report;
+mod spin;
+mod workload;
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use arch::rdtsc;
-use core::hint::black_box;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
-use pagealloc::x86_64::FrameAdapter;
-use pagealloc::{
-    Allocator, Config, CpuLayout, Frame, Gfp, Layout, NodeLayout, PageMeta, Pfn, Platform,
-    ZoneKind, ZoneLayout, MAX_ORDER, PAGE_SIZE,
-};
-use x86_64::structures::paging::mapper::{CleanUp, Translate};
-use x86_64::structures::paging::{
-    FrameAllocator, FrameDeallocator, Mapper, OffsetPageTable, Page, PageTable, PageTableFlags,
-    PhysFrame, Size4KiB,
-};
-use x86_64::VirtAddr;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use layout::{build_layout, domains};
+use pagealloc::{Allocator, Config, PageMeta, PAGE_SIZE};
+use percpu::{percpu, set_percpu, this_cpu, KernelPlatform};
 
 /// Most CPUs the kernel brings up.
 pub(crate) const MAX_CPUS: usize = 16;
@@ -67,113 +86,6 @@ static HEAP: linked_list_allocator::LockedHeap = linked_list_allocator::LockedHe
 const HEAP_SIZE: usize = 4 << 20;
 static mut HEAP_SPACE: [u8; HEAP_SIZE] = [0; HEAP_SIZE];
 
-// ---- per-CPU data ----
-
-/// One CPU's data, reached through its GS base (`gs:[0]` is the CPU index).
-#[repr(C)]
-struct PerCpu {
-    cpu: u64,
-    apic_id: AtomicU32,
-    /// An AP's stacks, set by the BSP before its SIPI: CPL 0 (boot, then interrupts taken
-    /// at CPL 3) and CPL 3 (the workload).
-    kstack_top: AtomicU64,
-    ustack_top: AtomicU64,
-    started: AtomicBool,
-    /// The timer interrupt leaves the allocator alone (the CPU is parked or done).
-    parked: AtomicBool,
-    irq_ticks: AtomicU64,
-    /// Blocks the interrupt allocated (encoded, 0: empty).
-    irq_slots: [AtomicU64; IRQ_SLOTS],
-    /// A block the main loop hands to the interrupt, which frees it with the nolock free.
-    handoff: AtomicU64,
-    irq_allocs: AtomicU64,
-    irq_alloc_fails: AtomicU64,
-    irq_frees: AtomicU64,
-    irq_errors: AtomicU64,
-    allocs: AtomicU64,
-    alloc_fails: AtomicU64,
-    frees: AtomicU64,
-    remote_frees: AtomicU64,
-    pt_maps: AtomicU64,
-    errors: AtomicU64,
-    ticks: AtomicU64,
-    /// Largest `high` seen per zone while working, and `high` when it went idle.
-    peak_high: [AtomicI32; MAX_ZONES],
-    idle_high: [AtomicI32; MAX_ZONES],
-}
-
-#[allow(clippy::declare_interior_mutable_const)] // each use makes a fresh entry
-const PERCPU_INIT: PerCpu = PerCpu {
-    cpu: 0,
-    apic_id: AtomicU32::new(0),
-    kstack_top: AtomicU64::new(0),
-    ustack_top: AtomicU64::new(0),
-    started: AtomicBool::new(false),
-    parked: AtomicBool::new(true),
-    irq_ticks: AtomicU64::new(0),
-    irq_slots: [const { AtomicU64::new(0) }; IRQ_SLOTS],
-    handoff: AtomicU64::new(0),
-    irq_allocs: AtomicU64::new(0),
-    irq_alloc_fails: AtomicU64::new(0),
-    irq_frees: AtomicU64::new(0),
-    irq_errors: AtomicU64::new(0),
-    allocs: AtomicU64::new(0),
-    alloc_fails: AtomicU64::new(0),
-    frees: AtomicU64::new(0),
-    remote_frees: AtomicU64::new(0),
-    pt_maps: AtomicU64::new(0),
-    errors: AtomicU64::new(0),
-    ticks: AtomicU64::new(0),
-    peak_high: [const { AtomicI32::new(-1) }; MAX_ZONES],
-    idle_high: [const { AtomicI32::new(-1) }; MAX_ZONES],
-};
-
-static mut PERCPU: [PerCpu; MAX_CPUS] = [PERCPU_INIT; MAX_CPUS];
-
-fn percpu(cpu: usize) -> &'static PerCpu {
-    // SAFETY: PERCPU is written only by `set_percpu` (the `cpu` field of an entry before
-    // its CPU starts); everything else in it is atomic, so shared references are sound.
-    unsafe { &(*core::ptr::addr_of!(PERCPU))[cpu] }
-}
-
-/// Give this CPU index `cpu`: write it into its entry and point GS at the entry. CPL 0.
-fn set_percpu(cpu: usize) {
-    // SAFETY: each CPU writes its own entry's `cpu` once, before GS points at it and
-    // before anyone reads it through GS (the BSP reads entries by index only for their
-    // atomic fields); 0xC000_0101 is IA32_GS_BASE and 0xC000_0102 IA32_KERNEL_GS_BASE,
-    // both given the entry's address (the kernel never executes `swapgs`, and a
-    // hypervisor that swaps them on a change of privilege level leaves GS right).
-    unsafe {
-        let p = core::ptr::addr_of_mut!(PERCPU[cpu]);
-        core::ptr::addr_of_mut!((*p).cpu).write(cpu as u64);
-        arch::wrmsr(0xc000_0101, p as u64);
-        arch::wrmsr(0xc000_0102, p as u64);
-    }
-}
-
-/// This CPU's index (`gs:[0]`).
-#[inline(always)]
-fn this_cpu() -> usize {
-    let c: u64;
-    // SAFETY: GS points at this CPU's `PerCpu` (set by `set_percpu` before any caller),
-    // whose first field is the index.
-    unsafe { core::arch::asm!("mov {}, gs:[0]", out(reg) c, options(readonly, nostack)) };
-    c as usize
-}
-
-/// pagealloc's platform: the CPU from GS, the clock from the TSC.
-#[derive(Debug)]
-struct KernelPlatform;
-
-impl Platform for KernelPlatform {
-    fn current_cpu(&self) -> usize {
-        this_cpu()
-    }
-    fn now_ns(&self) -> u64 {
-        arch::tsc_to_ns(rdtsc())
-    }
-}
-
 // ---- shared state ----
 
 static ALLOC: AtomicUsize = AtomicUsize::new(0);
@@ -192,93 +104,6 @@ static RUN_START: AtomicU64 = AtomicU64::new(0);
 static RUN_TICKS: AtomicU64 = AtomicU64::new(0);
 static TIMER_COUNT: AtomicU32 = AtomicU32::new(0);
 static NEXT_AP: AtomicUsize = AtomicUsize::new(0);
-/// The CPU asked to go offline (`usize::MAX`: none), and its acknowledgement.
-static OFFLINE_REQ: AtomicUsize = AtomicUsize::new(usize::MAX);
-static OFFLINE_ACK: AtomicBool = AtomicBool::new(false);
-
-/// Blocks handed from one CPU to another to free: (block, allocating CPU).
-static REMOTE: Spin<Vec<(Frame, usize)>> = Spin::new(Vec::new());
-
-/// A spin lock for the kernel's own shared data (never taken in the interrupt handler).
-struct Spin<T> {
-    held: AtomicBool,
-    v: core::cell::UnsafeCell<T>,
-}
-
-// SAFETY: `with` hands out the `&mut T` only while `held` is owned by the caller.
-unsafe impl<T: Send> Sync for Spin<T> {}
-
-impl<T> Spin<T> {
-    const fn new(v: T) -> Self {
-        Spin {
-            held: AtomicBool::new(false),
-            v: core::cell::UnsafeCell::new(v),
-        }
-    }
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        while self
-            .held
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
-        {
-            core::hint::spin_loop();
-        }
-        // SAFETY: `held` is ours (acquired above, released below): no other `&mut T`.
-        let r = f(unsafe { &mut *self.v.get() });
-        self.held.store(false, Release);
-        r
-    }
-}
-
-fn encode(f: Frame) -> u64 {
-    (f.pfn.0 << 8) | f.order as u64 | 0x80
-}
-
-fn decode(v: u64) -> Frame {
-    Frame::new(Pfn(v >> 8), (v & 0x7f) as u8)
-}
-
-// ---- the timer interrupt ----
-
-/// The local APIC timer: counts the tick, and unless the CPU is parked, frees the block
-/// the main loop handed over and allocates or frees one block of its own, all through
-/// the nolock pair (the interrupted code may hold this CPU's pageset or a zone lock).
-#[no_mangle]
-extern "C" fn timer_interrupt() {
-    let cpu = this_cpu();
-    let pc = percpu(cpu);
-    let t = pc.irq_ticks.fetch_add(1, Relaxed);
-    if !pc.parked.load(Acquire) {
-        let a = alloc();
-        let h = pc.handoff.swap(0, AcqRel);
-        if h != 0 {
-            match a.free_pages_nolock(cpu, decode(h)) {
-                Ok(()) => pc.irq_frees.fetch_add(1, Relaxed),
-                Err(_) => pc.irq_errors.fetch_add(1, Relaxed),
-            };
-        }
-        let slot = &pc.irq_slots[(t as usize) % IRQ_SLOTS];
-        let v = slot.swap(0, AcqRel);
-        if v == 0 {
-            let order = [0u8, 0, 1, 3, 0, 2, 0, 9][(t as usize / IRQ_SLOTS) % 8];
-            match a.alloc_pages_nolock(cpu, order, None) {
-                Ok(f) => {
-                    slot.store(encode(f), Release);
-                    pc.irq_allocs.fetch_add(1, Relaxed);
-                }
-                Err(_) => {
-                    pc.irq_alloc_fails.fetch_add(1, Relaxed);
-                }
-            }
-        } else {
-            match a.free_pages_nolock(cpu, decode(v)) {
-                Ok(()) => pc.irq_frees.fetch_add(1, Relaxed),
-                Err(_) => pc.irq_errors.fetch_add(1, Relaxed),
-            };
-        }
-    }
-    arch::lapic_eoi();
-}
 
 // ---- entry ----
 
@@ -373,115 +198,6 @@ fn cmdline_seconds(info: u64) -> Option<u64> {
         .find_map(|w| w.strip_prefix("seconds="))
         .and_then(|v| v.parse().ok())
         .filter(|&v| (1..=3600).contains(&v))
-}
-
-// ---- the layout from the firmware ----
-
-const PFN_16M: u64 = 0x1000;
-const PFN_4G: u64 = 0x10_0000;
-
-/// pagealloc's layout of the machine: the usable RAM of the memory map above 1 MiB,
-/// minus `reserved` (PFN ranges), one node per SRAT proximity domain (one node without
-/// an SRAT), zones DMA / DMA32 / Normal cut at 16 MiB and 4 GiB, holes where the map has
-/// none. `cpu_nodes`: each CPU's node.
-fn build_layout(fw: &acpi::Firmware, reserved: (u64, u64), cpu_nodes: &[usize]) -> Layout {
-    // Usable frames, sorted, minus the reservation.
-    let mut free: Vec<(u64, u64)> = Vec::new();
-    for e in fw.e820.iter().filter(|e| e.kind == 1) {
-        let s = e.addr.div_ceil(PAGE_SIZE as u64).max(0x100);
-        let t = (e.addr + e.size) / PAGE_SIZE as u64;
-        if s < t {
-            free.push((s, t));
-        }
-    }
-    free.sort_unstable();
-    let mut cut = Vec::new();
-    for (s, t) in free {
-        let (r0, r1) = reserved;
-        if t <= r0 || s >= r1 {
-            cut.push((s, t));
-        } else {
-            if s < r0 {
-                cut.push((s, r0));
-            }
-            if r1 < t {
-                cut.push((r1, t));
-            }
-        }
-    }
-    let doms = domains(fw);
-    let nodes = doms.len().max(1);
-    let mut layout = Layout {
-        nodes: Vec::new(),
-        cpus: cpu_nodes
-            .iter()
-            .map(|&node| CpuLayout {
-                node,
-                llc_slice_bytes: 2 << 20,
-                online: true,
-            })
-            .collect(),
-    };
-    for n in 0..nodes {
-        // This node's ranges: the SRAT's ranges of its domain, or everything.
-        let ranges: Vec<(u64, u64)> = if doms.is_empty() {
-            alloc::vec![(0, u64::MAX)]
-        } else {
-            fw.mem_node
-                .iter()
-                .filter(|m| m.2 == doms[n])
-                .map(|m| (m.0 / PAGE_SIZE as u64, (m.0 + m.1) / PAGE_SIZE as u64))
-                .collect()
-        };
-        let mut zones = Vec::new();
-        for (kind, lo, hi) in [
-            (ZoneKind::Dma, 0, PFN_16M),
-            (ZoneKind::Dma32, PFN_16M, PFN_4G),
-            (ZoneKind::Normal, PFN_4G, u64::MAX),
-        ] {
-            let mut pieces: Vec<(u64, u64)> = Vec::new();
-            for &(s, t) in &cut {
-                for &(rs, rt) in &ranges {
-                    let (a, b) = (s.max(rs).max(lo), t.min(rt).min(hi));
-                    if a < b {
-                        pieces.push((a, b));
-                    }
-                }
-            }
-            pieces.sort_unstable();
-            let (Some(first), Some(last)) = (pieces.first(), pieces.last()) else {
-                continue;
-            };
-            let mut z = ZoneLayout::new(kind, first.0, last.1 - first.0);
-            for w in pieces.windows(2) {
-                if w[0].1 < w[1].0 {
-                    z.holes.push((w[0].1, w[1].0));
-                }
-            }
-            zones.push(z);
-        }
-        layout.nodes.push(NodeLayout {
-            zones,
-            distance: Vec::new(),
-        });
-    }
-    layout
-}
-
-/// The SRAT's proximity domains with memory, sorted (node `i` = the `i`-th).
-fn domains(fw: &acpi::Firmware) -> Vec<u32> {
-    let mut d: Vec<u32> = fw
-        .mem_node
-        .iter()
-        .filter(|m| m.1 > 0)
-        .map(|m| m.2)
-        .collect();
-    d.sort_unstable();
-    d.dedup();
-    if d.len() < 2 {
-        d.clear();
-    }
-    d
 }
 
 // ---- the run ----
@@ -596,7 +312,7 @@ fn run(fw: &acpi::Firmware, seconds: u64) -> Result<(), &'static str> {
     TIMER_COUNT.store(per_10ms * (100 / TIMER_HZ as u32).max(1), Relaxed);
     kprintln!("lapic timer: {per_10ms} ticks per 10 ms (divide 16), {TIMER_HZ} Hz");
 
-    measure_pcp_hit(a);
+    measure::measure_pcp_hit(a);
 
     // Bring up the APs, one at a time.
     for (cpu, &apic) in apics.iter().enumerate().skip(1) {
@@ -630,11 +346,11 @@ fn run(fw: &acpi::Firmware, seconds: u64) -> Result<(), &'static str> {
     GO.store(true, Release);
     arch::lapic_timer_start(TIMER_COUNT.load(Relaxed));
     percpu(0).started.store(true, Release);
-    work(0);
+    workload::work(0);
     while DONE.load(Acquire) < n {
         core::hint::spin_loop();
     }
-    finish(a, n, seconds)
+    report::finish(a, n, seconds)
 }
 
 /// The APs' entry from the trampoline, at CPL 0: per-CPU data, GDT, TSS, IDT, local
@@ -658,455 +374,6 @@ extern "C" fn ap_user() -> ! {
         core::hint::spin_loop();
     }
     arch::lapic_timer_start(TIMER_COUNT.load(Relaxed));
-    work(cpu);
+    workload::work(cpu);
     arch::halt_forever()
-}
-
-/// The PCP hit's cost on CPU 0 before the run (no interrupt source enabled yet): a warm
-/// order-0 pair, `alloc_on` + `free_on`, and the nolock pair, 100 000 pairs a round,
-/// 9 rounds: the median, and the least (a vCPU on a busy host is descheduled now and
-/// then, which only lengthens a round). Picoseconds.
-fn measure_pcp_hit(a: &Allocator) {
-    let pair = |nolock: bool| -> (u64, u64) {
-        let mut r = [0u64; 9];
-        for x in r.iter_mut() {
-            let n = 100_000u64;
-            let t0 = rdtsc();
-            for _ in 0..n {
-                if nolock {
-                    let f = a.alloc_pages_nolock(0, 0, None).expect("nolock alloc");
-                    a.free_pages_nolock(0, black_box(f)).expect("nolock free");
-                } else {
-                    let f = a.alloc_on(0, 0, Gfp::KERNEL, None).expect("alloc");
-                    a.free_on(0, black_box(f)).expect("free");
-                }
-            }
-            *x = arch::tsc_to_ns((rdtsc() - t0) * 1000 / n);
-        }
-        r.sort_unstable();
-        (r[4], r[0])
-    };
-    let ns = |ps: u64| alloc::format!("{}.{:02}", ps / 1000, ps % 1000 / 10);
-    let before = a.counters();
-    let checked = pair(false);
-    let nolock = pair(true);
-    let c = a.counters().since(&before);
-    kprintln!(
-        "pcp hit: {} ns per alloc_on+free_on pair (order 0; least round {}), {} ns per nolock pair (least {}); {} refills, {} zone-lock trips in {} pairs",
-        ns(checked.0),
-        ns(checked.1),
-        ns(nolock.0),
-        ns(nolock.1),
-        c.pcp_refill,
-        c.zone_lock,
-        c.nolock_alloc + c.pgalloc - c.nolock_alloc
-    );
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// One CPU's run: random allocations and frees of orders 0-10 on its pagesets, blocks
-/// handed to other CPUs to free, blocks handed to its timer interrupt to free, page
-/// tables built and torn down through the `x86_64` adapter; the decay tick every
-/// `TICK_EVERY` timer interrupts. Odd CPUs (CPU 0 when alone) go idle for the last 40 %
-/// of the run so their `high` decays; the last CPU is taken offline and back at 40 %.
-fn work(cpu: usize) {
-    let a = alloc();
-    let pc = percpu(cpu);
-    let n = NCPUS.load(Relaxed);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((cpu as u64 + 1) * 0x2545_f491_4f6c_dd1d));
-    let mut stash: [Option<Frame>; 128] = [None; 128];
-    let start = RUN_START.load(Relaxed);
-    let len = RUN_TICKS.load(Relaxed);
-    let idle_from = if cpu % 2 == 1 || n == 1 {
-        start + len / 10 * 6
-    } else {
-        u64::MAX
-    };
-    let offline_at = start + len / 10 * 4;
-    let victim = n - 1;
-    let mut offline_done = false;
-    let mut last_tick = 0u64;
-    let mut idle = false;
-    let zones = a.nr_zones().min(MAX_ZONES);
-    // Interrupts are on (CPL 3): the timer interrupts the workload anywhere, inside the
-    // allocator's locks included.
-    pc.parked.store(false, Release);
-    let mut ops = 0u64;
-    loop {
-        let now = rdtsc();
-        if now - start >= len {
-            break;
-        }
-        // The decay tick.
-        let t = pc.irq_ticks.load(Relaxed);
-        if t >= last_tick + TICK_EVERY {
-            last_tick = t;
-            a.tick(cpu);
-            pc.ticks.fetch_add(1, Relaxed);
-        }
-        // CPU offline and back: the last CPU parks (frees what it holds), CPU 0 takes it
-        // offline (its pagesets drained) and back online.
-        if OFFLINE_REQ.load(Acquire) == cpu {
-            park(a, cpu, &mut stash);
-            OFFLINE_ACK.store(true, Release);
-            while OFFLINE_REQ.load(Acquire) == cpu {
-                core::hint::spin_loop();
-            }
-            pc.parked.store(false, Release);
-        }
-        if cpu == 0 && !offline_done && now >= offline_at {
-            offline_done = true;
-            cpu_offline_online(a, victim, &mut stash);
-        }
-        if now >= idle_from {
-            if !idle {
-                idle = true;
-                for z in 0..zones {
-                    if let Some(p) = a.pcp_info(cpu, z) {
-                        pc.idle_high[z].store(p.high, Relaxed);
-                    }
-                }
-            }
-            arch::hlt();
-            continue;
-        }
-        ops += 1;
-        if ops.is_multiple_of(512) {
-            for z in 0..zones {
-                if let Some(p) = a.pcp_info(cpu, z) {
-                    pc.peak_high[z].fetch_max(p.high, Relaxed);
-                }
-            }
-        }
-        let k = rng.below(stash.len() as u64) as usize;
-        match rng.below(100) {
-            0..=47 => {
-                let order = match rng.below(100) {
-                    0..=69 => 0,
-                    70..=89 => 1 + rng.below(3) as u8,
-                    90..=98 => 4 + rng.below(6) as u8,
-                    _ => MAX_ORDER,
-                };
-                let gfp = if rng.below(2) == 0 {
-                    Gfp::KERNEL
-                } else {
-                    Gfp::USER
-                };
-                if let Some(old) = stash[k].take() {
-                    free_local(a, cpu, old);
-                }
-                match a.alloc_on(cpu, order, gfp, None) {
-                    Ok(f) => {
-                        stash[k] = Some(f);
-                        pc.allocs.fetch_add(1, Relaxed);
-                    }
-                    Err(_) => {
-                        pc.alloc_fails.fetch_add(1, Relaxed);
-                    }
-                }
-            }
-            48..=87 => {
-                if let Some(f) = stash[k].take() {
-                    free_local(a, cpu, f);
-                }
-            }
-            88..=94 => {
-                // Hand one block to the others, free one of theirs.
-                let mine = stash[k].take();
-                let theirs = REMOTE.with(|q| {
-                    if let Some(f) = mine {
-                        if q.len() >= 256 {
-                            return Some((f, cpu));
-                        }
-                        q.push((f, cpu));
-                    }
-                    let at = q.iter().position(|&(_, c)| c != cpu)?;
-                    Some(q.swap_remove(at))
-                });
-                if let Some((f, from)) = theirs {
-                    match a.free_on(cpu, f) {
-                        Ok(()) if from != cpu => pc.remote_frees.fetch_add(1, Relaxed),
-                        Ok(()) => pc.frees.fetch_add(1, Relaxed),
-                        Err(_) => pc.errors.fetch_add(1, Relaxed),
-                    };
-                }
-            }
-            95..=97 => {
-                // Hand one block to the timer interrupt, which frees it nolock.
-                if let Some(f) = stash[k] {
-                    if f.order <= 3
-                        && pc
-                            .handoff
-                            .compare_exchange(0, encode(f), AcqRel, Relaxed)
-                            .is_ok()
-                    {
-                        stash[k] = None;
-                    }
-                }
-            }
-            _ => match map_page_tables(a, cpu) {
-                Ok(()) => {
-                    pc.pt_maps.fetch_add(1, Relaxed);
-                }
-                // Memory ran short (the stashes hold large blocks): not a violation.
-                Err(PtError::NoFrame) => {
-                    pc.alloc_fails.fetch_add(1, Relaxed);
-                }
-                Err(PtError::Broken(why)) => {
-                    kprintln!("page tables on cpu {cpu}: {why}");
-                    pc.errors.fetch_add(1, Relaxed);
-                }
-            },
-        }
-    }
-    // Done: nothing more from the interrupt, everything back.
-    arch::lapic_timer_stop();
-    park(a, cpu, &mut stash);
-    DONE.fetch_add(1, AcqRel);
-}
-
-fn free_local(a: &Allocator, cpu: usize, f: Frame) {
-    let pc = percpu(cpu);
-    match a.free_on(cpu, f) {
-        Ok(()) => pc.frees.fetch_add(1, Relaxed),
-        Err(_) => pc.errors.fetch_add(1, Relaxed),
-    };
-}
-
-/// Stop the interrupt's allocator work on this CPU and free everything the CPU and its
-/// interrupt hold (the interrupt's blocks with the ordinary free: it is parked).
-fn park(a: &Allocator, cpu: usize, stash: &mut [Option<Frame>]) {
-    let pc = percpu(cpu);
-    // From here the timer interrupt leaves the allocator alone: an interrupt on this CPU
-    // runs to completion before the code it interrupted goes on, and checks `parked`
-    // first, so the slots below are ours once the store is done.
-    pc.parked.store(true, Release);
-    for s in stash.iter_mut() {
-        if let Some(f) = s.take() {
-            free_local(a, cpu, f);
-        }
-    }
-    for v in pc
-        .irq_slots
-        .iter()
-        .map(|s| s.swap(0, AcqRel))
-        .chain([pc.handoff.swap(0, AcqRel)])
-    {
-        if v != 0 {
-            match a.free_on(cpu, decode(v)) {
-                Ok(()) => pc.irq_frees.fetch_add(1, Relaxed),
-                Err(_) => pc.irq_errors.fetch_add(1, Relaxed),
-            };
-        }
-    }
-}
-
-/// CPU 0 takes `victim` offline (after it parked) and back online; with one CPU, CPU 0
-/// itself.
-fn cpu_offline_online(a: &Allocator, victim: usize, stash: &mut [Option<Frame>]) {
-    if victim == 0 {
-        park(a, 0, stash);
-    } else {
-        OFFLINE_ACK.store(false, Relaxed);
-        OFFLINE_REQ.store(victim, Release);
-        while !OFFLINE_ACK.load(Acquire) {
-            core::hint::spin_loop();
-        }
-    }
-    let before: i32 = (0..a.nr_zones())
-        .filter_map(|z| a.pcp_info(victim, z))
-        .map(|p| p.count)
-        .sum();
-    let ok = a.cpu_offline(victim).is_ok();
-    let after: i32 = (0..a.nr_zones())
-        .filter_map(|z| a.pcp_info(victim, z))
-        .map(|p| p.count)
-        .sum();
-    arch::delay_us(100_000);
-    let back = a.cpu_online(victim).is_ok();
-    if victim == 0 {
-        percpu(0).parked.store(false, Release);
-    } else {
-        OFFLINE_REQ.store(usize::MAX, Release);
-    }
-    kprintln!(
-        "hotplug: cpu {victim} offline ({before} pages cached before, {after} after the drain), online again: {}",
-        if ok && back && after == 0 { "ok" } else { "FAILED" }
-    );
-    if !(ok && back && after == 0) {
-        percpu(0).errors.fetch_add(1, Relaxed);
-    }
-}
-
-/// Why [`map_page_tables`] did not complete.
-enum PtError {
-    /// No frame was left for a table or a page.
-    NoFrame,
-    /// Something that must not happen.
-    Broken(&'static str),
-}
-
-/// Build a 4-level page table whose frames all come from pagealloc through the `x86_64`
-/// adapter: map 4 pages (its page-table frames allocated by `map_to`), check the
-/// translations, unmap them, free the data frames, the emptied tables (`clean_up`) and
-/// the top level.
-fn map_page_tables(a: &Allocator, cpu: usize) -> Result<(), PtError> {
-    let mut fa = FrameAdapter::new(a, 0).map_err(|_| PtError::Broken("adapter"))?;
-    let top: PhysFrame<Size4KiB> = fa.allocate_frame().ok_or(PtError::NoFrame)?;
-    let top_ptr = top.start_address().as_u64() as *mut PageTable;
-    // SAFETY: the frame was just allocated for us (no other owner) and is
-    // identity-mapped; zeroed it is an empty page table.
-    let table = unsafe {
-        core::ptr::write_bytes(top_ptr.cast::<u8>(), 0, PAGE_SIZE);
-        &mut *top_ptr
-    };
-    // SAFETY: physical memory is identity-mapped (offset 0) and `table` is a valid,
-    // exclusively owned level-4 table; it is never loaded into CR3.
-    let mut m = unsafe { OffsetPageTable::new(table, VirtAddr::new(0)) };
-    let base = 0x4000_0000_0000u64 + ((cpu as u64) << 30);
-    let mut data = [None; 4];
-    let mut result = Ok(());
-    for (i, d) in data.iter_mut().enumerate() {
-        let Some(f) = FrameAllocator::<Size4KiB>::allocate_frame(&mut fa) else {
-            result = Err(PtError::NoFrame);
-            break;
-        };
-        *d = Some(f);
-        let page = Page::<Size4KiB>::containing_address(VirtAddr::new(base + i as u64 * 4096));
-        let flags = PageTableFlags::PRESENT | PageTableFlags::WRITABLE;
-        // SAFETY: the table is not live (never in CR3), so no mapping can alias memory in
-        // use; the frames are ours.
-        match unsafe { m.map_to(page, f, flags, &mut fa) } {
-            Ok(flush) => flush.ignore(),
-            Err(x86_64::structures::paging::mapper::MapToError::FrameAllocationFailed) => {
-                result = Err(PtError::NoFrame);
-                break;
-            }
-            Err(_) => {
-                result = Err(PtError::Broken("map_to failed"));
-                break;
-            }
-        }
-        if m.translate_addr(VirtAddr::new(base + i as u64 * 4096 + 8))
-            != Some(f.start_address() + 8)
-        {
-            result = Err(PtError::Broken("translation mismatch"));
-        }
-    }
-    for (i, d) in data.iter().enumerate() {
-        if let Some(f) = d {
-            let page = Page::<Size4KiB>::containing_address(VirtAddr::new(base + i as u64 * 4096));
-            if let Ok((_, flush)) = m.unmap(page) {
-                flush.ignore();
-            }
-            // SAFETY: the frame is unmapped and no longer used.
-            unsafe { fa.deallocate_frame(*f) };
-        }
-    }
-    // SAFETY: every mapping was removed: the tables below the top level are empty and
-    // unused; then the top level itself, which nothing references.
-    unsafe {
-        m.clean_up(&mut fa);
-        fa.deallocate_frame(top);
-    }
-    result
-}
-
-/// After the run: free what was handed over, drain, validate, print, decide.
-fn finish(a: &Allocator, n: usize, seconds: u64) -> Result<(), &'static str> {
-    let left = REMOTE.with(core::mem::take);
-    for (f, c) in left {
-        if a.free_on(0, f).is_err() {
-            percpu(0).errors.fetch_add(1, Relaxed);
-        }
-        let _ = c;
-    }
-    kprintln!("run: done ({seconds} s)");
-    // Pagesets as the run left them (before the final drain).
-    kprintln!("pagesets (zone: high_min / peak high while allocating / high when idle began / high now / count):");
-    for cpu in 0..n {
-        let pc = percpu(cpu);
-        let mut line = alloc::format!("  cpu {cpu}:");
-        for z in 0..a.nr_zones().min(MAX_ZONES) {
-            let Some(p) = a.pcp_info(cpu, z) else {
-                continue;
-            };
-            let idle = pc.idle_high[z].load(Relaxed);
-            line += &alloc::format!(
-                " z{z} {}/{}/{}/{}/{}",
-                p.high_min,
-                pc.peak_high[z].load(Relaxed),
-                if idle < 0 {
-                    alloc::string::String::from("-")
-                } else {
-                    alloc::format!("{idle}")
-                },
-                p.high,
-                p.count
-            );
-        }
-        kprintln!("{line}");
-    }
-    let mut errors = 0;
-    for cpu in 0..n {
-        let p = percpu(cpu);
-        kprintln!(
-            "  cpu {cpu}: {} allocs ({} failed), {} local frees, {} remote frees, {} page tables, {} decay ticks; irq: {} timer interrupts, {} nolock allocs ({} failed), {} nolock frees",
-            p.allocs.load(Relaxed),
-            p.alloc_fails.load(Relaxed),
-            p.frees.load(Relaxed),
-            p.remote_frees.load(Relaxed),
-            p.pt_maps.load(Relaxed),
-            p.ticks.load(Relaxed),
-            p.irq_ticks.load(Relaxed),
-            p.irq_allocs.load(Relaxed),
-            p.irq_alloc_fails.load(Relaxed),
-            p.irq_frees.load(Relaxed)
-        );
-        let (e, ie) = (p.errors.load(Relaxed), p.irq_errors.load(Relaxed));
-        if e + ie > 0 {
-            kprintln!(
-                "  cpu {cpu}: {e} refused frees or broken page tables, {ie} refused nolock frees"
-            );
-        }
-        errors += e + ie;
-    }
-    a.drain_all_pages();
-    let c = a.counters();
-    kprintln!("counters:");
-    for (name, v) in c.iter().filter(|&(_, v)| v != 0) {
-        kprintln!("  {name} {v}");
-    }
-    let v = a.validate();
-    let lost = a.managed_pages() - a.nr_free_pages();
-    match &v {
-        Ok(t) => kprintln!(
-            "validate: ok (buddy {} pcp {} allocated {} deferred {} managed {})",
-            t.buddy,
-            t.pcp,
-            t.allocated,
-            t.deferred,
-            t.managed
-        ),
-        Err(e) => kprintln!("validate: FAILED: {e}"),
-    }
-    kprintln!("frames lost: {lost}");
-    kprintln!("errors: {errors}");
-    if v.is_err() || lost != 0 || errors != 0 || c.pgalloc != c.pgfree {
-        return Err("the run found violations");
-    }
-    Ok(())
 }
