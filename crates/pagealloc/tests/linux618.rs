@@ -146,25 +146,42 @@ fn fallback_scenario(c: Config) -> (Counters, ZoneInfo, ZoneInfo) {
         thp: false,
         ..c
     };
+    let pb = 512u64;
+    let (p1, p2) = (5 * pb, 10 * pb);
+    let (a, keep, given) = filled_then_given_back(c, |p| {
+        (p1..p1 + 64).contains(&p) || ((p2..p2 + pb).contains(&p) && (p - p2) / 8 % 2 == 0)
+    });
+    assert_eq!(given, 64 + 256);
+    let before = a.zone_info(0).unwrap();
+    assert_eq!(before.nr_free[6], 1, "{before:?}");
+    assert!(before.nr_free[3] >= 32);
+    let (d, after) = one_unmovable_refill(&a, keep);
+    (d, before, after)
+}
+
+/// A 16384-page zone (`c`) filled with movable order-0 pages, then the pages whose PFN
+/// `give_back` picks freed and CPU 0's pageset drained to the buddy: the allocator, the
+/// pages still held, how many were given back.
+fn filled_then_given_back(
+    c: Config,
+    give_back: impl Fn(u64) -> bool,
+) -> (Allocator, Vec<Frame>, usize) {
     let a = manual(&Layout::single(16384, 1), c).0;
     let mut frames = Vec::new();
     while let Ok(f) = a.alloc_on(0, 0, Gfp::USER, None) {
         frames.push(f);
     }
-    let pb = 512u64;
-    let (p1, p2) = (5 * pb, 10 * pb);
-    let (back, keep): (Vec<Frame>, Vec<Frame>) = frames.iter().partition(|f| {
-        let p = f.pfn.0;
-        (p1..p1 + 64).contains(&p) || ((p2..p2 + pb).contains(&p) && (p - p2) / 8 % 2 == 0)
-    });
-    assert_eq!(back.len(), 64 + 256);
+    let (back, keep): (Vec<Frame>, Vec<Frame>) = frames.iter().partition(|f| give_back(f.pfn.0));
     for f in &back {
         a.free_on(0, *f).unwrap();
     }
     a.drain_cpu(0);
-    let before = a.zone_info(0).unwrap();
-    assert_eq!(before.nr_free[6], 1, "{before:?}");
-    assert!(before.nr_free[3] >= 32);
+    (a, keep, back.len())
+}
+
+/// One unmovable order-0 allocation on CPU 0 (a refill): the counters it moved and the
+/// zone after it; then it and `keep` freed and `validate()`.
+fn one_unmovable_refill(a: &Allocator, keep: Vec<Frame>) -> (Counters, ZoneInfo) {
     let k = a.counters();
     let u = a.alloc_on(0, 0, Gfp::KERNEL, None).unwrap();
     let after = a.zone_info(0).unwrap();
@@ -174,7 +191,7 @@ fn fallback_scenario(c: Config) -> (Counters, ZoneInfo, ZoneInfo) {
         a.free_on(0, f).unwrap();
     }
     a.validate().unwrap();
-    (l.since(&k), before, after)
+    (l.since(&k), after)
 }
 
 #[test]
@@ -209,30 +226,11 @@ fn steal_scenario(c: Config) -> (Counters, ZoneInfo) {
         fixed_batch: Some(15),
         ..c
     };
-    let a = manual(&Layout::single(16384, 1), c).0;
-    let mut frames = Vec::new();
-    while let Ok(f) = a.alloc_on(0, 0, Gfp::USER, None) {
-        frames.push(f);
-    }
     let p1 = 5 * 512u64;
     // 32 free order-0 pages spread over P1 (every 16th page): nothing above order 0.
-    let (back, keep): (Vec<Frame>, Vec<Frame>) = frames
-        .iter()
-        .partition(|f| (p1..p1 + 512).contains(&f.pfn.0) && (f.pfn.0 - p1) % 16 == 0);
-    for f in &back {
-        a.free_on(0, *f).unwrap();
-    }
-    a.drain_cpu(0);
-    let k = a.counters();
-    let u = a.alloc_on(0, 0, Gfp::KERNEL, None).unwrap();
-    let after = a.zone_info(0).unwrap();
-    let l = a.counters();
-    a.free_on(0, u).unwrap();
-    for f in keep {
-        a.free_on(0, f).unwrap();
-    }
-    a.validate().unwrap();
-    (l.since(&k), after)
+    let (a, keep, _) =
+        filled_then_given_back(c, |p| (p1..p1 + 512).contains(&p) && (p - p1) % 16 == 0);
+    one_unmovable_refill(&a, keep)
 }
 
 #[test]
