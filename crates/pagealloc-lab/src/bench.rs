@@ -299,19 +299,23 @@ fn once<S: PageSource + ?Sized>(
     n: u64,
     seed: u64,
 ) -> Result<Times, SourceError> {
-    let barrier = Barrier::new(threads as usize);
-    let pile: Mutex<Vec<Block>> = Mutex::new(Vec::new());
-    let shares: Mutex<Vec<Vec<Block>>> = Mutex::new(Vec::new());
-    let failed = std::sync::atomic::AtomicBool::new(false);
+    let run = RunShared {
+        n,
+        seed,
+        barrier: Barrier::new(threads as usize),
+        pile: Mutex::new(Vec::new()),
+        shares: Mutex::new(Vec::new()),
+        failed: std::sync::atomic::AtomicBool::new(false),
+    };
     let results: Vec<Result<ThreadTimes, SourceError>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads as usize)
             .map(|t| {
-                let (barrier, pile, shares, failed) = (&barrier, &pile, &shares, &failed);
+                let run = &run;
                 s.spawn(move || {
                     crate::exec::pin_current_thread(t, threads as usize);
-                    let r = thread(p, src, t, n, seed, barrier, pile, shares, failed);
+                    let r = thread(p, src, t, run);
                     if r.is_err() {
-                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        run.failed.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
                     r
                 })
@@ -376,18 +380,33 @@ fn repeat_pairs<S: PageSource + ?Sized>(
     Ok(Ok(()))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the threads of one run share: the blocks each allocates a round (`n`), the seed
+/// of `rand`'s shuffle, the barrier between the timed loops, `rand`'s pile of every
+/// thread's blocks and the shares dealt from it, and whether a thread has failed.
+struct RunShared {
+    n: u64,
+    seed: u64,
+    barrier: Barrier,
+    pile: Mutex<Vec<Block>>,
+    shares: Mutex<Vec<Vec<Block>>>,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+/// Thread `t`'s part of one run of `p.kind` on `src`.
 fn thread<S: PageSource + ?Sized>(
     p: &BenchParams,
     src: &S,
     t: usize,
-    n: u64,
-    seed: u64,
-    barrier: &Barrier,
-    pile: &Mutex<Vec<Block>>,
-    shares: &Mutex<Vec<Vec<Block>>>,
-    failed: &std::sync::atomic::AtomicBool,
+    run: &RunShared,
 ) -> Result<ThreadTimes, SourceError> {
+    let (n, seed) = (run.n, run.seed);
+    let RunShared {
+        barrier,
+        pile,
+        shares,
+        failed,
+        ..
+    } = run;
     let order = p.order;
     // Bulk and rand repeat their round 2^order times, as LLFree's loops do: as many
     // operations are timed at every order.
