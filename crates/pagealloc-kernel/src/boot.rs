@@ -12,6 +12,37 @@ pub const AP_TRAMPOLINE: u64 = 0x8000;
 
 core::arch::global_asm!(
     r#"
+    /* What the BSP's entry and the AP trampoline both do. Paging on: PAE, CR3 from
+       `cr3` (the boot PML4), EFER.LME, then CR0.PG and PE with the caches on (CD, bit
+       30, and NW, bit 29, cleared: an AP has them set after INIT). */
+    .macro boot_paging_on cr3:vararg
+    mov eax, cr4
+    or eax, 0x20
+    mov cr4, eax
+    mov eax, \cr3
+    mov cr3, eax
+    mov ecx, 0xC0000080
+    rdmsr
+    or eax, 0x100
+    wrmsr
+    mov eax, cr0
+    and eax, 0x9FFFFFFF
+    or eax, 0x80000001
+    mov cr0, eax
+    .endm
+
+    /* In long mode: the data segments on the GDT's flat data descriptor (0x10), FS and
+       GS null (GS's base comes from IA32_GS_BASE later). */
+    .macro boot_flat_segments
+    mov ax, 0x10
+    mov ds, ax
+    mov es, ax
+    mov ss, ax
+    xor eax, eax
+    mov fs, ax
+    mov gs, ax
+    .endm
+
     .section .note.pvh, "a", @note
     .balign 4
     .long 4
@@ -82,21 +113,7 @@ pvh_start:
     mov eax, offset boot_pdpt
     or eax, 7
     mov dword ptr [boot_pml4], eax
-    /* PAE, then CR3, EFER.LME, paging */
-    mov eax, cr4
-    or eax, 0x20
-    mov cr4, eax
-    mov eax, offset boot_pml4
-    mov cr3, eax
-    mov ecx, 0xC0000080
-    rdmsr
-    or eax, 0x100
-    wrmsr
-    mov eax, cr0
-    /* caches on: clear CD (bit 30) and NW (bit 29), which an AP has set after INIT */
-    and eax, 0x9FFFFFFF
-    or eax, 0x80000001
-    mov cr0, eax
+    boot_paging_on offset boot_pml4
     lgdt [boot_gdt_ptr]
     mov eax, offset long_mode
     push 0x08
@@ -105,13 +122,7 @@ pvh_start:
 
     .code64
 long_mode:
-    mov ax, 0x10
-    mov ds, ax
-    mov es, ax
-    mov ss, ax
-    xor eax, eax
-    mov fs, ax
-    mov gs, ax
+    boot_flat_segments
     mov rsp, offset boot_stack_top
     mov edi, esi
     call kernel_main
@@ -141,32 +152,13 @@ ap_trampoline_start:
     xor ax, ax
     mov ds, ax
     lgdt [0x8038]
-    mov eax, cr4
-    or eax, 0x20
-    mov cr4, eax
-    mov eax, dword ptr [0x8008]
-    mov cr3, eax
-    mov ecx, 0xC0000080
-    rdmsr
-    or eax, 0x100
-    wrmsr
-    mov eax, cr0
-    /* caches on: clear CD (bit 30) and NW (bit 29), which an AP has set after INIT */
-    and eax, 0x9FFFFFFF
-    or eax, 0x80000001
-    mov cr0, eax
+    boot_paging_on dword ptr [0x8008]
     .byte 0x66, 0xea
     .long 0x8000 + ap_long - ap_trampoline_start
     .word 0x08
     .code64
 ap_long:
-    mov ax, 0x10
-    mov ds, ax
-    mov es, ax
-    mov ss, ax
-    xor eax, eax
-    mov fs, ax
-    mov gs, ax
+    boot_flat_segments
     mov rsp, qword ptr [0x8010]
     mov rax, qword ptr [0x8018]
     call rax
