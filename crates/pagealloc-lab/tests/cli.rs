@@ -2,14 +2,13 @@
 //! naming the valid choices; `run`/`compare`/`bench --json` print rows with the contract's
 //! keys; `report --tiny` writes its files.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn pagealloc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pagealloc"))
-        .args(args)
-        .output()
-        .expect("run the pagealloc binary")
+    common::pagealloc(args, &[])
 }
 
 fn stderr(o: &Output) -> String {

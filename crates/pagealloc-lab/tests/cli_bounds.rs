@@ -4,16 +4,8 @@
 
 mod common;
 
-use std::process::Command;
+use common::pagealloc_until as run;
 use std::time::Duration;
-
-/// Run the binary with `args`; exit code and stderr, or a panic if it outlives
-/// `deadline` (the process is killed first).
-fn run(args: &[&str], deadline: Duration) -> (Option<i32>, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pagealloc"));
-    cmd.args(args);
-    common::run_until(cmd, deadline)
-}
 
 fn refused(args: &[&str]) {
     let (code, err) = run(args, Duration::from_secs(30));

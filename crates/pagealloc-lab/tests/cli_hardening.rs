@@ -4,19 +4,13 @@
 
 mod common;
 
+use common::pagealloc_until as run;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn pagealloc() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pagealloc"))
-}
-
-/// Exit code and stderr of `args`, killed (and failed) past `deadline`.
-fn run(args: &[&str], deadline: Duration) -> (Option<i32>, String) {
-    let mut cmd = pagealloc();
-    cmd.args(args);
-    common::run_until(cmd, deadline)
 }
 
 /// Refused: status 2, one `error:` line saying `what`, within 30 s (before any run).

@@ -3,6 +3,8 @@
 //! comparison's verdicts and the decay-step matching, and pagealloc driven through a
 //! short workload.
 
+mod common;
+
 use std::path::PathBuf;
 
 use pagealloc::os::zoneinfo::KernelZoneinfo;
@@ -329,10 +331,7 @@ fn pagealloc_driven_like_page_fault1_grows_high_to_high_max_then_decays() {
 }
 
 fn pagealloc(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_pagealloc"))
-        .args(args)
-        .output()
-        .expect("run the pagealloc binary")
+    common::pagealloc(args, &[])
 }
 
 #[test]

@@ -48,6 +48,15 @@ pub(crate) fn pagealloc(args: &[&str], env: &[(&str, &str)]) -> Output {
     c.output().expect("runs")
 }
 
+/// Runs the built `pagealloc` with `args` under `deadline`, as [`run_until`]: its exit
+/// code and stderr.
+#[allow(dead_code)]
+pub(crate) fn pagealloc_until(args: &[&str], deadline: Duration) -> (Option<i32>, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pagealloc"));
+    cmd.args(args);
+    run_until(cmd, deadline)
+}
+
 /// `o` is a refusal: exit 2 and one `error:` line on stderr, which contains `says`.
 #[allow(dead_code)]
 pub(crate) fn one_line_exit_2(o: &Output, says: &str) {
