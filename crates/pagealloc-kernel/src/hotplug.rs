@@ -2,8 +2,8 @@
 
 use crate::arch;
 use crate::kprintln;
+use crate::park::park;
 use crate::percpu::percpu;
-use crate::workload::park;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use pagealloc::{Allocator, Frame};
 

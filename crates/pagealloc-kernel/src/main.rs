@@ -30,7 +30,8 @@
 //! | `layout.rs` | pagealloc's `Layout` from the firmware's tables |
 //! | `measure.rs` | the PCP hit's cost before the run |
 //! | `irq.rs` | the timer interrupt: the nolock allocations and frees |
-//! | `workload.rs` | the workload each CPU runs; `park` |
+//! | `workload.rs` | the workload each CPU runs |
+//! | `park.rs` | giving back what a CPU and its interrupt hold |
 //! | `hotplug.rs` | a CPU taken offline and back |
 //! | `pagetables.rs` | page tables through the `x86_64` adapter |
 //! | `spin.rs` | the kernel's spin lock |
@@ -48,6 +49,7 @@ mod irq;
 mod layout;
 mod measure;
 mod pagetables;
+mod park;
 mod percpu;
 mod report;
 mod spin;

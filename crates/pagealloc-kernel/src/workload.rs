@@ -1,18 +1,19 @@
 //! The workload every CPU runs: allocations and frees of orders 0-10, blocks freed on
 //! another CPU, blocks handed to the timer interrupt, page tables, the decay tick, idle
-//! time; and `park`, which gives back everything a CPU holds.
+//! time.
 
 use crate::arch::{self, rdtsc};
 use crate::hotplug::{cpu_offline_online, OFFLINE_ACK, OFFLINE_REQ};
-use crate::irq::{decode, encode};
+use crate::irq::encode;
 use crate::kprintln;
 use crate::pagetables::{map_page_tables, PtError};
+use crate::park::{free_local, park};
 use crate::percpu::percpu;
 use crate::spin::Spin;
 use crate::{alloc, DONE, MAX_ZONES, NCPUS, RUN_START, RUN_TICKS, TICK_EVERY};
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering::*;
-use pagealloc::{Allocator, Frame, Gfp, MAX_ORDER};
+use pagealloc::{Frame, Gfp, MAX_ORDER};
 
 /// Blocks handed from one CPU to another to free: (block, allocating CPU).
 pub(crate) static REMOTE: Spin<Vec<(Frame, usize)>> = Spin::new(Vec::new());
@@ -190,40 +191,4 @@ pub(crate) fn work(cpu: usize) {
     arch::lapic_timer_stop();
     park(a, cpu, &mut stash);
     DONE.fetch_add(1, AcqRel);
-}
-
-fn free_local(a: &Allocator, cpu: usize, f: Frame) {
-    let pc = percpu(cpu);
-    match a.free_on(cpu, f) {
-        Ok(()) => pc.frees.fetch_add(1, Relaxed),
-        Err(_) => pc.errors.fetch_add(1, Relaxed),
-    };
-}
-
-/// Stop the interrupt's allocator work on this CPU and free everything the CPU and its
-/// interrupt hold (the interrupt's blocks with the ordinary free: it is parked).
-pub(crate) fn park(a: &Allocator, cpu: usize, stash: &mut [Option<Frame>]) {
-    let pc = percpu(cpu);
-    // From here the timer interrupt leaves the allocator alone: an interrupt on this CPU
-    // runs to completion before the code it interrupted goes on, and checks `parked`
-    // first, so the slots below are ours once the store is done.
-    pc.parked.store(true, Release);
-    for s in stash.iter_mut() {
-        if let Some(f) = s.take() {
-            free_local(a, cpu, f);
-        }
-    }
-    for v in pc
-        .irq_slots
-        .iter()
-        .map(|s| s.swap(0, AcqRel))
-        .chain([pc.handoff.swap(0, AcqRel)])
-    {
-        if v != 0 {
-            match a.free_on(cpu, decode(v)) {
-                Ok(()) => pc.irq_frees.fetch_add(1, Relaxed),
-                Err(_) => pc.irq_errors.fetch_add(1, Relaxed),
-            };
-        }
-    }
 }
