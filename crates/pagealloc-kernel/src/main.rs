@@ -24,7 +24,7 @@
 //! | file | what |
 //! |---|---|
 //! | `boot.rs` | the PVH entry, long mode, the APs' trampoline |
-//! | `arch.rs` | port I/O, MSRs, the TSC, serial, the local APIC, the IDT, CPL 3 |
+//! | `arch/` | port I/O and MSRs, the TSC, serial, the local APIC, the IDT, CPL 3: one a file |
 //! | `acpi.rs` | the memory map, MADT and SRAT |
 //! | `percpu.rs` | per-CPU data through GS; pagealloc's `Platform` |
 //! | `layout.rs` | pagealloc's `Layout` from the firmware's tables |
