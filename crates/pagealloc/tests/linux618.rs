@@ -132,6 +132,17 @@ fn decay_drains_in_batches() {
     );
 }
 
+/// `c` for a scenario whose counts are exact: no reserve (`min_free_kbytes` 0), the
+/// lowest watermark scale, THP off.
+fn exact(c: Config) -> Config {
+    Config {
+        min_free_kbytes: Some(0),
+        watermark_scale_factor: 1,
+        thp: false,
+        ..c
+    }
+}
+
 /// A 64 MiB zone (32 pageblocks, all movable, batch 3) filled with movable order-0
 /// pages, then two pageblocks given back in part:
 /// - `P1`: one aligned order-6 block free (64 pages), the rest allocated movable: an
@@ -140,12 +151,7 @@ fn decay_drains_in_batches() {
 ///
 /// Then one unmovable order-0 allocation (a refill of `batch` pages).
 fn fallback_scenario(c: Config) -> (Counters, ZoneInfo, ZoneInfo) {
-    let c = Config {
-        min_free_kbytes: Some(0),
-        watermark_scale_factor: 1,
-        thp: false,
-        ..c
-    };
+    let c = exact(c);
     let pb = 512u64;
     let (p1, p2) = (5 * pb, 10 * pb);
     let (a, keep, given) = filled_then_given_back(c, |p| {
@@ -220,11 +226,8 @@ fn fallback_claims_before_it_steals() {
 /// under the zone lock; with it only the first does.
 fn steal_scenario(c: Config) -> (Counters, ZoneInfo) {
     let c = Config {
-        min_free_kbytes: Some(0),
-        watermark_scale_factor: 1,
-        thp: false,
         fixed_batch: Some(15),
-        ..c
+        ..exact(c)
     };
     let p1 = 5 * 512u64;
     // 32 free order-0 pages spread over P1 (every 16th page): nothing above order 0.
@@ -262,11 +265,8 @@ fn refill_remembers_the_steal_mode() {
 /// which zone, what the fallback counters say, and Normal's free lists after it.
 fn nofragment_scenario(c: Config, with_dma32: bool) -> (usize, Counters, ZoneInfo, ZoneInfo) {
     let c = Config {
-        min_free_kbytes: Some(0),
-        watermark_scale_factor: 1,
-        thp: false,
         fixed_batch: Some(15),
-        ..c
+        ..exact(c)
     };
     let normal = ZoneLayout::new(ZoneKind::Normal, 0x10_0000, 0x2000);
     let zones = if with_dma32 {
