@@ -121,8 +121,9 @@ impl Allocator {
         if self.cfg.clustered_refill {
             b.inner.free.clusters.start_fresh();
         }
-        p.splice = p.splice && !isolated && b.can_skip_merge();
-        p.thp = p.thp && !isolated && b.can_skip_merge();
+        let skip = !isolated && b.can_skip_merge();
+        p.splice &= skip;
+        p.thp &= skip;
         p.isolated = isolated;
     }
 
