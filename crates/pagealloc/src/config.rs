@@ -119,13 +119,13 @@ presets! {
     /// half the room below `high` instead of two blocks (`thp_refill_high`), THP frees
     /// drain the pageset down to half of `high` instead of 4 blocks (`thp_drain_high`),
     /// THP drains splice the huge pages they return onto the order-9 lists unmerged and
-    /// THP refills cut theirs off in one step (`thp_splice`; order-10 requests merge them
-    /// on demand), refills take the blocks they need from one block's front as one run
+    /// THP refills cut theirs off in one step (`thp_merge_skip`; order-10 requests merge
+    /// them on demand), refills take the blocks they need from one block's front as one run
     /// (`refill_runs`), order-0 ownership is a bit per frame and the order-0 pageset
     /// lists are rings, so order-0 frees and pops write no frame metadata (`own_bitmap`),
     /// and zone-lock holds are not timed (`lock_stat=off`: two clock reads less per trip).
     /// docs/performance.md has the figures.
-    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_splice=on,refill_runs=on,own_bitmap=on,lock_stat=off";
+    Fast = "fast" [] level Linux612 overrides "merge_skip=on,clustered_refill=on,splice_drain=on,thp_refill_high=on,thp_drain_high=on,thp_merge_skip=on,refill_runs=on,own_bitmap=on,lock_stat=off";
 }
 
 impl Preset {
@@ -526,28 +526,20 @@ config_table! {
     /// pages makes one zone trip per many blocks, the mirror of `thp_refill_high`. Ours,
     /// not the kernel's.
     thp_drain_high: bool = false, bound any;
-    /// With `merge_skip`: a pageset drain puts a pageblock-order block on its free list
-    /// without merging it with its buddy (marked merge-skipped, as `merge_skip` does
-    /// order-0 frames); an order-10 request that finds no block merges them on demand in
-    /// the slow path. A THP drain and the refill after it then move order-9 blocks
-    /// without building and splitting order-10 ones. Ours, not the kernel's; off in
-    /// every preset (docs/performance.md, "The order-9 put side": alone it makes `fast`'s
-    /// order-9 allocations slower than it makes its frees faster); `thp_splice`, on in
-    /// `fast`, implies it.
+    /// With `merge_skip`: a pageset drain puts the pageblock-order blocks it returns on
+    /// their free lists without merging them with their buddies (marked merge-skipped, as
+    /// `merge_skip` does order-0 frames); an order-10 request that finds no block merges
+    /// them on demand in the slow path. A THP drain and the refill after it then move
+    /// order-9 blocks without building and splitting order-10 ones. The blocks move in
+    /// runs: a drain (`free_pcppages_bulk`) cuts the blocks it returns off the THP list's
+    /// tail and puts each run of one type on the head of that type's order-9 list in one
+    /// splice, with one free-area and counter update per run; a refill (`rmqueue_bulk`)
+    /// cuts up to its count of blocks off the head of its type's order-9 list
+    /// (`list_cut_position`) and appends them to the THP list. The blocks, their order on
+    /// every list and the counts are those of the kernel's block-by-block loops over
+    /// unmerged blocks; each block's metadata is written once, with no neighbour's.
+    /// Ours, not the kernel's; on in `fast` (docs/performance.md, "The order-9 put side").
     thp_merge_skip: bool = false, bound any;
-    /// With `merge_skip`: THP drains and refills move runs of pageblock-order blocks
-    /// between the pageset's THP list and the order-9 free lists in one splice each (the
-    /// order-0 `splice_drain`'s form for huge pages). A drain (`free_pcppages_bulk`) cuts
-    /// the blocks it returns off the THP list's tail and puts each run of one type on the
-    /// head of that type's order-9 list, unmerged and marked merge-skipped as
-    /// `thp_merge_skip` puts them (it implies `thp_merge_skip`), with one free-area and
-    /// counter update per run; a refill (`rmqueue_bulk`) cuts up to its count of blocks off
-    /// the head of its type's order-9 list (`list_cut_position`) and appends them to the
-    /// THP list. The blocks, their order on every list and the counts are
-    /// `thp_merge_skip`'s; each block's metadata is written once, with no neighbour's, and
-    /// the free area once per run. Ours, not the kernel's; on in `fast`
-    /// (docs/performance.md, "The order-9 puts and gets spliced").
-    thp_splice: bool = false, bound any;
     /// A refill (`rmqueue_bulk`) takes the blocks it still needs from the smallest block
     /// of its type as one run cut from that block's front, and lists the rest of the block
     /// as the pieces the kernel's steps would leave (`Buddy::take_run`), where the
@@ -634,7 +626,11 @@ const REMOVED: &[(&str, &str)] = &[
     ),
     (
         "drain_pairs",
-        "no preset ran it (thp_splice, on in fast, excludes it); the kernel's drain frees each block",
+        "no preset ran it (thp_merge_skip's spliced THP drains, on in fast, exclude it); the kernel's drain frees each block",
+    ),
+    (
+        "thp_splice",
+        "thp_merge_skip moves its blocks so (the same blocks, lists and counts, in runs)",
     ),
     (
         "drain_prefetch",

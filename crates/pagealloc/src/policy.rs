@@ -59,26 +59,8 @@
 use alloc::sync::Arc;
 use core::fmt;
 
+pub use crate::tune::Sizing;
 use crate::tune::{self, Decay, PcpState, Tune, ZoneFlags, PCPF_FREE_HIGH_BATCH};
-
-/// The inputs of the sizing (`zone_set_pageset_high_and_batch`) for one zone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sizing {
-    /// The zone's low watermark, pages.
-    pub low_wmark: u64,
-    /// The zone's managed pages.
-    pub managed: u64,
-    /// The pagesets' batch (`zone_batchsize` or `Config::fixed_batch`).
-    pub batch: i32,
-    /// Online CPUs of the zone's node.
-    pub node_cpus: u32,
-    /// Online CPUs.
-    pub online_cpus: u32,
-    /// `vm.percpu_pagelist_high_fraction` (0: auto).
-    pub high_fraction: u32,
-    /// `Config::auto_tune`.
-    pub auto_tune: bool,
-}
 
 /// What a policy may read of the zone it decides for, read when it is asked.
 pub struct PolicyZone<'a> {
@@ -138,16 +120,7 @@ pub trait PcpPolicy: Send + Sync + fmt::Debug {
     #[doc(alias = "zone_highsize")]
     #[doc(alias = "zone_set_pageset_high_and_batch")]
     fn high_bounds(&self, s: &Sizing) -> (i32, i32) {
-        tune::high_bounds(
-            s.low_wmark,
-            s.managed,
-            s.batch,
-            s.node_cpus,
-            0,
-            s.online_cpus,
-            s.high_fraction,
-            s.auto_tune,
-        )
+        tune::high_bounds(s)
     }
 
     /// Whether a free of `order` (1..=3; `st.count` includes it) is a free_high free:

@@ -147,46 +147,59 @@ pub fn zone_highsize(
     ((total / n as u64).min(i32::MAX as u64) as i32).max(batch * 4)
 }
 
-/// `(high_min, high_max)` for a zone (docs/mechanisms.md §2.2, `zone_set_pageset_high_and_batch`).
+/// The inputs of the sizing (`zone_set_pageset_high_and_batch`) for one zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizing {
+    /// The zone's low watermark, pages.
+    pub low_wmark: u64,
+    /// The zone's managed pages.
+    pub managed: u64,
+    /// The pagesets' batch (`zone_batchsize` or `Config::fixed_batch`).
+    pub batch: i32,
+    /// Online CPUs of the zone's node.
+    pub node_cpus: u32,
+    /// Online CPUs.
+    pub online_cpus: u32,
+    /// `vm.percpu_pagelist_high_fraction` (0: auto).
+    pub high_fraction: u32,
+    /// `Config::auto_tune`.
+    pub auto_tune: bool,
+}
+
+/// `(high_min, high_max)` for a zone (docs/mechanisms.md §2.2, `zone_set_pageset_high_and_batch`)
+/// from its [`Sizing`]; the CPUs are the online ones (`zone_highsize`'s `cpu_online` 0).
 /// Without auto-tuning (v6.6) both are the low-watermark share, the old fixed `high`.
 ///
 /// ```
-/// use pagealloc::tune::high_bounds;
+/// use pagealloc::tune::{high_bounds, Sizing};
 ///
 /// // docs/mechanisms.md §2.4: a 4 GiB zone, low watermark 3096, batch 63, 8 CPUs.
-/// let (low, managed, batch, cpus) = (3096, 1 << 20, 63, 8);
-/// assert_eq!(high_bounds(low, managed, batch, cpus, 0, cpus, 0, true), (387, 16384));
+/// let s = Sizing {
+///     low_wmark: 3096, managed: 1 << 20, batch: 63, node_cpus: 8, online_cpus: 8,
+///     high_fraction: 0, auto_tune: true,
+/// };
+/// assert_eq!(high_bounds(&s), (387, 16384));
 /// // v6.6: one fixed high, the low-watermark share.
-/// assert_eq!(high_bounds(low, managed, batch, cpus, 0, cpus, 0, false), (387, 387));
+/// assert_eq!(high_bounds(&Sizing { auto_tune: false, ..s }), (387, 387));
 /// // vm.percpu_pagelist_high_fraction = 16: managed / 16 per CPU, tuning off.
-/// assert_eq!(high_bounds(low, managed, batch, cpus, 0, cpus, 16, true), (8192, 8192));
+/// assert_eq!(high_bounds(&Sizing { high_fraction: 16, ..s }), (8192, 8192));
 /// ```
-#[allow(clippy::too_many_arguments)]
-pub fn high_bounds(
-    low_wmark: u64,
-    managed: u64,
-    batch: i32,
-    node_cpus: u32,
-    cpu_online: u32,
-    online_cpus: u32,
-    high_fraction: u32,
-    auto_tune: bool,
-) -> (i32, i32) {
+pub fn high_bounds(s: &Sizing) -> (i32, i32) {
     let hs = |f| {
         zone_highsize(
-            low_wmark,
-            managed,
-            batch,
-            node_cpus,
-            cpu_online,
-            online_cpus,
+            s.low_wmark,
+            s.managed,
+            s.batch,
+            s.node_cpus,
+            0,
+            s.online_cpus,
             f,
         )
     };
-    if high_fraction != 0 {
-        let h = hs(high_fraction);
+    if s.high_fraction != 0 {
+        let h = hs(s.high_fraction);
         (h, h)
-    } else if !auto_tune {
+    } else if !s.auto_tune {
         let h = hs(0);
         (h, h)
     } else {

@@ -425,10 +425,9 @@ fn a_sink_changes_no_result() {
     }
 }
 
-/// `thp_splice`'s drains take a path of their own when no sink is installed
-/// (`drain_thp_runs`: each run of one type marked out of line, the reports' counts added
-/// once per drain): it must leave the same blocks, lists and counters as the reported
-/// per-block loop. Order-9 blocks of three types, freed in random order on either CPU, so
+/// `thp_merge_skip`'s drains (`drain_thp_splice`) report each block in its turn when a
+/// sink is installed and, quiet, add the reports' counts once per drain: both forms
+/// must leave the same blocks, lists and counters. Order-9 blocks of three types, freed in random order on either CPU, so
 /// that drains find runs broken by type (one THP list for every type, or the movable one
 /// apart), with the pageblock types looked up or cached.
 #[cfg(feature = "access")]
@@ -472,7 +471,7 @@ fn thp_drains_without_a_sink_are_the_reported_ones() {
         let cfg: Config = format!("fast,thp_pcp_lists={lists},pcp_migratetype_cache={cached}")
             .parse()
             .unwrap();
-        assert!(cfg.thp_splice);
+        assert!(cfg.thp_merge_skip);
         let (quiet, loud) = (run(&cfg, false), run(&cfg, true));
         let c = &quiet.1;
         // Drains of huge pages happened, in runs spliced merge-skipped onto the free lists.

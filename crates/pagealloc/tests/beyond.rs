@@ -963,68 +963,28 @@ fn thp_merge_skip_leaves_drained_huge_pages_unmerged_until_order_10_asks() {
         (before, c, a.counters())
     };
     let ((off_c, off_free), off_after, _) = run("");
-    assert!(!Preset::Linux612.config().thp_merge_skip && !Preset::Fast.config().thp_merge_skip);
-    // `thp_splice` leaves drained huge pages unmerged as `thp_merge_skip` does.
-    for on in ["thp_merge_skip=on", "thp_splice=on"] {
-        let ((on_c, on_free), on_after, on_end) = run(on);
-        // Off: every drained block merged with its buddy; no huge page was merge-skipped.
-        assert_eq!(off_c.merge_skipped, 0, "{off_c:?}");
-        assert!(on_c.merge_skipped > 0, "{on_c:?}");
-        assert!(
-            on_free[9] > off_free[9] && on_free[10] < off_free[10],
-            "{on_free:?} {off_free:?}"
-        );
-        // The order-10 requests merge them on demand and get as many blocks.
-        assert!(off_after.pgalloc > off_c.pgalloc, "{off_after:?}");
-        assert_eq!(
-            on_after.pgalloc - on_c.pgalloc,
-            off_after.pgalloc - off_c.pgalloc
-        );
-        assert!(
-            on_after.merge_ondemand > on_c.merge_ondemand,
-            "{on_after:?}"
-        );
-        assert!(on_after.highorder_rescued > 0, "{on_after:?}");
-        assert_eq!(off_after.highorder_rescued, 0, "{off_after:?}");
-        assert_eq!(on_end.pgfree, on_end.pgalloc);
-    }
-}
-
-/// `thp_splice` (ours, with `merge_skip`): THP drains put runs of drained huge pages on the
-/// order-9 free lists in one splice each, merge-skipped, and THP refills cut the blocks
-/// they take off the order-9 list in one step. The result is `thp_merge_skip`'s, block for
-/// block: the same blocks handed out in the same order, the same free lists and the same
-/// counts after every round, with fewer metadata and free-area accesses under the zone
-/// lock. Huge pages beside the small lists, freed newest first and shuffled; linked and
-/// array pagesets (whose drain frees huge pages one by one), the pageblock lookup of 6.12
-/// and the migratetype cached in the page.
-#[test]
-fn thp_splice_moves_the_blocks_of_thp_merge_skip_with_fewer_accesses_under_the_lock() {
-    let run = |base: &str, extra: &str| {
-        // 2 GiB, one CPU
-        let a = Allocator::new(&Layout::single(1 << 19, 1), with(base, extra)).unwrap();
-        // Free four blocks in five per round.
-        let (seq, lists) = churn(&a, 5, 5, 360, &[9, 9, 9, 9, 9, 1, 2, 0], 5);
-        (seq, lists, a.counters())
-    };
-    assert!(!Preset::Linux612.config().thp_splice && Preset::Fast.config().thp_splice);
-    for base in [
-        "linux-6.12,merge_skip=on",
-        "linux-6.12,merge_skip=on,mt_cache=on,thp_drain_high=on",
-        "fast,thp_splice=off",
-        "fast,thp_splice=off,own_bitmap=off",
-    ] {
-        let (s_off, l_off, off) = run(base, "thp_merge_skip=on");
-        let (s_on, l_on, on) = run(base, "thp_splice=on");
-        assert_eq!(s_on, s_off, "{base}: the same blocks in the same order");
-        assert_eq!(l_on, l_off, "{base}: the same free lists");
-        assert!(off.pcp_drain > 0 && off.pcp_refill > 0, "{base}: {off:?}");
-        assert!(
-            off.merge_skipped > 0,
-            "{base}: huge pages merge-skipped: {off:?}"
-        );
-        assert_same_counts_fewer_locked_accesses(base, &on, &off);
-    }
+    assert!(!Preset::Linux612.config().thp_merge_skip && Preset::Fast.config().thp_merge_skip);
+    let ((on_c, on_free), on_after, on_end) = run("thp_merge_skip=on");
+    // Off: every drained block merged with its buddy; no huge page was merge-skipped.
+    assert_eq!(off_c.merge_skipped, 0, "{off_c:?}");
+    assert!(on_c.merge_skipped > 0, "{on_c:?}");
+    assert!(
+        on_free[9] > off_free[9] && on_free[10] < off_free[10],
+        "{on_free:?} {off_free:?}"
+    );
+    // The order-10 requests merge them on demand and get as many blocks.
+    assert!(off_after.pgalloc > off_c.pgalloc, "{off_after:?}");
+    assert_eq!(
+        on_after.pgalloc - on_c.pgalloc,
+        off_after.pgalloc - off_c.pgalloc
+    );
+    assert!(
+        on_after.merge_ondemand > on_c.merge_ondemand,
+        "{on_after:?}"
+    );
+    assert!(on_after.highorder_rescued > 0, "{on_after:?}");
+    assert_eq!(off_after.highorder_rescued, 0, "{off_after:?}");
+    assert_eq!(on_end.pgfree, on_end.pgalloc);
 }
 
 /// `refill_runs` (ours) on refills that find split and unsplit blocks: a refill whose

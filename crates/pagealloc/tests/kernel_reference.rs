@@ -5,7 +5,7 @@
 //! On a machine without `/proc/zoneinfo` (not Linux) there is nothing to compare.
 
 use pagealloc::os::zoneinfo::KernelZoneinfo;
-use pagealloc::tune::{high_bounds, zone_batchsize};
+use pagealloc::tune::{high_bounds, zone_batchsize, Sizing};
 use pagealloc::zone_wmarks;
 
 fn read_u64(p: &str) -> Option<u64> {
@@ -85,7 +85,15 @@ fn our_sizing_matches_the_live_kernel() {
             z.name
         );
         let batch = zone_batchsize(z.managed);
-        let (hmin, hmax) = high_bounds(w[1], z.managed, batch, node_cpus, 0, online, 0, true);
+        let (hmin, hmax) = high_bounds(&Sizing {
+            low_wmark: w[1],
+            managed: z.managed,
+            batch,
+            node_cpus,
+            online_cpus: online,
+            high_fraction: 0,
+            auto_tune: true,
+        });
         for p in &z.pagesets {
             assert_eq!(
                 (

@@ -147,16 +147,6 @@ fn speed_switches_change_no_policy() {
             "linux-6.12,merge_skip=on,splice_drain=on",
         ),
         ("splice_drain", "fast,splice_drain=off", "fast"),
-        (
-            "thp_splice",
-            "linux-6.12,merge_skip=on,thp_merge_skip=on",
-            "linux-6.12,merge_skip=on,thp_splice=on",
-        ),
-        (
-            "thp_splice",
-            "fast,thp_splice=off,thp_merge_skip=on",
-            "fast",
-        ),
         ("own_bitmap", "linux-6.12", "linux-6.12,own_bitmap=on"),
         ("own_bitmap", "fast,own_bitmap=off", "fast"),
         ("lock_stat", "linux-6.12", "linux-6.12,lock_stat=off"),

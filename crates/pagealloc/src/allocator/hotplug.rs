@@ -33,31 +33,20 @@ impl Allocator {
                     .iter()
                     .filter(|c| c.node == z.node && c.online.load(Relaxed))
                     .count() as u32;
+                let s = tune::Sizing {
+                    low_wmark: z.wmark(WMARK_LOW),
+                    managed: z.managed,
+                    batch,
+                    node_cpus,
+                    online_cpus: online,
+                    high_fraction: fraction,
+                    auto_tune: self.cfg.auto_tune,
+                };
                 let (lo, hi) = match self.cfg.fixed_high {
                     Some(h) => (h as i32, h as i32),
                     None => match &self.cfg.policy {
-                        None => tune::high_bounds(
-                            z.wmark(WMARK_LOW),
-                            z.managed,
-                            batch,
-                            node_cpus,
-                            0,
-                            online,
-                            fraction,
-                            self.cfg.auto_tune,
-                        ),
-                        Some(p) => crate::policy::high_bounds(
-                            &*p.0,
-                            &crate::policy::Sizing {
-                                low_wmark: z.wmark(WMARK_LOW),
-                                managed: z.managed,
-                                batch,
-                                node_cpus,
-                                online_cpus: online,
-                                high_fraction: fraction,
-                                auto_tune: self.cfg.auto_tune,
-                            },
-                        ),
+                        None => tune::high_bounds(&s),
+                        Some(p) => crate::policy::high_bounds(&*p.0, &s),
                     },
                 };
                 (lo, hi, batch)

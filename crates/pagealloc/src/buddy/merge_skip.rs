@@ -1,7 +1,8 @@
-//! Merge skipping's buddy side (docs/mechanisms.md, Appendix A): an order-0 (or, with
-//! [`Config::thp_merge_skip`](crate::Config::thp_merge_skip), pageblock-order) free that
+//! Merge skipping's buddy side (docs/mechanisms.md, Appendix A): an order-0 free that
 //! goes on its free list's head without looking at its buddy, the splices that put a
-//! drained chain on a free list in one step, and a refill's cut of a THP list.
+//! drained chain (order-0 frames or, with
+//! [`Config::thp_merge_skip`](crate::Config::thp_merge_skip), pageblock-order blocks) on
+//! a free list in one step, and a refill's cut of a THP list.
 
 use super::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER};
@@ -54,10 +55,10 @@ impl<S: Seam> Buddy<'_, S> {
         self.st.merge_skipped.add(len as u64);
     }
 
-    /// [`Buddy::free_skip_merge_thp`] for a chain: put the chain `first..=last` of `len`
-    /// pageblock-order blocks, already merge-skipped `Buddy` heads of type `mt` (set by the
-    /// caller), on the head of the order-9 `mt` list in one splice, with the accounting of
-    /// `len` such calls (`Config::thp_splice`).
+    /// Put the chain `first..=last` of `len` pageblock-order blocks, already merge-skipped
+    /// `Buddy` heads of type `mt` (set by the caller), on the head of the order-9 `mt`
+    /// list in one splice, with the accounting of `len` head inserts that skip the merge
+    /// (`Config::thp_merge_skip`).
     pub(crate) fn splice_skipped_thp(&mut self, first: u32, last: u32, len: u32, mt: MigrateType) {
         let k = PAGEBLOCK_ORDER;
         let inner = &mut *self.inner;
@@ -73,7 +74,7 @@ impl<S: Seam> Buddy<'_, S> {
     }
 
     /// The order-`order` blocks a refill takes from the `mt` list while it holds any, at
-    /// most `max` (`Config::thp_splice`): what `max` steps of [`Buddy::smallest`] take
+    /// most `max` (`Config::thp_merge_skip`): what `max` steps of [`Buddy::smallest`] take
     /// from the head of a list that holds them, cut off in one `list_cut_position`. Each
     /// block is made a `Pcp` head (with the list's type when `mt_cache`) in one write;
     /// the free area and the counters are updated once. Returns the chain (first, last,
@@ -113,16 +114,6 @@ impl<S: Seam> Buddy<'_, S> {
         self.z.set_nonempty(order, mt, !empty);
         self.account(-((cnt as i64) << order), mt);
         Some((first, last, cnt))
-    }
-
-    /// Put a pageblock-order block on the free list head, marked merge-skipped, without
-    /// looking at its buddy (`Config::thp_merge_skip`).
-    pub(crate) fn free_skip_merge_thp(&mut self, pfn: u64, mt: MigrateType) {
-        self.add_to_list(pfn, PAGEBLOCK_ORDER, mt, false);
-        self.m[self.z.meta_index(pfn) as usize].set_state_flags(State::Buddy, FLAG_MERGE_SKIPPED);
-        self.account(1 << PAGEBLOCK_ORDER, mt);
-        self.inner.free.nr_skipped_thp += 1;
-        self.st.merge_skipped.add(1);
     }
 
     /// Put an order-0 frame on the free list head, marked merge-skipped, without looking

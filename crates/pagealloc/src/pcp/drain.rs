@@ -1,22 +1,25 @@
 //! Drain: blocks handed back from a pageset to its zone. `free_pcppages_bulk` in the
 //! kernel's form (list tails, round robin, one zone-lock hold), what calls it (the free
 //! that crosses `high`, `drain_pages_zone`, the tick's `decay_pcp_high` and remote-node
-//! expiry), and the frame-by-frame free shared by every form. The drains of the
-//! switches that change no policy (spliced, paired, the order-0 rings') are in `drain_fast.rs` and
-//! are entered from [`Allocator::free_pcppages_bulk`]'s loop.
+//! expiry), and the block-by-block free shared by every form ([`Allocator::drain_one`],
+//! with the kernel's type lookup). The forms beside the kernel's loop (merge-skipped
+//! splices, THP runs, the order-0 rings of `own_bitmap`, `drain_newest`'s head pops) are
+//! in `drain_fast.rs`: planned once per drain and entered list by list through one seam,
+//! `Allocator::drain_beyond`, which leaves a list to the kernel's loop when none applies.
 
-use super::drain_fast::Order0Drain;
 use super::{next_nonempty, order_of, Pageset, Pcp, PcpSlot, NR_PCP_LISTS};
 use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
-use crate::frame::{MigrateType, PAGEBLOCK_ORDER, THP_ORDER};
-use crate::memmap::{PageMeta, State, NIL};
+use crate::frame::MigrateType;
+use crate::memmap::{PageMeta, State};
 use crate::tune;
-use crate::zone::{seam, Rec, Seam, Zone, ZONE_BELOW_HIGH};
+use crate::zone::{seam, Seam, Zone, ZONE_BELOW_HIGH};
 
 impl Allocator {
-    /// The cold end of `free_unref_page_commit`: count a free_high, drain.
+    /// The cold end of `free_unref_page_commit`: count a free_high, drain (`d.drain` pages
+    /// from list `pi` on), and clear `ZONE_BELOW_HIGH` once the zone is above its high
+    /// watermark again.
     #[cold]
     #[inline(never)]
     pub(super) fn after_free(
@@ -34,20 +37,9 @@ impl Allocator {
         if d.drain <= 0 {
             return;
         }
-        let mut n = d.drain;
-        if self.cfg.thp_drain_high && order_of(pi) == THP_ORDER {
-            // Down to half of `high`, from this THP list only: one zone trip for many
-            // blocks (`Config::thp_drain_high`).
-            let len = pcp.list_len(pi, slot.hot.ring_at(THP_ORDER));
-            let down = (pcp.st.count - pcp.st.high / 2).min((len as i32) << THP_ORDER);
-            n = n.max(down);
-        }
-        // `Config::drain_newest`: in a long run of frees (`free_count` at its ceiling,
-        // `batch << SCALE`, which only frees raise and every allocation halves), the
-        // order-0 frames leave from the list heads, the ones freed last.
-        let newest = self.cfg.drain_newest
-            && !d.free_high
-            && pcp.st.free_count >= tune::shl_sat(pcp.st.batch, self.tune.scale);
+        // `nr_pcp_free`'s pages, or more with `thp_drain_high`; with `drain_newest` the
+        // order-0 frames from the list heads (`drain_fast.rs`).
+        let (n, newest) = self.free_drain_beyond(pcp, slot, d, pi);
         seam!(zone, S => self.drain_pcp::<S>(Pageset { cpu, zone, slot }, pcp, n, pi, newest));
         if zone.has_flag(ZONE_BELOW_HIGH)
             && zone.watermark_ok(
@@ -93,70 +85,24 @@ impl Allocator {
         }
         let m = &self.meta[..];
         let moved_before = pcp.st.count;
-        let splice = self.cfg.splice_drain && self.cfg.merge_skip;
-        let firsts = if splice {
-            drain_prewalk::<S>(cpu, zone, pcp, n, start, newest, m)
-        } else {
-            [NIL; NR_PCP_LISTS]
-        };
+        // The forms beside the kernel's loop (`drain_fast.rs`), planned before the lock.
+        let mut beyond = self.drain_beyond_plan::<S>(cpu, zone, pcp, n, start, newest);
         let mut g = zone.lock::<S>(cpu, &*self.platform);
         let isolated = zone.has_isolated_pageblocks();
         let mut b = g.buddy::<S>(m, &self.cfg);
-        if self.cfg.clustered_refill {
-            // A drain's order-0 frees open fresh clusters: a drain of one batch of one
-            // migratetype becomes one cluster.
-            b.inner.free.clusters.start_fresh();
-        }
-        // Checked under the lock: with an isolated pageblock or merging required, every
-        // frame goes through `free_order0` as usual.
-        let splice = splice && !isolated && b.can_skip_merge();
-        // Huge pages merge-skipped in runs (`thp_splice`): as `drain_one` would free
-        // each of them, with the same checks.
-        let thp_splice =
-            self.cfg.thp_splice && self.cfg.merge_skip && !isolated && b.can_skip_merge();
+        self.drain_beyond_locked(&mut beyond, &mut b, isolated);
+        // Lists round robin from `start`, each from its tail until it is empty or `n`
+        // pages are out.
         let mut pi = (start + NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         while n > 0 && pcp.st.count > 0 {
             // With `Config::own_bitmap` the order-0 lists are rings, the others linked.
             pi = next_nonempty(pi, |p| pcp.lists[p].is_empty() && pcp.rings[p].is_empty());
-            let k = order_of(pi);
             b.rec().pcp(cpu, pi as u8, true);
-            if k == 0 && !pcp.rings[pi].is_empty() {
-                let how = if splice {
-                    Order0Drain::Spliced
-                } else {
-                    Order0Drain::OneByOne { isolated }
-                };
-                n = self.drain_ring0(cpu, &mut b, pcp, pi, n, how);
+            if let Some(left) = self.drain_beyond(&beyond, ps, &mut b, pcp, pi, n) {
+                n = left;
                 continue;
             }
-            if splice && k == 0 {
-                let cnt = pcp.lists[pi].len().min(n as u32);
-                debug_assert!(firsts[pi] != NIL);
-                self.drain_splice(&mut b, &mut pcp.lists[pi], firsts[pi], cnt, newest);
-                if newest {
-                    slot.stats.drain_newest.add(cnt as u64);
-                }
-                n -= cnt as i32;
-                pcp.st.count -= cnt as i32;
-                continue;
-            }
-            if thp_splice && k == PAGEBLOCK_ORDER {
-                n = self.drain_thp_splice(&mut b, pcp, pi, n);
-                continue;
-            }
-            if newest && k == 0 {
-                while let Some(i) = pcp.lists[pi].pop_head(m, &mut b.rec()) {
-                    n -= 1;
-                    pcp.st.count -= 1;
-                    b.rec().moved(1);
-                    slot.stats.drain_newest.add(1);
-                    self.drain_one(&mut b, zone.pfn_of(i), &m[i as usize], 0, isolated);
-                    if n <= 0 {
-                        break;
-                    }
-                }
-                continue;
-            }
+            let k = order_of(pi);
             while let Some(i) = pcp.lists[pi].pop_tail(m, &mut b.rec()) {
                 n -= 1 << k;
                 pcp.st.count -= 1 << k;
@@ -175,7 +121,7 @@ impl Allocator {
             .add((moved_before - pcp.st.count) as u64);
     }
 
-    /// One frame of a drain, zone lock held: its migratetype (the one cached in the page
+    /// One block of a drain, zone lock held: its migratetype (the one cached in the page
     /// with `pcp_migratetype_cache` and no isolated pageblock, else the pageblock's), its
     /// state handed back to the buddy, and the buddy free (`free_order0` skips the merge
     /// with `merge_skip`). Shared by the linked lists' and the order-0 rings' drains.
@@ -195,14 +141,6 @@ impl Allocator {
         e.set_state_flags(State::Tail, 0);
         if k == 0 {
             b.free_order0(pfn, mt);
-        } else if k == PAGEBLOCK_ORDER
-            && (self.cfg.thp_merge_skip || self.cfg.thp_splice)
-            && self.cfg.merge_skip
-            && !isolated
-            && mt.is_mergeable()
-            && b.can_skip_merge()
-        {
-            b.free_skip_merge_thp(pfn, mt);
         } else {
             b.free_one(pfn, k, mt, false);
         }
@@ -310,61 +248,4 @@ pub(super) fn drained_mt<S: Seam>(
     } else {
         b.pb_mt(pfn)
     }
-}
-
-/// Before a spliced drain takes the zone lock: the plan of `free_pcppages_bulk`'s loop
-/// (lists round robin from `start`, each emptied until `n` pages are out), and for each
-/// order-0 list the first of the frames that will leave it, found by walking back from
-/// the tail. The walk reads each leaving frame's metadata once, under the pcp lock only
-/// (the frames are the pageset's), so the locked part finds them in cache. Reported as
-/// unlocked reads. `NIL` for lists the drain does not reach or that are not order 0.
-/// With `newest` (`Config::drain_newest`) the order-0 frames leave from the head: the
-/// walk goes forward from the head and returns the last of them.
-fn drain_prewalk<S: Seam>(
-    cpu: usize,
-    zone: &Zone,
-    pcp: &Pcp,
-    n: i32,
-    start: usize,
-    newest: bool,
-    m: &[crate::memmap::PageMeta],
-) -> [u32; NR_PCP_LISTS] {
-    let mut firsts = [NIL; NR_PCP_LISTS];
-    let r = Rec::<S>::unlocked(zone);
-    let mut left = n;
-    for step in 0..NR_PCP_LISTS {
-        if left <= 0 {
-            break;
-        }
-        let pi = (start + step) % NR_PCP_LISTS;
-        let l = &pcp.lists[pi];
-        let k = order_of(pi);
-        let ring = pcp.rings[pi].len();
-        if ring > 0 {
-            // An order-0 ring (`Config::own_bitmap`): drained without a walk.
-            let blocks = (left as u32).div_ceil(1 << k).min(ring);
-            left -= (blocks << k) as i32;
-            continue;
-        }
-        let Some(mut i) = (if newest { l.head() } else { l.tail() }) else {
-            continue;
-        };
-        if k != 0 {
-            let blocks = (left as u32).div_ceil(1 << k).min(l.len());
-            left -= (blocks << k) as i32;
-            continue;
-        }
-        let cnt = l.len().min(left as u32);
-        r.pcp(cpu, pi as u8, false);
-        // the tail was read from the list head, each next frame from the one before
-        r.frame_dep(zone.pfn_of(i), false, 1);
-        for _ in 1..cnt {
-            let e = &m[i as usize];
-            i = if newest { e.next() } else { e.prev() };
-            r.frame_dep(zone.pfn_of(i), false, 1);
-        }
-        firsts[pi] = i;
-        left -= cnt as i32;
-    }
-    firsts
 }

@@ -142,8 +142,8 @@ impl Allocator {
         let own = ring && order == 0 && zone.own_bitmap();
         let before = pcp.lists[pi].tail();
         let taken_from = pcp.rings[pi].len();
-        if order == THP_ORDER && self.cfg.thp_splice {
-            // The blocks on the order-9 list, cut off in one step (`thp_splice`).
+        if order == THP_ORDER && self.cfg.thp_merge_skip {
+            // The blocks on the order-9 list, cut off in one step (`thp_merge_skip`).
             let cache = self.cfg.pcp_migratetype_cache;
             if let Some((first, last, cnt)) = b.cut_for_pcp(order, mt, n as u32, cache) {
                 if ring {

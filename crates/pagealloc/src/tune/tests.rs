@@ -33,11 +33,28 @@ fn high_min_max_worked_example() {
     let m = 1_048_576;
     let b = zone_batchsize(m);
     assert_eq!(b, 63);
-    assert_eq!(high_bounds(3096, m, b, 8, 0, 8, 0, true), (387, 16384));
+    let s = Sizing {
+        low_wmark: 3096,
+        managed: m,
+        batch: b,
+        node_cpus: 8,
+        online_cpus: 8,
+        high_fraction: 0,
+        auto_tune: true,
+    };
+    assert_eq!(high_bounds(&s), (387, 16384));
     // tuning off (v6.6): fixed at the low-watermark share
-    assert_eq!(high_bounds(3096, m, b, 8, 0, 8, 0, false), (387, 387));
+    let off = Sizing {
+        auto_tune: false,
+        ..s
+    };
+    assert_eq!(high_bounds(&off), (387, 387));
     // high fraction 8: managed/8/cpus, both bounds
-    assert_eq!(high_bounds(3096, m, b, 8, 0, 8, 8, true), (16384, 16384));
+    let eighth = Sizing {
+        high_fraction: 8,
+        ..s
+    };
+    assert_eq!(high_bounds(&eighth), (16384, 16384));
     // floor of 4 batches; memory-only node uses online CPUs
     assert_eq!(zone_highsize(100, m, 63, 8, 0, 8, 0), 252);
     assert_eq!(zone_highsize(8000, m, 63, 0, 0, 4, 0), 2000);
