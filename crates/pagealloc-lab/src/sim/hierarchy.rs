@@ -375,6 +375,10 @@ struct State {
     latency: [f64; 7],
     stream: [f64; 7],
     counters: HierarchyCounters,
+    /// Page-data lines so far, and of them those that missed the LLC: the sums of
+    /// `counters.data_lines` kept as they grow ([`Hierarchy::data_totals`]).
+    data_all: u64,
+    data_missed: u64,
 }
 
 impl Hierarchy {
@@ -443,6 +447,8 @@ impl Hierarchy {
             latency,
             stream,
             counters: HierarchyCounters::default(),
+            data_all: 0,
+            data_missed: 0,
         };
         Hierarchy {
             frames: vec![[0; 2]; frames as usize],
@@ -523,6 +529,14 @@ impl Hierarchy {
     /// Accesses so far, by level.
     pub fn counters(&self) -> &HierarchyCounters {
         &self.state.counters
+    }
+
+    /// Page-data lines accessed so far, and of them the LLC misses: what
+    /// [`HierarchyCounters::data_accesses`] and [`HierarchyCounters::data_llc_misses`]
+    /// of [`Hierarchy::counters`] say, without summing the levels.
+    #[inline]
+    pub(crate) fn data_totals(&self) -> (u64, u64) {
+        (self.state.data_all, self.state.data_missed)
     }
 
     /// CPU `cpu` reads (or, with `write`, writes) the 64-byte line `line`, whose memory
@@ -613,6 +627,10 @@ impl Hierarchy {
         };
         let s = &mut self.state;
         s.counters.data_lines[level as usize] += lines;
+        s.data_all += lines;
+        if level.missed_llc() {
+            s.data_missed += lines;
+        }
         let l = level as usize;
         Charge {
             level,
@@ -695,18 +713,13 @@ impl State {
     /// `cpu` (its private caches and its socket's LLC, most recently used).
     #[inline(always)]
     fn visit(&mut self, cpu: usize, e: &mut Entry, n: u64, home: u32, write: bool) -> Level {
-        let level = self.classify(cpu, e, n, home);
         let owner = (e[0] >> OWNER_SHIFT) as usize;
-        self.insert(cpu, e, n, level);
-        let c = self.core[cpu];
         let dirty = write || (owner == cpu + 1 && e[1] & DIRTY != 0);
-        e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (self.llc_clock[c.socket as usize] & LLC_MASK);
-        e[1] = u64::from(c.l1_clock)
-            | u64::from(c.l2_clock & L2_MASK) << L2_SHIFT
-            | if dirty { DIRTY } else { 0 };
+        let (level, stamps, llc) = self.serve(cpu, e, n, home);
+        e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (llc & LLC_MASK);
+        e[1] = stamps | if dirty { DIRTY } else { 0 };
         level
     }
-
     /// `cpu`'s L1 and L2 clocks as an entry's second word keeps them (not dirty).
     #[inline]
     fn stamps(&self, cpu: usize) -> u64 {
@@ -736,78 +749,90 @@ impl State {
     /// the misses inserted into `cpu`'s caches, the owner left as it is.
     #[inline]
     fn share(&mut self, cpu: usize, e: &Entry, home: u32) -> Level {
-        let level = self.classify(cpu, e, 1, home);
-        self.insert(cpu, e, 1, level);
-        level
+        self.serve(cpu, e, 1, home).0
     }
 
-    /// Advances `cpu`'s insertion clocks for an access of `n` lines of `e` served from
-    /// `level`: into L1 unless it hit there, into L2 unless it hit L1 or L2, into the
-    /// socket's LLC unless it was there.
+    /// Where an access of `n` lines of `e` by `cpu` is served from, and the insertion of
+    /// its misses: into L1 unless it hit there, into L2 unless it hit L1 or L2, into the
+    /// socket's LLC unless it was there. Returns the level, then `cpu`'s clocks after the
+    /// insertion as an entry's second word keeps them ([`State::stamps`]) and its
+    /// socket's LLC clock. The entry is not changed.
+    ///
+    /// One pass that reads `cpu`'s record and its socket's LLC clock once (the replay's
+    /// hottest code: every reported line comes here).
     #[inline(always)]
-    fn insert(&mut self, cpu: usize, e: &Entry, n: u64, level: Level) {
-        let owner = (e[0] >> OWNER_SHIFT) as usize;
-        let llc_at = e[0] & LLC_MASK;
-        let c = &mut self.core[cpu];
-        let s = c.socket;
-        let n32 = n as u32;
-        if level != Level::L1 {
-            c.l1_clock = c.l1_clock.wrapping_add(n32);
-        }
-        if level > Level::L2 {
-            c.l2_clock = c.l2_clock.wrapping_add(n32);
-        }
-        let in_this_llc = owner != 0
-            && (owner == cpu + 1 || self.core[owner - 1].socket == s)
-            && self.in_llc(s, llc_at, n);
-        if !in_this_llc {
-            self.llc_clock[s as usize] += n;
-        }
-    }
-
-    /// Where an access of `n` lines of `e` by `cpu` is served from (no state change).
-    #[inline(always)]
-    fn classify(&self, cpu: usize, e: &Entry, n: u64, home: u32) -> Level {
-        let owner = (e[0] >> OWNER_SHIFT) as usize;
-        let llc_at = e[0] & LLC_MASK;
+    fn serve(&mut self, cpu: usize, e: &Entry, n: u64, home: u32) -> (Level, u64, u64) {
+        let (w0, w1) = (e[0], e[1]);
+        let owner = (w0 >> OWNER_SHIFT) as usize;
+        let llc_at = w0 & LLC_MASK;
         let c = self.core[cpu];
-        let s = c.socket;
+        let s = usize::from(c.socket);
+        let llc_now = self.llc_clock[s];
+        let llc_cap = self.llc_lines.saturating_sub(n - 1);
+        let l2_cap = self.l2_lines.saturating_sub(n - 1);
+        let in_l2 = |clock: u32| {
+            let at = (w1 >> L2_SHIFT) as u32 & L2_MASK;
+            u64::from(clock.wrapping_sub(at) & L2_MASK) < l2_cap
+        };
+        // Whether the entry is in this socket's LLC: an owner on the socket (or this
+        // CPU) inserted it there, and fewer lines than it holds came in since.
+        let in_own_llc = llc_now.wrapping_sub(llc_at) & LLC_MASK < llc_cap;
         let dram = if c.node == home {
             Level::LocalDram
         } else {
             Level::RemoteDram
         };
-        if owner == cpu + 1 {
-            let d1 = c.l1_clock.wrapping_sub(e[1] as u32);
-            if u64::from(d1) < self.l1_lines.saturating_sub(n - 1) {
+        let (level, in_this_llc) = if owner == cpu + 1 {
+            let d1 = c.l1_clock.wrapping_sub(w1 as u32);
+            let level = if u64::from(d1) < self.l1_lines.saturating_sub(n - 1) {
                 Level::L1
-            } else if self.in_l2(cpu, e[1], n) {
+            } else if in_l2(c.l2_clock) {
                 Level::L2
-            } else if self.in_llc(s, llc_at, n) {
+            } else if in_own_llc {
                 Level::Llc
             } else {
                 dram
-            }
+            };
+            (level, in_own_llc)
         } else if owner != 0 {
-            let o = owner - 1;
-            let so = self.core[o].socket;
-            let private = self.in_l2(o, e[1], n);
-            if so == s {
-                if private && e[1] & DIRTY != 0 {
+            let o = self.core[owner - 1];
+            let private = in_l2(o.l2_clock);
+            if o.socket == c.socket {
+                let level = if private && w1 & DIRTY != 0 {
                     Level::Peer
-                } else if private || self.in_llc(s, llc_at, n) {
+                } else if private || in_own_llc {
                     Level::Llc
                 } else {
                     dram
-                }
-            } else if private || self.in_llc(so, llc_at, n) {
-                Level::RemoteCache
+                };
+                (level, in_own_llc)
+            } else if private || self.in_llc(o.socket, llc_at, n) {
+                (Level::RemoteCache, false)
             } else {
-                dram
+                (dram, false)
             }
         } else {
-            dram
+            (dram, false)
+        };
+        let n32 = n as u32;
+        let (mut l1, mut l2, mut llc) = (c.l1_clock, c.l2_clock, llc_now);
+        if level != Level::L1 {
+            l1 = l1.wrapping_add(n32);
+            self.core[cpu].l1_clock = l1;
+            if level > Level::L2 {
+                l2 = l2.wrapping_add(n32);
+                self.core[cpu].l2_clock = l2;
+            }
         }
+        if !in_this_llc {
+            llc += n;
+            self.llc_clock[s] = llc;
+        }
+        (
+            level,
+            u64::from(l1) | u64::from(l2 & L2_MASK) << L2_SHIFT,
+            llc,
+        )
     }
 }
 

@@ -113,16 +113,16 @@ impl Overlap {
         let done = if level == Level::L1 {
             let (tk, tr, td) = self.table[slot];
             let arrived = if tk == key && tr == self.run { td } else { 0.0 };
-            (self.issue + ns).max(arrived)
+            later(self.issue + ns, arrived)
         } else {
             let (fi, ffree) = self.fill.earliest();
-            let mut start = self.issue.max(ffree);
+            let mut start = later(self.issue, ffree);
             let far = level > Level::L2;
             let mut qi = 0;
             if far {
                 let (i, qfree) = self.queue.earliest();
                 qi = i;
-                start = start.max(qfree);
+                start = later(start, qfree);
             }
             let done = start + ns;
             self.fill.take(fi, done);
@@ -151,8 +151,20 @@ impl Overlap {
         let k = dep as usize;
         if k <= RECENT && k <= self.n {
             let from = self.recent[(self.n - k) & (RECENT - 1)];
-            self.issue = self.issue.max(from);
+            self.issue = later(self.issue, from);
         }
+    }
+}
+
+/// The later of two times, ns: `a.max(b)` for the schedule's times, which are never
+/// NaN. One compare: `f64::max` also orders NaN, which costs five more instructions on
+/// each reported line.
+#[inline(always)]
+fn later(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
     }
 }
 
@@ -288,7 +300,7 @@ mod tests {
             let far = level > Level::L2;
             let (qi, qfree) = earliest(queue);
             if far {
-                start = start.max(qfree);
+                start = later(start, qfree);
             }
             let done = start + ns;
             fill[fi] = done;

@@ -29,6 +29,7 @@
 //! for its pagesets.
 
 use std::cell::UnsafeCell;
+use std::mem::ManuallyDrop;
 
 use pagealloc::{Access, AccessSink, Line, ZoneLine};
 
@@ -36,8 +37,8 @@ thread_local! {
     /// This thread's sink state. Only [`with_local`] reaches it.
     static LOCAL: UnsafeCell<Local> = const {
         UnsafeCell::new(Local {
-            buf: Vec::new(),
-            map: None,
+            buf: ManuallyDrop::new(Vec::new()),
+            map: ManuallyDrop::new(None),
             ahead: (0, 0, 0),
         })
     };
@@ -46,11 +47,16 @@ thread_local! {
 /// A thread's sink: the reports buffered since the engine last drained them, the map
 /// that places each report when it is made, and the hierarchy's frame records to load
 /// ahead.
+///
+/// Nothing in it is dropped with the thread (`ManuallyDrop`): a thread-local without
+/// drop glue needs no destructor registered, so each report reaches it without testing
+/// whether one was (a load and a branch per report). [`install`]`(None)`, which every
+/// simulation ends with, frees the map and the buffer instead.
 #[derive(Debug)]
 struct Local {
-    buf: Vec<Rec>,
+    buf: ManuallyDrop<Vec<Rec>>,
     /// The machine's line map ([`install`]); no map, no records.
-    map: Option<LineMap>,
+    map: ManuallyDrop<Option<LineMap>>,
     /// The address of frame 0's record, bytes per record, and frames (0: none).
     ahead: (usize, usize, u64),
 }
@@ -75,12 +81,21 @@ fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> R {
 }
 
 /// From now on this thread's sink places and buffers each report through `map`
-/// (`None`: it drops them). Drops what was buffered.
+/// (`None`: it drops them, and the buffer's memory is freed). Drops what was buffered.
 pub(crate) fn install(map: Option<LineMap>) {
-    with_local(|l| {
-        l.map = map;
+    // The old map and buffer are dropped after `with_local`'s borrow has ended.
+    let (old_map, old_buf) = with_local(|l| {
+        let keep = map.is_some();
+        let old_map = std::mem::replace(&mut *l.map, map);
         l.buf.clear();
+        let old_buf = if keep {
+            Vec::new()
+        } else {
+            std::mem::take(&mut *l.buf)
+        };
+        (old_map, old_buf)
     });
+    drop((old_map, old_buf));
 }
 
 /// From now on the sink of this thread asks the host to load frame `pfn`'s record of
@@ -204,7 +219,7 @@ impl AccessSink for ThreadSink {
     #[inline]
     fn access(&self, a: Access) {
         with_local(|l| {
-            let Some(map) = &l.map else {
+            let Some(map) = &*l.map else {
                 return;
             };
             if let Line::Frame(pfn) = a.line {
@@ -235,7 +250,7 @@ fn push_growing(b: &mut Vec<Rec>, r: Rec) {
 /// Moves this thread's buffered records into `out` (cleared first).
 pub(crate) fn drain_into(out: &mut Vec<Rec>) {
     out.clear();
-    with_local(|l| std::mem::swap(&mut l.buf, out));
+    with_local(|l| std::mem::swap(&mut *l.buf, out));
 }
 
 /// Drops this thread's buffered records (work no CPU is charged for).

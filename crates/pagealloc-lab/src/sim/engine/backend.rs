@@ -5,7 +5,7 @@
 use pagealloc::{Frame, Gfp, MigrateType};
 
 use super::{event_key, round_ns, Call, Engine, EngineError, Park, State};
-use crate::sim::hierarchy::{user_page, Charge, Hierarchy, Level, Span};
+use crate::sim::hierarchy::{user_page, Charge, Hierarchy, Span};
 use crate::workload::{Backend, Flow, MigrateKind};
 use std::cmp::Reverse;
 
@@ -22,16 +22,12 @@ impl Engine<'_> {
     /// Page-data work by `cpu` through the hierarchy: charged to its clock, and in its
     /// measured window counted for the cache miss % (LLC misses ÷ data lines).
     fn data(&mut self, cpu: usize, work: impl FnOnce(&mut Hierarchy) -> Charge) {
-        let before = self.mem.counters().data_lines;
+        let (lines, missed) = self.mem.data_totals();
         let c = work(&mut self.mem);
         if self.cpus[cpu].measuring {
-            let after = self.mem.counters().data_lines;
-            for (l, (a, b)) in Level::ALL.iter().zip(after.iter().zip(before)) {
-                self.out.data_lines += a - b;
-                if l.missed_llc() {
-                    self.out.data_llc_misses += a - b;
-                }
-            }
+            let (lines_after, missed_after) = self.mem.data_totals();
+            self.out.data_lines += lines_after - lines;
+            self.out.data_llc_misses += missed_after - missed;
         }
         self.charge(cpu, c.ns);
     }

@@ -47,7 +47,8 @@ impl Streamer {
     #[inline]
     fn prefetched(&mut self, pfn: u64) -> bool {
         let (page, off) = (pfn / METAS_PER_PAGE + 1, pfn % METAS_PER_PAGE);
-        let found = if self.pages[self.last] == page {
+        // `last` is a slot (below `STREAMS`): the mask only spares the bounds check.
+        let found = if self.pages[self.last % STREAMS] == page {
             Some(self.last)
         } else {
             self.pages.iter().position(|&p| p == page)

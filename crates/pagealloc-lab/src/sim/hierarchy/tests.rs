@@ -202,6 +202,20 @@ fn bulk_touches_charge_latency_plus_streaming_and_count_lines() {
     let d = h.counters().since(&before);
     assert_eq!(d.data_accesses(), 2 * 160, "both sides, 10 KB each");
     assert!(c.ns > 0.0);
+    // A remote socket's read of the block: misses the LLC; the running totals say what
+    // the counters' sums say.
+    h.touch(
+        5,
+        Span {
+            page: 40,
+            bytes: 8 * 4096,
+            node: 0,
+        },
+        false,
+    );
+    let n = h.counters();
+    assert!(n.data_llc_misses() > 8 * 64, "the remote read counted");
+    assert_eq!(h.data_totals(), (n.data_accesses(), n.data_llc_misses()));
 }
 
 #[test]
