@@ -36,3 +36,36 @@ pub const UNIX_TURN_MESSAGES: u32 = 2;
 pub const TCP_SEND_PROTOCOL_NS: u32 = 1_410;
 /// The same, reader side: 72 % of 8.25 µs less half of 1.80 µs.
 pub const TCP_RECV_PROTOCOL_NS: u32 = 5_040;
+
+/// A stream's copy when its ends run on two CPUs, per KiB, beyond what the simulator's
+/// `host` hierarchy charges (it streams another core's lines as fast as its own L2):
+/// the writer's copy of 64 KiB into buffers the other CPU's thread read last took
+/// 12.9-13.2 µs against 2.1-2.2 µs into its own (a 4 MiB ring of buffers, SCHED_FIFO,
+/// medians of 4 000 copies; one line moves between these vCPUs in 165 ns one way, a
+/// ping-pong of one line): 10.7 µs per 64 KiB.
+pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 167;
+/// The reader's copy of 64 KiB the other CPU's thread had just written: 4.8-4.9 µs
+/// against 1.8 µs of its own: 3.0 µs per 64 KiB.
+pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 47;
+/// A wakeup across the vCPUs, the waker's CPU (`try_to_wake_up` and the IPI, which in
+/// this KVM guest exits to the hypervisor): two threads on two CPUs passing a byte
+/// through a pair of pipes used 26-28 µs of CPU each per round trip (one wakeup sent,
+/// one sleep and wakeup taken) beyond the 0.75 µs of a write and a read that do not
+/// sleep; a CPU-clock profile of the two-CPU AF_UNIX stream puts the two halves about
+/// evenly on the waker (`_raw_spin_unlock_irqrestore`, 7.4 % of the samples) and the
+/// sleeper (`finish_task_switch`, 7.9 %).
+pub const WAKE_NS: u32 = 13_000;
+/// The sleeper's half: its switches out and back in (the cost model's `switch_ns`).
+pub const SWITCH_NS: u32 = 13_000;
+/// From the wakeup to the woken reader running: `sched_waking` to its `sched_switch`
+/// in the two-CPU streams, medians of five traced runs 12-17 µs.
+pub const WAKEUP_NS: u32 = 14_000;
+/// TCP over loopback: the send buffer the writer fills before it sleeps, bytes, given
+/// to the simulated stream as its receive buffer (its window is half of it). The live
+/// writer slept once per 230-270 writes of 16 KiB at two CPUs (0.004 per write,
+/// `sched_switch` with a sleeping state): about `tcp_wmem`'s 4 MiB ceiling, to which
+/// the kernel grows a busy socket's buffer, not the 208 KiB default of SCTP.
+pub const TCP_BUFFER_BYTES: u32 = 8 << 20;
+/// TCP on one CPU: messages (of two 16 KiB writes) the writer queues before the reader
+/// runs: the kernel switched 0.02 times per write, a hand-over each way per 100 writes.
+pub const TCP_TURN_MESSAGES: u32 = 50;

@@ -76,6 +76,15 @@ define_params! {
         /// With both ends on one CPU: a hand-over's cost (the sleeper's context switch
         /// and the local wakeup: the cost model's `switch_ns` + `wake_ns`), ns.
         shared_switch_ns: u64 = 1_100, full 1_100;
+        /// With the ends on two CPUs: the sender's copy into blocks whose lines the
+        /// receiver's core held last, per KiB, beyond the cache hierarchy's charge, ns
+        /// (`stream.rs`, `CrossCopy`). Full scale: Ice Lake's, docs/sim-cost-model.md
+        /// §10.
+        cross_copy_in_ns_per_kib: u64 = 0, full 40;
+        /// The same for the receiver's copy of lines the sender's core wrote: 0 at full
+        /// scale (Ice Lake's hierarchy streams a modified line from a peer core at
+        /// 50 ns / 16, slower than the measured cross-core read scales to).
+        cross_copy_out_ns_per_kib: u64 = 0, full 0;
     }
 }
 
@@ -154,6 +163,8 @@ impl Lmbench {
             sender_free_pct: 0,
             turn_messages: p.turn_messages,
             shared_switch_ns: p.shared_switch_ns,
+            cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
+            cross_copy_out_ns_per_kib: p.cross_copy_out_ns_per_kib,
         };
         Ok(Lmbench { params, shape })
     }
