@@ -464,7 +464,7 @@ pub fn simulate(opts: &PredictOptions, config: &str) -> Result<(Figures, String)
 }
 
 /// Whether program `name` is a stream between two tasks.
-fn is_stream(name: &str) -> bool {
+pub(crate) fn is_stream(name: &str) -> bool {
     matches!(name, "unix_stream" | "tcp_stream")
 }
 

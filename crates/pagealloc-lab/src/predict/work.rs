@@ -38,25 +38,28 @@ pub const TCP_SEND_PROTOCOL_NS: u32 = 1_410;
 pub const TCP_RECV_PROTOCOL_NS: u32 = 5_040;
 
 /// A stream's copy when its ends run on two CPUs, per KiB, beyond what the simulator's
-/// `host` hierarchy charges (it streams another core's lines as fast as its own L2):
-/// the writer's copy of 64 KiB into buffers the other CPU's thread read last took
-/// 12.9-13.2 µs against 2.1-2.2 µs into its own (a 4 MiB ring of buffers, SCHED_FIFO,
-/// medians of 4 000 copies; one line moves between these vCPUs in 165 ns one way, a
-/// ping-pong of one line): 10.7 µs per 64 KiB.
-pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 167;
-/// The reader's copy of 64 KiB the other CPU's thread had just written: 4.8-4.9 µs
-/// against 1.8 µs of its own: 3.0 µs per 64 KiB.
-pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 47;
+/// `host` hierarchy charges (it streams another core's lines about as fast as its own
+/// L2). A CPU-clock profile of the two-CPU AF_UNIX stream (`perf record -e cpu-clock
+/// -F 4000`, load 13; the guest has no PMU) against the one-CPU one, each symbol's share
+/// times the untraced CPU per write (31.0 and 13.35 µs): the writer's
+/// `_copy_from_iter` 7.5 against 1.8 µs per 64 KiB write, 5.7 µs more: 89 ns per KiB
+/// copied (the simulator copies the 60 KiB in page blocks; the head's 4 KiB go to slab
+/// memory, not modelled). Two threads copying through a
+/// 4 MiB ring of buffers on the two vCPUs (one line moves between them in 165 ns one
+/// way) showed the same term, 2-11 µs per 64 KiB with the load.
+pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 89;
+/// The reader's `_copy_to_iter`, the same way: 3.7 against 1.7 µs per write.
+pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 31;
 /// A wakeup across the vCPUs, the waker's CPU (`try_to_wake_up` and the IPI, which in
-/// this KVM guest exits to the hypervisor): two threads on two CPUs passing a byte
-/// through a pair of pipes used 26-28 µs of CPU each per round trip (one wakeup sent,
-/// one sleep and wakeup taken) beyond the 0.75 µs of a write and a read that do not
-/// sleep; a CPU-clock profile of the two-CPU AF_UNIX stream puts the two halves about
-/// evenly on the waker (`_raw_spin_unlock_irqrestore`, 7.4 % of the samples) and the
-/// sleeper (`finish_task_switch`, 7.9 %).
-pub const WAKE_NS: u32 = 13_000;
-/// The sleeper's half: its switches out and back in (the cost model's `switch_ns`).
-pub const SWITCH_NS: u32 = 13_000;
+/// this KVM guest exits to the hypervisor): the writer's `_raw_spin_unlock_irqrestore`
+/// in the same profiles, 5.0 µs per write at two CPUs, with 0.43 sleeps per write
+/// (`sched_switch`, traced runs); the same local wakeup at one CPU costs 0.9 µs. Two
+/// threads passing a byte through two pipes across the vCPUs used 21-28 µs of CPU each
+/// per round trip (a wakeup sent, a sleep and wakeup taken).
+pub const WAKE_NS: u32 = 11_000;
+/// The sleeper's switches out and back in (the cost model's `switch_ns`): the tasks'
+/// `finish_task_switch` at two CPUs, 2.9 µs per write at 0.43 sleeps.
+pub const SWITCH_NS: u32 = 6_700;
 /// From the wakeup to the woken reader running: `sched_waking` to its `sched_switch`
 /// in the two-CPU streams, medians of five traced runs 12-17 µs.
 pub const WAKEUP_NS: u32 = 14_000;

@@ -64,12 +64,15 @@ define_params! {
         /// at 191 and 217 ns on Skylake-X (docs/sim-cost-model.md §10).
         syscall_ns: u64 = 200, full 200;
         /// The socket's bookkeeping per chunk on the writer (`unix_stream_sendmsg`: skb
-        /// heads from slab, memory accounting, queueing, waking the reader), ns: an
+        /// heads from slab, memory accounting, queueing, waking the reader), ns. Full
+        /// scale: what a 64 KiB write cost each side on the live kernel beyond the
+        /// system calls and copies (`pagealloc predict unix_stream`), carried to Ice Lake
+        /// at the ratio of the clocks (2.6 / 2.6 GHz); the default is the earlier
         /// estimate (docs/sim-cost-model.md §10).
-        send_protocol_ns: u64 = 500, full 500;
+        send_protocol_ns: u64 = 500, full 3_300;
         /// The same on the reader (`unix_stream_read_generic`: dequeue, accounting,
         /// `consume_skb`), ns.
-        recv_protocol_ns: u64 = 500, full 500;
+        recv_protocol_ns: u64 = 500, full 3_300;
         /// With both ends on one CPU (a pair on a 1-CPU run): messages the writer
         /// queues before the woken reader preempts it; 0: until the buffer is full.
         turn_messages: u32 = 0, full 0;
