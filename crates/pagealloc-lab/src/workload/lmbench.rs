@@ -81,9 +81,11 @@ define_params! {
         shared_switch_ns: u64 = 1_100, full 1_100;
         /// With the ends on two CPUs: the sender's copy into blocks whose lines the
         /// receiver's core held last, per KiB, beyond the cache hierarchy's charge, ns
-        /// (`stream.rs`, `CrossCopy`). Full scale: Ice Lake's, docs/sim-cost-model.md
-        /// §10.
-        cross_copy_in_ns_per_kib: u64 = 0, full 40;
+        /// (`stream.rs`, `CrossCopy`). Full scale: the live kernel's 89 ns/KiB here
+        /// (`predict/work.rs`) at Ice Lake's core-to-core latency (× 50 / 165 ns: the
+        /// moves are latency-bound), less the ~11 ns/KiB Ice Lake's hierarchy already
+        /// charges for lines another core holds (docs/sim-cost-model.md §10).
+        cross_copy_in_ns_per_kib: u64 = 0, full 16;
         /// The same for the receiver's copy of lines the sender's core wrote: 0 at full
         /// scale (Ice Lake's hierarchy streams a modified line from a peer core at
         /// 50 ns / 16, slower than the measured cross-core read scales to).

@@ -75,16 +75,18 @@ define_params! {
         /// (docs/sim-cost-model.md §10).
         syscall_ns: u64 = 200, full 200;
         /// SCTP's work per message on the sender, ns (`sctp_sendmsg`,
-        /// `sctp_packet_transmit`). Full scale: the ≈ 2 µs the published run on Ice Lake
-        /// leaves for SCTP per message (docs/sim-cost-model.md §10), split as the live
-        /// kernel split a loopback TCP write (`pagealloc predict tcp_stream`: 22 % on the
-        /// writer, 78 % on the reader, whose context processes the socket's backlog, as
-        /// SCTP's `sctp_backlog_rcv` does); SCTP is not built here. The default is the
-        /// earlier split (the softirq on the sender).
-        send_protocol_ns: u64 = 1_400, full 440;
+        /// `sctp_packet_transmit`). Full scale: what a loopback TCP write cost the live
+        /// kernel's writer beyond its system call and copy (`pagealloc predict
+        /// tcp_stream`, predict/work.rs), at the clocks' ratio (2.6 / 2.6 GHz). SCTP is
+        /// not built here; it does at least TCP's work per message (its chunk state
+        /// machine, SACKs, a ulpevent per message) and, as TCP, processes the socket's
+        /// backlog in the reader's context (`sctp_backlog_rcv`). The default is the
+        /// earlier estimate (docs/sim-cost-model.md §10).
+        send_protocol_ns: u64 = 1_400, full 1_410;
         /// SCTP's work per message on the receiver (`sctp_recvmsg`, the DATA chunks from
-        /// the backlog, freeing the ulpevent, the window updates), ns.
-        recv_protocol_ns: u64 = 600, full 1_560;
+        /// the backlog, freeing the ulpevent, the window updates), ns: the live TCP
+        /// reader's.
+        recv_protocol_ns: u64 = 600, full 5_040;
         /// With both ends on one CPU (a pair on a 1-CPU run): messages the writer
         /// queues before the woken reader preempts it; 0: until the buffer is full.
         turn_messages: u32 = 0, full 0;
@@ -93,9 +95,11 @@ define_params! {
         shared_switch_ns: u64 = 1_100, full 1_100;
         /// With the ends on two CPUs: the sender's copy into blocks whose lines the
         /// receiver's core held last, per KiB, beyond the cache hierarchy's charge, ns
-        /// (`stream.rs`, `CrossCopy`). Full scale: Ice Lake's, docs/sim-cost-model.md
-        /// §10.
-        cross_copy_in_ns_per_kib: u64 = 0, full 40;
+        /// (`stream.rs`, `CrossCopy`). Full scale: the live kernel's 89 ns/KiB here
+        /// (`predict/work.rs`) at Ice Lake's core-to-core latency (× 50 / 165 ns: the
+        /// moves are latency-bound), less the ~11 ns/KiB Ice Lake's hierarchy already
+        /// charges for lines another core holds (docs/sim-cost-model.md §10).
+        cross_copy_in_ns_per_kib: u64 = 0, full 16;
         /// The same for the receiver's copy of lines the sender's core wrote: 0 at full
         /// scale (Ice Lake's hierarchy streams a modified line from a peer core at
         /// 50 ns / 16, slower than the measured cross-core read scales to).
