@@ -18,9 +18,10 @@
 //!
 //! With `frag_bytes` above 0 it is a TCP stream over loopback instead (netperf
 //! TCP_STREAM, iperf3): one page-fragment block per `frag_bytes` of stream, as the live
-//! kernel allocates it. What the kernel also showed and this does not model: about 80 %
-//! of those blocks are freed on the sender's CPU (in the softirq that processes the
-//! receiver's ACK), not by the receiver.
+//! kernel allocates it; `sender_free_pct` of those blocks go back to the sender's CPU to
+//! be freed (the live kernel frees 62-81 % there, in the softirq that processes the
+//! receiver's ACK). The simulated sender takes them back in its own script and sleeps
+//! when one has not come back yet, which the kernel's softirq never does.
 
 use super::entry::{scaled, Entry};
 use super::params::define_params;
