@@ -232,3 +232,45 @@ fn netperf_sender_frees_its_share_of_the_fragments() {
     assert_eq!(t.extra["pgalloc"], t.extra["pgfree"]);
     assert_eq!(t.extra["pgalloc"], 400.0 * 8.0);
 }
+
+/// lmbench with `params` on desktop-8's first `cpus` CPUs (one pair), linux-6.12, seed 1.
+fn one_pair(cpus: u32, params: &[(&str, &str)]) -> Row {
+    let mut p = vec![("pairs", "1"), ("chunks", "400")];
+    p.extend_from_slice(params);
+    let w = workload::build("lmbench", Scale::Laptop, &kv(&p)).unwrap();
+    let mut o = SimOptions::new(
+        Machine::by_name("desktop-8").unwrap(),
+        "linux-6.12".parse::<Config>().unwrap(),
+    );
+    o.seed = 1;
+    o.cpus = Some(cpus);
+    sim::run(&*w, &o).unwrap_or_else(|e| panic!("lmbench {cpus} {params:?}: {e}"))
+}
+
+/// With the ends on two CPUs, the copies cost what the lines' moves between the cores
+/// cost beyond the hierarchy's charge: each 64 KiB chunk's CPU time rises by 64 × the
+/// per-KiB term of each side (copy in and copy out), and the pair moves fewer bytes per
+/// second. With both ends on one CPU nothing moves between cores: the terms cost nothing
+/// and the run is the same.
+#[test]
+fn cross_cpu_copies_cost_per_kib_only_across_cpus() {
+    let cpu_per_chunk = |r: &Row| r.extra["cpu_time_s"] * 1e9 / 400.0;
+    let terms = [
+        ("cross_copy_in_ns_per_kib", "100"),
+        ("cross_copy_out_ns_per_kib", "50"),
+    ];
+    let two = one_pair(2, &[]);
+    let two_x = one_pair(2, &terms);
+    let extra = cpu_per_chunk(&two_x) - cpu_per_chunk(&two);
+    println!(
+        "lmbench 1 pair on 2 CPUs: {:.0} ns CPU per chunk, with the cross-CPU terms {:.0} (+{extra:.0}; 64 × 150 = 9 600 expected)",
+        cpu_per_chunk(&two),
+        cpu_per_chunk(&two_x)
+    );
+    assert!((extra - 9_600.0).abs() < 0.05 * 9_600.0, "{extra}");
+    assert!(two_x.score.unwrap() < two.score.unwrap());
+    let one = one_pair(1, &[]);
+    let one_x = one_pair(1, &terms);
+    assert_eq!(one.extra["cpu_time_s"], one_x.extra["cpu_time_s"]);
+    assert_eq!(one.trace_hash, one_x.trace_hash);
+}

@@ -149,6 +149,14 @@ pub fn sim_workload(
                 ("send_protocol_ns", work::UNIX_PROTOCOL_NS.into()),
                 ("recv_protocol_ns", work::UNIX_PROTOCOL_NS.into()),
                 ("turn_messages", work::UNIX_TURN_MESSAGES.into()),
+                (
+                    "cross_copy_in_ns_per_kib",
+                    work::CROSS_COPY_IN_NS_PER_KIB.into(),
+                ),
+                (
+                    "cross_copy_out_ns_per_kib",
+                    work::CROSS_COPY_OUT_NS_PER_KIB.into(),
+                ),
             ]),
         ),
         "tcp_stream" => (
@@ -160,8 +168,18 @@ pub fn sim_workload(
                 ("frag_bytes", 32_768),
                 // The live kernel freed 72-81 % of the fragments on the sender's CPU.
                 ("sender_free_pct", 75),
+                ("rcvbuf_bytes", work::TCP_BUFFER_BYTES.into()),
+                ("turn_messages", work::TCP_TURN_MESSAGES.into()),
                 ("send_protocol_ns", work::TCP_SEND_PROTOCOL_NS.into()),
                 ("recv_protocol_ns", work::TCP_RECV_PROTOCOL_NS.into()),
+                (
+                    "cross_copy_in_ns_per_kib",
+                    work::CROSS_COPY_IN_NS_PER_KIB.into(),
+                ),
+                (
+                    "cross_copy_out_ns_per_kib",
+                    work::CROSS_COPY_OUT_NS_PER_KIB.into(),
+                ),
             ]),
         ),
         _ => return None,
@@ -412,7 +430,15 @@ pub fn simulate(opts: &PredictOptions, config: &str) -> Result<(Figures, String)
     let w = workload::build(wl, Scale::Full, &ov).map_err(|e| e.to_string())?;
     let m = Machine::by_name("host").map_err(|e| e.to_string())?;
     let cfg = crate::policies::config(config).map_err(|e| format!("config `{config}`: {e}"))?;
+    let mut cost = m.cost;
+    if is_stream(&opts.workload) {
+        // Wakeups across this guest's vCPUs, measured here (`work`).
+        cost.wake_ns = work::WAKE_NS.into();
+        cost.switch_ns = work::SWITCH_NS.into();
+        cost.wakeup_ns = work::WAKEUP_NS.into();
+    }
     let mut o = SimOptions::new(m, cfg);
+    o.cost = Some(cost);
     o.cpus = Some(opts.cpus);
     let row = crate::sim::run(w.as_ref(), &o).map_err(|e| format!("{}", e.error))?;
     let x = |k: &str| row.extra.get(k).copied().unwrap_or(0.0);
@@ -435,6 +461,11 @@ pub fn simulate(opts: &PredictOptions, config: &str) -> Result<(Figures, String)
     f.pcp_peak = row.pcp_peak_pages.unwrap_or(0.0);
     f.pcp_end = row.pcp_final_pages.unwrap_or(0.0);
     Ok((f, row.trace_hash.unwrap_or_default()))
+}
+
+/// Whether program `name` is a stream between two tasks.
+pub(crate) fn is_stream(name: &str) -> bool {
+    matches!(name, "unix_stream" | "tcp_stream")
 }
 
 /// The operations program `name` does on `cpus` CPUs at `s` (the same in the

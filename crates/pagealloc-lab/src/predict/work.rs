@@ -36,3 +36,39 @@ pub const UNIX_TURN_MESSAGES: u32 = 2;
 pub const TCP_SEND_PROTOCOL_NS: u32 = 1_410;
 /// The same, reader side: 72 % of 8.25 µs less half of 1.80 µs.
 pub const TCP_RECV_PROTOCOL_NS: u32 = 5_040;
+
+/// A stream's copy when its ends run on two CPUs, per KiB, beyond what the simulator's
+/// `host` hierarchy charges (it streams another core's lines about as fast as its own
+/// L2). A CPU-clock profile of the two-CPU AF_UNIX stream (`perf record -e cpu-clock
+/// -F 4000`, load 13; the guest has no PMU) against the one-CPU one, each symbol's share
+/// times the untraced CPU per write (31.0 and 13.35 µs): the writer's
+/// `_copy_from_iter` 7.5 against 1.8 µs per 64 KiB write, 5.7 µs more: 89 ns per KiB
+/// copied (the simulator copies the 60 KiB in page blocks; the head's 4 KiB go to slab
+/// memory, not modelled). Two threads copying through a
+/// 4 MiB ring of buffers on the two vCPUs (one line moves between them in 165 ns one
+/// way) showed the same term, 2-11 µs per 64 KiB with the load.
+pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 89;
+/// The reader's `_copy_to_iter`, the same way: 3.7 against 1.7 µs per write.
+pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 31;
+/// A wakeup across the vCPUs, the waker's CPU (`try_to_wake_up` and the IPI, which in
+/// this KVM guest exits to the hypervisor): the writer's `_raw_spin_unlock_irqrestore`
+/// in the same profiles, 5.0 µs per write at two CPUs, with 0.43 sleeps per write
+/// (`sched_switch`, traced runs); the same local wakeup at one CPU costs 0.9 µs. Two
+/// threads passing a byte through two pipes across the vCPUs used 21-28 µs of CPU each
+/// per round trip (a wakeup sent, a sleep and wakeup taken).
+pub const WAKE_NS: u32 = 11_000;
+/// The sleeper's switches out and back in (the cost model's `switch_ns`): the tasks'
+/// `finish_task_switch` at two CPUs, 2.9 µs per write at 0.43 sleeps.
+pub const SWITCH_NS: u32 = 6_700;
+/// From the wakeup to the woken reader running: `sched_waking` to its `sched_switch`
+/// in the two-CPU streams, medians of five traced runs 12-17 µs.
+pub const WAKEUP_NS: u32 = 14_000;
+/// TCP over loopback: the send buffer the writer fills before it sleeps, bytes, given
+/// to the simulated stream as its receive buffer (its window is half of it). The live
+/// writer slept once per 230-270 writes of 16 KiB at two CPUs (0.004 per write,
+/// `sched_switch` with a sleeping state): about `tcp_wmem`'s 4 MiB ceiling, to which
+/// the kernel grows a busy socket's buffer, not the 208 KiB default of SCTP.
+pub const TCP_BUFFER_BYTES: u32 = 8 << 20;
+/// TCP on one CPU: messages (of two 16 KiB writes) the writer queues before the reader
+/// runs: the kernel switched 0.02 times per write, a hand-over each way per 100 writes.
+pub const TCP_TURN_MESSAGES: u32 = 50;

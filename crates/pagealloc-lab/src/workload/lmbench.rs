@@ -64,18 +64,32 @@ define_params! {
         /// at 191 and 217 ns on Skylake-X (docs/sim-cost-model.md §10).
         syscall_ns: u64 = 200, full 200;
         /// The socket's bookkeeping per chunk on the writer (`unix_stream_sendmsg`: skb
-        /// heads from slab, memory accounting, queueing, waking the reader), ns: an
+        /// heads from slab, memory accounting, queueing, waking the reader), ns. Full
+        /// scale: what a 64 KiB write cost each side on the live kernel beyond the
+        /// system calls and copies (`pagealloc predict unix_stream`), carried to Ice Lake
+        /// at the ratio of the clocks (2.6 / 2.6 GHz); the default is the earlier
         /// estimate (docs/sim-cost-model.md §10).
-        send_protocol_ns: u64 = 500, full 500;
+        send_protocol_ns: u64 = 500, full 3_300;
         /// The same on the reader (`unix_stream_read_generic`: dequeue, accounting,
         /// `consume_skb`), ns.
-        recv_protocol_ns: u64 = 500, full 500;
+        recv_protocol_ns: u64 = 500, full 3_300;
         /// With both ends on one CPU (a pair on a 1-CPU run): messages the writer
         /// queues before the woken reader preempts it; 0: until the buffer is full.
         turn_messages: u32 = 0, full 0;
         /// With both ends on one CPU: a hand-over's cost (the sleeper's context switch
         /// and the local wakeup: the cost model's `switch_ns` + `wake_ns`), ns.
         shared_switch_ns: u64 = 1_100, full 1_100;
+        /// With the ends on two CPUs: the sender's copy into blocks whose lines the
+        /// receiver's core held last, per KiB, beyond the cache hierarchy's charge, ns
+        /// (`stream.rs`, `CrossCopy`). Full scale: the live kernel's 89 ns/KiB here
+        /// (`predict/work.rs`) at Ice Lake's core-to-core latency (× 50 / 165 ns: the
+        /// moves are latency-bound), less the ~11 ns/KiB Ice Lake's hierarchy already
+        /// charges for lines another core holds (docs/sim-cost-model.md §10).
+        cross_copy_in_ns_per_kib: u64 = 0, full 16;
+        /// The same for the receiver's copy of lines the sender's core wrote: 0 at full
+        /// scale (Ice Lake's hierarchy streams a modified line from a peer core at
+        /// 50 ns / 16, slower than the measured cross-core read scales to).
+        cross_copy_out_ns_per_kib: u64 = 0, full 0;
     }
 }
 
@@ -154,6 +168,8 @@ impl Lmbench {
             sender_free_pct: 0,
             turn_messages: p.turn_messages,
             shared_switch_ns: p.shared_switch_ns,
+            cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
+            cross_copy_out_ns_per_kib: p.cross_copy_out_ns_per_kib,
         };
         Ok(Lmbench { params, shape })
     }

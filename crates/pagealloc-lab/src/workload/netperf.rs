@@ -18,9 +18,10 @@
 //!
 //! With `frag_bytes` above 0 it is a TCP stream over loopback instead (netperf
 //! TCP_STREAM, iperf3): one page-fragment block per `frag_bytes` of stream, as the live
-//! kernel allocates it. What the kernel also showed and this does not model: about 80 %
-//! of those blocks are freed on the sender's CPU (in the softirq that processes the
-//! receiver's ACK), not by the receiver.
+//! kernel allocates it; `sender_free_pct` of those blocks go back to the sender's CPU to
+//! be freed (the live kernel frees 62-81 % there, in the softirq that processes the
+//! receiver's ACK). The simulated sender takes them back in its own script and sleeps
+//! when one has not come back yet, which the kernel's softirq never does.
 
 use super::entry::{scaled, Entry};
 use super::params::define_params;
@@ -74,21 +75,36 @@ define_params! {
         /// measured at 191 and 217 ns on Skylake-X
         /// (docs/sim-cost-model.md §10).
         syscall_ns: u64 = 200, full 200;
-        /// SCTP's work per message on the sender, ns: `sctp_sendmsg` and
-        /// `sctp_packet_transmit`, and, because the loopback delivers in the softirq
-        /// of the CPU that transmits, `sctp_rcv`, the DATA chunk's state machine and
-        /// the SACKs: the published run's softirq time (0.80 µs per message) plus half
-        /// of the rest of the ≈ 2 µs it leaves for SCTP (docs/sim-cost-model.md §10).
-        send_protocol_ns: u64 = 1_400, full 1_400;
-        /// SCTP's work per message on the receiver (`sctp_recvmsg`, freeing the
-        /// ulpevent, the window updates), ns: the other half of the rest.
-        recv_protocol_ns: u64 = 600, full 600;
+        /// SCTP's work per message on the sender, ns (`sctp_sendmsg`,
+        /// `sctp_packet_transmit`). Full scale: what a loopback TCP write cost the live
+        /// kernel's writer beyond its system call and copy (`pagealloc predict
+        /// tcp_stream`, predict/work.rs), at the clocks' ratio (2.6 / 2.6 GHz). SCTP is
+        /// not built here; it does at least TCP's work per message (its chunk state
+        /// machine, SACKs, a ulpevent per message) and, as TCP, processes the socket's
+        /// backlog in the reader's context (`sctp_backlog_rcv`). The default is the
+        /// earlier estimate (docs/sim-cost-model.md §10).
+        send_protocol_ns: u64 = 1_400, full 1_410;
+        /// SCTP's work per message on the receiver (`sctp_recvmsg`, the DATA chunks from
+        /// the backlog, freeing the ulpevent, the window updates), ns: the live TCP
+        /// reader's.
+        recv_protocol_ns: u64 = 600, full 5_040;
         /// With both ends on one CPU (a pair on a 1-CPU run): messages the writer
         /// queues before the woken reader preempts it; 0: until the buffer is full.
         turn_messages: u32 = 0, full 0;
         /// With both ends on one CPU: a hand-over's cost (the sleeper's context switch
         /// and the local wakeup: the cost model's `switch_ns` + `wake_ns`), ns.
         shared_switch_ns: u64 = 1_100, full 1_100;
+        /// With the ends on two CPUs: the sender's copy into blocks whose lines the
+        /// receiver's core held last, per KiB, beyond the cache hierarchy's charge, ns
+        /// (`stream.rs`, `CrossCopy`). Full scale: the live kernel's 89 ns/KiB here
+        /// (`predict/work.rs`) at Ice Lake's core-to-core latency (× 50 / 165 ns: the
+        /// moves are latency-bound), less the ~11 ns/KiB Ice Lake's hierarchy already
+        /// charges for lines another core holds (docs/sim-cost-model.md §10).
+        cross_copy_in_ns_per_kib: u64 = 0, full 16;
+        /// The same for the receiver's copy of lines the sender's core wrote: 0 at full
+        /// scale (Ice Lake's hierarchy streams a modified line from a peer core at
+        /// 50 ns / 16, slower than the measured cross-core read scales to).
+        cross_copy_out_ns_per_kib: u64 = 0, full 0;
     }
 }
 
@@ -148,6 +164,8 @@ impl Netperf {
             sender_free_pct: p.sender_free_pct.min(100),
             turn_messages: p.turn_messages,
             shared_switch_ns: p.shared_switch_ns,
+            cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
+            cross_copy_out_ns_per_kib: p.cross_copy_out_ns_per_kib,
         };
         Ok(Netperf { params, shape })
     }

@@ -51,6 +51,9 @@ pub enum ParamError {
 const MAX_PAGES: f64 = (1u64 << 25) as f64;
 /// Longest time one parameter may charge per event, ns: one second.
 const MAX_NS: f64 = 1e9;
+/// Longest time a per-KiB parameter may charge, ns: one millisecond per KiB (a 1 GiB
+/// message at most 1 000 s).
+const MAX_NS_PER_KIB: f64 = 1e6;
 /// Most repetitions (loops, rounds, messages, chunks, attempts, retries).
 const MAX_COUNT: f64 = 1e8;
 /// Most tasks, threads, pairs or CPUs a workload may ask for: the layouts' 8192 CPUs.
@@ -73,6 +76,8 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("chunks", MAX_COUNT, "chunks"),
     ("compute_ns_per_page", MAX_NS, "ns"),
     ("create_ns", MAX_NS, "ns"),
+    ("cross_copy_in_ns_per_kib", MAX_NS_PER_KIB, "ns per KiB"),
+    ("cross_copy_out_ns_per_kib", MAX_NS_PER_KIB, "ns per KiB"),
     ("exit_jitter_ns", MAX_NS, "ns"),
     ("exit_shift", MAX_CPUS, "CPUs"),
     ("fault_work_ns", MAX_NS, "ns"),

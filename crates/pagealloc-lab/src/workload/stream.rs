@@ -18,7 +18,10 @@
 //!   workloads) and runs the protocol's receive side (`recv_protocol_ns`).
 //!
 //! The copies are charged by the executor (a real `memcpy` on threads, the cache
-//! hierarchy in the simulator); the system calls and protocol work are `Compute`.
+//! hierarchy in the simulator); the system calls and protocol work are `Compute`, and
+//! so is what the copies cost beyond the hierarchy's charge when the ends run on two
+//! CPUs (`cross_copy_in_ns_per_kib` after the sender's copy, `cross_copy_out_ns_per_kib`
+//! after the receiver's: [`CrossCopy`]).
 //!
 //! # Flow control
 //! The inbox is the socket's buffer: it holds `window` messages; a sender with `window`
@@ -67,6 +70,36 @@ pub(crate) struct StreamShape {
     pub(crate) turn_messages: u32,
     /// One pair on one CPU: the cost of a hand-over between the ends, ns.
     pub(crate) shared_switch_ns: u64,
+    /// Ends on two CPUs: the sender's copy into blocks whose lines the receiver's core
+    /// held last (it read them out), per KiB, ns, beyond what the simulator's cache
+    /// hierarchy charges (see [`CrossCopy`]).
+    pub(crate) cross_copy_in_ns_per_kib: u64,
+    /// Ends on two CPUs: the receiver's copy out of lines the sender's core wrote, per
+    /// KiB, ns, beyond the hierarchy's charge.
+    pub(crate) cross_copy_out_ns_per_kib: u64,
+}
+
+/// The cost of a stream's copies when its ends run on two CPUs, beyond what the cache
+/// hierarchy charges for the same copies.
+///
+/// The hierarchy charges a line another core holds its transfer latency once per page
+/// and then streams the rest at `latency / mlp`, no slower than the core's own L2: on
+/// the `host` machine (published Zen 4 figures: 20 ns) that is the price of a local
+/// copy. A live two-CPU stream pays far more: the kernel's `_copy_from_iter` (the
+/// sender's copy into the new blocks, whose lines the receiver's core read last) and
+/// `_copy_to_iter` (the receiver's copy of lines the sender's core has modified) take
+/// most of a two-CPU AF_UNIX write's CPU (`perf record -e cpu-clock`), and a copy
+/// between two threads on two CPUs costs its writer 167 ns and its reader 47 ns per
+/// KiB more than on one (predict/work.rs). The workload charges that difference as
+/// `Compute` after each copy; both ends on one CPU pay nothing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CrossCopy;
+
+impl CrossCopy {
+    /// ns for `bytes` at `ns_per_kib`.
+    pub(crate) fn ns(bytes: u64, ns_per_kib: u64) -> u64 {
+        bytes.saturating_mul(ns_per_kib) / 1024
+    }
 }
 
 impl StreamShape {
@@ -109,6 +142,14 @@ pub(crate) fn parts_of(list: &[Part]) -> ([Part; MAX_PARTS], u8, u32) {
 }
 
 impl StreamShape {
+    /// Payload bytes of one message (every part's blocks).
+    fn message_bytes(&self) -> u64 {
+        self.parts[..usize::from(self.nr_parts)]
+            .iter()
+            .map(|p| u64::from(p.blocks) * u64::from(p.bytes))
+            .sum()
+    }
+
     /// The parts with their slot ranges.
     fn slot_parts(&self) -> impl Iterator<Item = (std::ops::Range<Slot>, Part)> + '_ {
         let mut next = 0;
@@ -176,6 +217,8 @@ impl StreamShape {
     fn shared_cpu(&self) -> Box<dyn CpuScript> {
         let shape = StreamShape {
             sender_free_pct: 0,
+            cross_copy_in_ns_per_kib: 0,
+            cross_copy_out_ns_per_kib: 0,
             ..*self
         };
         let writer = script(Sender {
@@ -283,6 +326,10 @@ impl Program for Sender {
                 into_block: true,
             });
         }
+        compute(
+            out,
+            CrossCopy::ns(s.message_bytes(), s.cross_copy_in_ns_per_kib),
+        );
         compute(out, s.send_protocol_ns);
         out.push_back(Phase::Send {
             slots: blocks,
@@ -321,6 +368,10 @@ impl Program for Receiver {
                 into_block: false,
             });
         }
+        compute(
+            out,
+            CrossCopy::ns(s.message_bytes(), s.cross_copy_out_ns_per_kib),
+        );
         if s.returns(j) {
             out.push_back(Phase::Send {
                 slots: blocks,
