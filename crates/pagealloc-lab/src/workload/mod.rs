@@ -272,15 +272,30 @@ pub trait Workload: fmt::Debug + Send + Sync {
     /// [`WorkloadError::TooFewCpus`] if the parameters need more CPUs than `cpus`.
     fn scripts(&self, cpus: u32) -> Result<Vec<Box<dyn CpuScript>>, WorkloadError>;
 
-    /// How the score is computed from [`Workload::work_units`] and elapsed time.
-    fn score_kind(&self) -> ScoreKind;
+    /// How the score is computed from [`Workload::work_units`] and elapsed time; by
+    /// default [`ScoreKind::Rate`], throughput.
+    fn score_kind(&self) -> ScoreKind {
+        ScoreKind::Rate
+    }
 
-    /// Unit of the score, for table headers: `"pages/s"`, `"messages/s"`, `"%"`…
-    fn score_unit(&self) -> &'static str;
+    /// Unit of the score, for table headers: `"pages/s"`, `"messages/s"`, `"%"`…; by
+    /// default the one the kind implies with the default work units: `"pages/s"` for a
+    /// rate, `"100/s"` for a makespan (the score is 100 / elapsed seconds), `"%"` for an
+    /// absolute score.
+    fn score_unit(&self) -> &'static str {
+        match self.score_kind() {
+            ScoreKind::Rate => "pages/s",
+            ScoreKind::InverseMakespan => "100/s",
+            ScoreKind::Absolute => "%",
+        }
+    }
 
     /// Work done in a measured window, from the counts of the CPUs in scope (all CPUs,
-    /// or one [`CpuGroup`]): pages, messages, bytes, tasks, or a success percentage.
-    fn work_units(&self, counts: &OpCounts) -> f64;
+    /// or one [`CpuGroup`]): pages, messages, bytes, tasks, or a success percentage; by
+    /// default the pages allocated.
+    fn work_units(&self, counts: &OpCounts) -> f64 {
+        counts.allocated_pages() as f64
+    }
 
     /// The score of a measured window that took `elapsed_secs`, per [`Workload::score_kind`].
     fn score(&self, counts: &OpCounts, elapsed_secs: f64) -> f64 {

@@ -28,8 +28,8 @@ use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase, Program};
 use super::{
-    check_cpus, check_nonzero, invalid, share, CpuScript, MigrateKind, Op, OpCounts, Params, Rng,
-    ScoreKind, Slot, Workload, WorkloadError,
+    check_cpus, check_nonzero, invalid, share, CpuScript, MigrateKind, Op, Params, Rng, ScoreKind,
+    Slot, Workload, WorkloadError,
 };
 
 /// The registry entry of zonelist_hog: the seed measured it on a 28-node SN2.
@@ -158,13 +158,5 @@ impl Workload for ZonelistHog {
 
     fn score_kind(&self) -> ScoreKind {
         ScoreKind::InverseMakespan
-    }
-
-    fn score_unit(&self) -> &'static str {
-        "100/s"
-    }
-
-    fn work_units(&self, counts: &OpCounts) -> f64 {
-        counts.allocated_pages() as f64
     }
 }
