@@ -426,3 +426,35 @@ fn share(total: u64, n: u32, i: u32) -> u64 {
     let i = u64::from(i);
     total / n + u64::from(i < total % n)
 }
+
+/// [`share`] of parameter `key`'s `total` as a slot count, for participant `i` of `n`
+/// (`per`: `"CPU"`, `"thread"`); refused when a part needs 2^32 slots or more.
+fn share_slots(
+    workload: &'static str,
+    key: &str,
+    total: u64,
+    n: u32,
+    i: u32,
+    per: &str,
+) -> Result<Slot, WorkloadError> {
+    Slot::try_from(share(total, n, i))
+        .map_err(|_| invalid(workload, key, total, &format!("over 2^32 pages per {per}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_slots_splits_exactly_and_refuses_a_part_past_u32() {
+        let parts: Vec<Slot> = (0..3)
+            .map(|i| share_slots("w", "k", 10, 3, i, "CPU").unwrap())
+            .collect();
+        assert_eq!(parts, [4, 3, 3]);
+        assert_eq!(share_slots("w", "k", 1 << 32, 2, 1, "CPU"), Ok(1 << 31));
+        assert_eq!(
+            share_slots("w", "k", 1 << 32, 1, 0, "thread").unwrap_err(),
+            invalid("w", "k", 1u64 << 32, "over 2^32 pages per thread")
+        );
+    }
+}
