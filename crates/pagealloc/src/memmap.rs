@@ -351,22 +351,10 @@ impl List {
     /// Remove and return the head, reporting the popped frame (unlinked: written) and the new head (written).
     #[inline]
     pub(crate) fn pop_head(&mut self, m: &[PageMeta], t: &mut impl Touch) -> Option<u32> {
-        let i = self.head;
-        if i == NIL {
+        if self.head == NIL {
             return None;
         }
-        let n = m[i as usize].next();
-        t.meta(i, true, 0);
-        self.head = n;
-        if n != NIL {
-            m[n as usize].set_prev(NIL);
-            // `n` was read from `i`'s link.
-            t.meta(n, true, 1);
-        } else {
-            self.tail = NIL;
-        }
-        self.len -= 1;
-        Some(i)
+        Some(self.pop_head_nonempty(m, t))
     }
     /// Remove and return the head of a list the caller saw non-empty (the hot path's
     /// pop: no emptiness branch of its own, and no bounds tests of the indices it follows),

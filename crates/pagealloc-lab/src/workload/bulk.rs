@@ -11,10 +11,7 @@ use std::collections::VecDeque;
 use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
-use super::{
-    check_nonzero, CpuScript, MigrateKind, OpCounts, Params, Rng, ScoreKind, Slot, Workload,
-    WorkloadError,
-};
+use super::{check_nonzero, CpuScript, MigrateKind, Params, Rng, Slot, Workload, WorkloadError};
 
 /// The registry entry of bulk (the bulk-API micro-benchmark): the seed measured it on Ice Lake, 2 sockets.
 pub(super) const ENTRY: Entry =
@@ -68,18 +65,6 @@ impl Workload for Bulk {
                 })
             })
             .collect())
-    }
-
-    fn score_kind(&self) -> ScoreKind {
-        ScoreKind::Rate
-    }
-
-    fn score_unit(&self) -> &'static str {
-        "pages/s"
-    }
-
-    fn work_units(&self, counts: &OpCounts) -> f64 {
-        counts.allocated_pages() as f64
     }
 }
 

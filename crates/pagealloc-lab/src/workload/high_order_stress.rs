@@ -18,8 +18,8 @@ use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase};
 use super::{
-    check_cpus, check_nonzero, check_order, invalid, share, CpuScript, MigrateKind, Op, OpCounts,
-    Params, ScoreKind, Slot, Workload, WorkloadError,
+    check_cpus, check_nonzero, check_order, invalid, share_slots, CpuScript, MigrateKind, Op,
+    OpCounts, Params, ScoreKind, Workload, WorkloadError,
 };
 
 /// The registry entry of high_order_stress: no seed machine, the desktop default.
@@ -99,9 +99,7 @@ impl Workload for HighOrderStress {
         check_cpus(NAME, p.attempt_cpus, cpus)?;
         let mut scripts = Vec::with_capacity(cpus as usize);
         for cpu in 0..cpus {
-            let fill = Slot::try_from(share(p.fill_pages, cpus, cpu)).map_err(|_| {
-                invalid(NAME, "fill_pages", p.fill_pages, "over 2^32 pages per CPU")
-            })?;
+            let fill = share_slots(NAME, "fill_pages", p.fill_pages, cpus, cpu, "CPU")?;
             let attempts = if cpu < p.attempt_cpus { p.attempts } else { 0 };
             let slots = fill
                 .checked_add(attempts)

@@ -200,10 +200,6 @@ impl Workload for Kbuild {
         ScoreKind::InverseMakespan
     }
 
-    fn score_unit(&self) -> &'static str {
-        "100/s"
-    }
-
     fn work_units(&self, counts: &OpCounts) -> f64 {
         counts.exits as f64
     }

@@ -146,10 +146,6 @@ impl Workload for MassExit {
         ScoreKind::InverseMakespan
     }
 
-    fn score_unit(&self) -> &'static str {
-        "100/s"
-    }
-
     fn work_units(&self, counts: &OpCounts) -> f64 {
         counts.freed_pages() as f64
     }

@@ -272,15 +272,30 @@ pub trait Workload: fmt::Debug + Send + Sync {
     /// [`WorkloadError::TooFewCpus`] if the parameters need more CPUs than `cpus`.
     fn scripts(&self, cpus: u32) -> Result<Vec<Box<dyn CpuScript>>, WorkloadError>;
 
-    /// How the score is computed from [`Workload::work_units`] and elapsed time.
-    fn score_kind(&self) -> ScoreKind;
+    /// How the score is computed from [`Workload::work_units`] and elapsed time; by
+    /// default [`ScoreKind::Rate`], throughput.
+    fn score_kind(&self) -> ScoreKind {
+        ScoreKind::Rate
+    }
 
-    /// Unit of the score, for table headers: `"pages/s"`, `"messages/s"`, `"%"`…
-    fn score_unit(&self) -> &'static str;
+    /// Unit of the score, for table headers: `"pages/s"`, `"messages/s"`, `"%"`…; by
+    /// default the one the kind implies with the default work units: `"pages/s"` for a
+    /// rate, `"100/s"` for a makespan (the score is 100 / elapsed seconds), `"%"` for an
+    /// absolute score.
+    fn score_unit(&self) -> &'static str {
+        match self.score_kind() {
+            ScoreKind::Rate => "pages/s",
+            ScoreKind::InverseMakespan => "100/s",
+            ScoreKind::Absolute => "%",
+        }
+    }
 
     /// Work done in a measured window, from the counts of the CPUs in scope (all CPUs,
-    /// or one [`CpuGroup`]): pages, messages, bytes, tasks, or a success percentage.
-    fn work_units(&self, counts: &OpCounts) -> f64;
+    /// or one [`CpuGroup`]): pages, messages, bytes, tasks, or a success percentage; by
+    /// default the pages allocated.
+    fn work_units(&self, counts: &OpCounts) -> f64 {
+        counts.allocated_pages() as f64
+    }
 
     /// The score of a measured window that took `elapsed_secs`, per [`Workload::score_kind`].
     fn score(&self, counts: &OpCounts, elapsed_secs: f64) -> f64 {
@@ -410,4 +425,36 @@ fn share(total: u64, n: u32, i: u32) -> u64 {
     let n = u64::from(n);
     let i = u64::from(i);
     total / n + u64::from(i < total % n)
+}
+
+/// [`share`] of parameter `key`'s `total` as a slot count, for participant `i` of `n`
+/// (`per`: `"CPU"`, `"thread"`); refused when a part needs 2^32 slots or more.
+fn share_slots(
+    workload: &'static str,
+    key: &str,
+    total: u64,
+    n: u32,
+    i: u32,
+    per: &str,
+) -> Result<Slot, WorkloadError> {
+    Slot::try_from(share(total, n, i))
+        .map_err(|_| invalid(workload, key, total, &format!("over 2^32 pages per {per}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_slots_splits_exactly_and_refuses_a_part_past_u32() {
+        let parts: Vec<Slot> = (0..3)
+            .map(|i| share_slots("w", "k", 10, 3, i, "CPU").unwrap())
+            .collect();
+        assert_eq!(parts, [4, 3, 3]);
+        assert_eq!(share_slots("w", "k", 1 << 32, 2, 1, "CPU"), Ok(1 << 31));
+        assert_eq!(
+            share_slots("w", "k", 1 << 32, 1, 0, "thread").unwrap_err(),
+            invalid("w", "k", 1u64 << 32, "over 2^32 pages per thread")
+        );
+    }
 }

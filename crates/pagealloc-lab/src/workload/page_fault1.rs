@@ -16,8 +16,8 @@ use super::entry::{make, scaled, Entry, Scale};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
 use super::{
-    check_nonzero, check_order, invalid, CpuScript, MigrateKind, Op, OpCounts, Params, Rng,
-    ScoreKind, Slot, Workload, WorkloadError,
+    check_nonzero, check_order, invalid, CpuScript, MigrateKind, Op, OpCounts, Params, Rng, Slot,
+    Workload, WorkloadError,
 };
 
 /// The registry entry of page_fault1: the seed measured it on Skylake, 2 sockets.
@@ -146,14 +146,6 @@ impl Workload for PageFault1 {
         Ok((0..cpus)
             .map(|_| script(FaultLoop::new(&self.params)))
             .collect())
-    }
-
-    fn score_kind(&self) -> ScoreKind {
-        ScoreKind::Rate
-    }
-
-    fn score_unit(&self) -> &'static str {
-        "pages/s"
     }
 
     fn work_units(&self, counts: &OpCounts) -> f64 {

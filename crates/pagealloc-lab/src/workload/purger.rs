@@ -19,8 +19,8 @@ use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
 use super::{
-    check_cpus, check_nonzero, invalid, CpuScript, MigrateKind, Op, OpCounts, Params, Rng,
-    ScoreKind, Slot, Workload, WorkloadError,
+    check_cpus, check_nonzero, invalid, CpuScript, MigrateKind, Op, Params, Rng, Slot, Workload,
+    WorkloadError,
 };
 use std::collections::VecDeque;
 
@@ -160,18 +160,6 @@ impl Workload for Purger {
                 script(role)
             })
             .collect())
-    }
-
-    fn score_kind(&self) -> ScoreKind {
-        ScoreKind::Rate
-    }
-
-    fn score_unit(&self) -> &'static str {
-        "pages/s"
-    }
-
-    fn work_units(&self, counts: &OpCounts) -> f64 {
-        counts.allocated_pages() as f64
     }
 
     fn inbox_capacity(&self) -> usize {

@@ -16,7 +16,7 @@ use super::params::define_params;
 use super::program::{script, Fill, Phase, Program};
 use super::{
     check_cpus, check_nonzero, invalid, CpuGroup, CpuScript, MigrateKind, Op, OpCounts, Params,
-    Rng, ScoreKind, Slot, Workload, WorkloadError,
+    Rng, Slot, Workload, WorkloadError,
 };
 
 /// The registry entry of thp_mix: the seed measured it on Skylake, 2 sockets.
@@ -123,14 +123,6 @@ impl Workload for ThpMix {
                 })
             })
             .collect())
-    }
-
-    fn score_kind(&self) -> ScoreKind {
-        ScoreKind::Rate
-    }
-
-    fn score_unit(&self) -> &'static str {
-        "pages/s"
     }
 
     fn work_units(&self, counts: &OpCounts) -> f64 {

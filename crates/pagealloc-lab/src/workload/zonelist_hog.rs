@@ -28,8 +28,8 @@ use super::entry::{scaled, Entry};
 use super::params::define_params;
 use super::program::{script, Fill, Once, Phase, Program};
 use super::{
-    check_cpus, check_nonzero, invalid, share, CpuScript, MigrateKind, Op, OpCounts, Params, Rng,
-    ScoreKind, Slot, Workload, WorkloadError,
+    check_cpus, check_nonzero, share_slots, CpuScript, MigrateKind, Op, Params, Rng, ScoreKind,
+    Slot, Workload, WorkloadError,
 };
 
 /// The registry entry of zonelist_hog: the seed measured it on a 28-node SN2.
@@ -130,14 +130,8 @@ impl Workload for ZonelistHog {
                 if cpu >= threads {
                     return Ok(script(Once::idle()));
                 }
-                let pages = Slot::try_from(share(p.total_pages, threads, cpu)).map_err(|_| {
-                    invalid(
-                        NAME,
-                        "total_pages",
-                        p.total_pages,
-                        "over 2^32 pages per thread",
-                    )
-                })?;
+                let pages =
+                    share_slots(NAME, "total_pages", p.total_pages, threads, cpu, "thread")?;
                 Ok(script(Started {
                     delay_ns: (u64::from(cpu) + 1).saturating_mul(p.create_ns),
                     wake_jitter_ns: p.wake_jitter_ns,
@@ -158,13 +152,5 @@ impl Workload for ZonelistHog {
 
     fn score_kind(&self) -> ScoreKind {
         ScoreKind::InverseMakespan
-    }
-
-    fn score_unit(&self) -> &'static str {
-        "100/s"
-    }
-
-    fn work_units(&self, counts: &OpCounts) -> f64 {
-        counts.allocated_pages() as f64
     }
 }
