@@ -177,7 +177,7 @@ impl Allocator {
         frame: Frame,
         trusted: bool,
     ) -> Result<(), FreeError> {
-        match self.free_hit::<RINGS>(cpu, frame, trusted) {
+        match self.free_hit::<RINGS, Quiet>(cpu, frame, trusted) {
             Hit::Done => Ok(()),
             Hit::Miss => self.free_on_slow(cpu, frame, trusted),
             Hit::Refused(state) if !trusted => Err(refused(frame, state)),
@@ -186,10 +186,19 @@ impl Allocator {
         }
     }
 
-    /// [`Allocator::free_on`] past the PCP hit: the checks with their errors, then
-    /// `free_unref_page` (which may find the pageset busy or the block for the zone).
+    /// [`Allocator::free_on`] past the inlined PCP hit: with an access sink installed the
+    /// hit reported (the inlined copy serves no order then, [`crate::pcp`]'s `Hot::report`);
+    /// else the checks with their errors, then `free_unref_page` (which may find the
+    /// pageset busy or the block for the zone).
     #[inline(never)]
     fn free_on_slow(&self, cpu: usize, frame: Frame, trusted: bool) -> Result<(), FreeError> {
+        #[cfg(feature = "access")]
+        match self.free_hit::<true, Reported>(cpu, frame, trusted) {
+            Hit::Done => return Ok(()),
+            Hit::Refused(state) if !trusted => return Err(refused(frame, state)),
+            Hit::WrongOrder(allocated) if !trusted => return Err(wrong_order(frame, allocated)),
+            _ => {}
+        }
         if cpu >= self.cpus.len() {
             return Err(FreeError::InvalidCpu(cpu));
         }
