@@ -85,17 +85,18 @@ impl Allocator {
     ) -> Result<Frame, AllocError> {
         // Two copies of the hit, each inlined: one that serves linked lists only, and
         // one that also serves rings (`Config::own_bitmap`'s order-0 lists), picked
-        // by one test per call (`Allocator::ring_hits`).
+        // by one test per call (`Allocator::ring_hits`): the ring-aware copy alone
+        // would cost the linked lists' pair more than the test (`pcp/hit.rs`, top).
         if self.ring_hits {
-            return self.alloc_on_t::<true>(cpu, order, gfp, node);
+            return self.alloc_on_lists::<true>(cpu, order, gfp, node);
         }
-        self.alloc_on_t::<false>(cpu, order, gfp, node)
+        self.alloc_on_lists::<false>(cpu, order, gfp, node)
     }
 
-    /// [`Allocator::alloc_on`] with the hit of linked lists (`RINGS` false) or of rings
-    /// and linked lists.
+    /// [`Allocator::alloc_on`] with the hit for the pageset's list forms: linked lists
+    /// only (`RINGS` false), or rings and linked lists.
     #[inline(always)]
-    fn alloc_on_t<const RINGS: bool>(
+    fn alloc_on_lists<const RINGS: bool>(
         &self,
         cpu: usize,
         order: u8,

@@ -163,15 +163,16 @@ impl Allocator {
     pub fn free_on(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
         // Two inlined copies of the hit, picked by one test per call: as in `alloc_on`.
         if self.ring_hits {
-            return self.free_on_t::<true>(cpu, frame, false);
+            return self.free_on_lists::<true>(cpu, frame, false);
         }
-        self.free_on_t::<false>(cpu, frame, false)
+        self.free_on_lists::<false>(cpu, frame, false)
     }
 
     /// [`Allocator::free_on`] (`trusted` false) or [`Allocator::free_on_unchecked`]
-    /// with the hit of linked lists (`RINGS` false) or of rings and linked lists.
+    /// with the hit for the pageset's list forms: linked lists only (`RINGS` false), or
+    /// rings and linked lists.
     #[inline(always)]
-    fn free_on_t<const RINGS: bool>(
+    fn free_on_lists<const RINGS: bool>(
         &self,
         cpu: usize,
         frame: Frame,
@@ -221,9 +222,9 @@ impl Allocator {
     #[inline(always)]
     pub unsafe fn free_on_unchecked(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
         if self.ring_hits {
-            return self.free_on_t::<true>(cpu, frame, true);
+            return self.free_on_lists::<true>(cpu, frame, true);
         }
-        self.free_on_t::<false>(cpu, frame, true)
+        self.free_on_lists::<false>(cpu, frame, true)
     }
 
     /// Free to the buddy lists directly (`free_one_page`).
