@@ -208,7 +208,33 @@ pub struct Allocator {
     #[cfg_attr(not(feature = "std"), allow(dead_code))] // read by the mmap-backed paths
     pub(crate) region_base_pfn: u64,
     #[cfg(feature = "std")]
-    pub(crate) ticker: std::sync::Mutex<Option<crate::ticker::TickerHandle>>,
+    pub(crate) ticker: std::sync::Mutex<Option<TickerHandle>>,
+}
+
+impl Allocator {
+    #[inline]
+    pub(crate) fn slot(&self, cpu: usize, zone: usize) -> &PcpSlot {
+        &self.pcps[cpu * self.zones.len() + zone]
+    }
+
+    /// [`Allocator::slot`] for a PCP hit, whose `cpu` and `zone` were checked against
+    /// `self.cpus` and `self.zones` (a CPU index from the caller, a zone from the CPU's
+    /// zonelist or the frame's PFN): without testing the index again.
+    #[inline(always)]
+    pub(crate) fn slot_hit(&self, cpu: usize, zone: usize) -> &PcpSlot {
+        debug_assert!(cpu < self.cpus.len() && zone < self.zones.len());
+        // SAFETY: the build made `pcps` `cpus.len() * zones.len()` slots, one per CPU and
+        // zone, and neither length changes afterwards (no lock guards them); with `cpu` and
+        // `zone` below them (the callers' contract, checked above in debug builds) the
+        // index is below `pcps.len()`.
+        unsafe { self.pcps.get_unchecked(cpu * self.zones.len() + zone) }
+    }
+
+    /// `pcp_allowed_order`.
+    #[inline]
+    pub(crate) fn pcp_allowed(&self, order: u8) -> bool {
+        self.cfg.pcp && (order <= 3 || (order == crate::frame::THP_ORDER && self.cfg.thp))
+    }
 }
 
 impl fmt::Debug for Allocator {
@@ -218,5 +244,28 @@ impl fmt::Debug for Allocator {
             .field("zones", &self.zones)
             .field("cpus", &self.cpus.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// A running background ticker (`ticker.rs`), kept here so that the allocator's state
+/// needs nothing of the ticker; stopped by [`Allocator::stop_ticker`] or when the
+/// allocator is dropped.
+#[cfg(feature = "std")]
+#[derive(Debug)]
+pub(crate) struct TickerHandle {
+    pub(crate) stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(feature = "std")]
+impl Drop for TickerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            if t.thread().id() != std::thread::current().id() {
+                t.thread().unpark();
+                let _ = t.join();
+            }
+        }
     }
 }

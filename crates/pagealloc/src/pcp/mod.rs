@@ -44,7 +44,6 @@ pub(crate) use hit::{pcp_free_types, pcp_free_types_allowed, Hit};
 pub(crate) use ring::Ring;
 pub(crate) use sizing::refill_overshoot;
 
-use crate::allocator::Allocator;
 use crate::frame::{MigrateType, THP_ORDER};
 use crate::memmap::List;
 use crate::stats::Stats;
@@ -294,31 +293,5 @@ pub(crate) fn order_of(pi: usize) -> u8 {
         (pi / 3) as u8
     } else {
         THP_ORDER
-    }
-}
-
-impl Allocator {
-    #[inline]
-    pub(crate) fn slot(&self, cpu: usize, zone: usize) -> &PcpSlot {
-        &self.pcps[cpu * self.zones.len() + zone]
-    }
-
-    /// [`Allocator::slot`] for a PCP hit, whose `cpu` and `zone` were checked against
-    /// `self.cpus` and `self.zones` (a CPU index from the caller, a zone from the CPU's
-    /// zonelist or the frame's PFN): without testing the index again.
-    #[inline(always)]
-    pub(crate) fn slot_hit(&self, cpu: usize, zone: usize) -> &PcpSlot {
-        debug_assert!(cpu < self.cpus.len() && zone < self.zones.len());
-        // SAFETY: the build made `pcps` `cpus.len() * zones.len()` slots, one per CPU and
-        // zone, and neither length changes afterwards (no lock guards them); with `cpu` and
-        // `zone` below them (the callers' contract, checked above in debug builds) the
-        // index is below `pcps.len()`.
-        unsafe { self.pcps.get_unchecked(cpu * self.zones.len() + zone) }
-    }
-
-    /// `pcp_allowed_order`.
-    #[inline]
-    pub(crate) fn pcp_allowed(&self, order: u8) -> bool {
-        self.cfg.pcp && (order <= 3 || (order == THP_ORDER && self.cfg.thp))
     }
 }
