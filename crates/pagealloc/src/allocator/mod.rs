@@ -18,7 +18,8 @@
 
 mod alloc;
 mod build;
-pub(crate) use build::try_boxed;
+pub(crate) use crate::build_error::try_boxed;
+pub use crate::build_error::BuildError;
 mod free;
 mod hotplug;
 mod inspect;
@@ -26,7 +27,7 @@ mod nolock;
 mod seed;
 pub use seed::{FreeListSeed, FreeListsSeeded, PagesetSeed, SeedError, SeedList};
 
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
 use crate::frame::FreeError;
 use crate::memmap::PageMeta;
 use crate::pcp::PcpSlot;
@@ -34,7 +35,6 @@ use crate::platform::Platform;
 use crate::stats::Stats;
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use crate::sync::SpinLock;
-use crate::topology::LayoutError;
 use crate::tune::Tune;
 use crate::zone::*;
 use ::alloc::boxed::Box;
@@ -70,56 +70,6 @@ pub(crate) struct CpuInfo {
     pub(crate) online: AtomicBool,
     /// Lock-free events (atomic adds).
     pub(crate) stats: Stats,
-}
-
-/// Why an allocator could not be built.
-#[derive(Debug)]
-pub enum BuildError {
-    /// The config is out of range.
-    Config(ConfigError),
-    /// The layout is inconsistent.
-    Layout(LayoutError),
-    /// A caller-supplied metadata buffer is too small (needed entries).
-    Metadata(usize),
-    /// Allocating the allocator's own structures failed (`try_reserve`).
-    OutOfMemory {
-        /// What was being allocated.
-        what: &'static str,
-        /// Bytes asked for.
-        bytes: usize,
-    },
-    /// Mapping memory failed.
-    #[cfg(feature = "std")]
-    Mmap(std::io::Error),
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::Config(e) => e.fmt(f),
-            BuildError::Layout(e) => e.fmt(f),
-            BuildError::Metadata(n) => write!(f, "metadata buffer too small: {n} entries needed"),
-            BuildError::OutOfMemory { what, bytes } => {
-                write!(f, "cannot allocate {bytes} bytes for the {what}")
-            }
-            #[cfg(feature = "std")]
-            BuildError::Mmap(e) => write!(f, "mmap failed: {e}"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for BuildError {}
-
-impl From<ConfigError> for BuildError {
-    fn from(e: ConfigError) -> Self {
-        BuildError::Config(e)
-    }
-}
-impl From<LayoutError> for BuildError {
-    fn from(e: LayoutError) -> Self {
-        BuildError::Layout(e)
-    }
 }
 
 /// A frame in a bulk free that was refused; the frames before it were freed, the ones
