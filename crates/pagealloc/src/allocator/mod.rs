@@ -141,7 +141,7 @@ pub struct Allocator {
     node_zones: Box<[Box<[usize]>]>,
     pub(crate) cpus: Box<[CpuInfo]>,
     pub(crate) pcps: Box<[PcpSlot]>,
-    /// `Config::pcp_buddy`: the owner of each pageblock (`pcp_buddy.rs`).
+    /// `Config::pcp_buddy`: the owner of each pageblock (`pcp_buddy/owners.rs`).
     pub(crate) pb_owners: crate::pcp_buddy::Owners,
     pub(crate) platform: Arc<dyn Platform>,
     /// `pcp_batch_high_lock`: serializes sizing updates.

@@ -71,7 +71,7 @@ pub(crate) struct Pcp {
     /// With [`Config::own_bitmap`](crate::Config::own_bitmap) the order-0 lists are these
     /// rings; otherwise these stay empty (and unallocated).
     pub(crate) rings: [Ring; NR_PCP_LISTS],
-    /// `Config::pcp_buddy`: the pageblocks this pageset owns (`pcp_buddy.rs`).
+    /// `Config::pcp_buddy`: the pageblocks this pageset owns (`pcp_buddy/owners.rs`).
     pub(crate) owned: crate::pcp_buddy::Owned,
 }
 
