@@ -19,11 +19,12 @@
 //! line through its cache model). Without the feature the sink is a zero-sized type whose
 //! `sink()` is a constant `None`: every report site compiles away, and the allocator is
 //! instruction for instruction the one without the seam (docs/performance.md, "The
-//! access seam"). With the feature, the PCP hits still have no report sites: installing a
-//! sink turns them off (`Hot::no_hits` in `pcp/mod.rs`), so a reported run's allocations take
-//! the zonelist walk and its frees the full path, which do the same work to the lists and
-//! report it; without a sink the hits are those of the build without the feature. The
-//! pageset refills and drains (`rmqueue_bulk`, `free_pcppages_bulk`) test for a sink once
+//! access seam"). With the feature, the PCP hits are generic over the seam too: the copy
+//! inlined into `alloc_on`/`free_on` is `Quiet`, the build without the feature's; installing
+//! a sink clears the order masks it tests (`Hot::report` in `pcp/mod.rs`), and the
+//! out-of-line paths it falls to run the same hits with `S` = `Reported` first, which report
+//! what they touch (the lines the zonelist walk and the full free path report for the same
+//! operation, in the same order). The pageset refills and drains (`rmqueue_bulk`, `free_pcppages_bulk`) test for a sink once
 //! per zone-lock trip (`seam!` in `zone/rec.rs`) and run one of two copies of the trip,
 //! by the type parameter `S: Seam` of `Rec`, `Buddy` and the paths between: with its
 //! report sites (`Reported`), or with none (`Quiet`), the code without the feature. The rest (the zonelist walk, and the zone trips of

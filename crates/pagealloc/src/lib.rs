@@ -114,6 +114,7 @@ extern crate std;
 pub mod access;
 mod allocator;
 mod buddy;
+mod build_error;
 mod cluster;
 pub mod config;
 pub mod frame;

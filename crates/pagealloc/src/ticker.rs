@@ -2,30 +2,10 @@
 //! calling [`Allocator::tick`] for every online CPU once per
 //! [`Config::tick_interval_ms`](crate::Config::tick_interval_ms).
 
-use crate::allocator::Allocator;
+use crate::allocator::{Allocator, TickerHandle};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// A running ticker; stopped by [`Allocator::stop_ticker`] or when the allocator is dropped.
-#[derive(Debug)]
-pub(crate) struct TickerHandle {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for TickerHandle {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            if t.thread().id() != std::thread::current().id() {
-                t.thread().unpark();
-                let _ = t.join();
-            }
-        }
-    }
-}
 
 impl Allocator {
     /// Start the background decay ticker (idempotent).

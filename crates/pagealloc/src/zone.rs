@@ -299,11 +299,11 @@ impl Zone {
         let nblocks = (end_pfn - pb_start).div_ceil(1 << PAGEBLOCK_ORDER) as usize;
         // Fallible: a layout of many zones and CPUs asks for more than the machine has,
         // which is an error for the caller, not an abort.
-        let pageblock = crate::allocator::try_boxed("pageblock types", nblocks, |_| {
+        let pageblock = crate::build_error::try_boxed("pageblock types", nblocks, |_| {
             AtomicU8::new(MigrateType::Movable as u8)
         })?;
         let cpu_stats =
-            crate::allocator::try_boxed("per-CPU zone statistics", ncpus, |_| Stats::default())?;
+            crate::build_error::try_boxed("per-CPU zone statistics", ncpus, |_| Stats::default())?;
         Ok(Zone {
             idx,
             node,
@@ -344,7 +344,7 @@ impl Zone {
     pub(crate) fn enable_own_bitmap(&mut self) -> Result<(), crate::BuildError> {
         let words = (self.end_pfn - self.start_pfn).div_ceil(64) as usize;
         self.own =
-            crate::allocator::try_boxed("order-0 ownership bits", words, |_| AtomicU64::new(0))?;
+            crate::build_error::try_boxed("order-0 ownership bits", words, |_| AtomicU64::new(0))?;
         Ok(())
     }
     /// Whether the zone keeps order-0 ownership in [`Zone::own`].

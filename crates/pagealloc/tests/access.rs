@@ -375,8 +375,8 @@ fn the_zonelist_cache_reports_its_reads_and_writes() {
     a.validate().unwrap();
 }
 
-/// A sink changes no result: with one installed, allocations and frees take the full
-/// paths instead of the PCP hits (which have no report sites), and those do the same
+/// A sink changes no result: with one installed, the PCP hits run out of line in their
+/// reported copy (`S` = `Reported`) instead of the inlined one, and do the same
 /// work — the same frames in the same order, the same counters — on linked lists and on
 /// order-0 rings, for order-0 and THP blocks, from two CPUs, through refills and drains.
 #[cfg(feature = "access")]

@@ -85,17 +85,18 @@ impl Allocator {
     ) -> Result<Frame, AllocError> {
         // Two copies of the hit, each inlined: one that serves linked lists only, and
         // one that also serves rings (`Config::own_bitmap`'s order-0 lists), picked
-        // by one test per call (`Allocator::ring_hits`).
+        // by one test per call (`Allocator::ring_hits`): the ring-aware copy alone
+        // would cost the linked lists' pair more than the test (`pcp/hit.rs`, top).
         if self.ring_hits {
-            return self.alloc_on_t::<true>(cpu, order, gfp, node);
+            return self.alloc_on_lists::<true>(cpu, order, gfp, node);
         }
-        self.alloc_on_t::<false>(cpu, order, gfp, node)
+        self.alloc_on_lists::<false>(cpu, order, gfp, node)
     }
 
-    /// [`Allocator::alloc_on`] with the hit of linked lists (`RINGS` false) or of rings
-    /// and linked lists.
+    /// [`Allocator::alloc_on`] with the hit for the pageset's list forms: linked lists
+    /// only (`RINGS` false), or rings and linked lists.
     #[inline(always)]
-    fn alloc_on_t<const RINGS: bool>(
+    fn alloc_on_lists<const RINGS: bool>(
         &self,
         cpu: usize,
         order: u8,
@@ -106,7 +107,7 @@ impl Allocator {
         // another node's when its own node has no memory); a constant `gfp` folds the
         // test away.
         if node.is_none() && !gfp.contains(Gfp::THISNODE) {
-            if let Some(pfn) = self.alloc_hit::<RINGS>(cpu, order, gfp) {
+            if let Some(pfn) = self.alloc_hit::<RINGS, Quiet>(cpu, order, gfp) {
                 let f = Frame::new(Pfn(pfn), order);
                 self.check_poison_on_alloc(cpu, f);
                 return Ok(f);
@@ -149,7 +150,9 @@ impl Allocator {
         }
     }
 
-    /// [`Allocator::alloc_on`] past the PCP hit: the zonelist walk, then the slow path.
+    /// [`Allocator::alloc_on`] past the inlined PCP hit: with an access sink installed the
+    /// hit reported (the inlined copy serves no order then, [`crate::pcp`]'s `Hot::report`),
+    /// else the zonelist walk, then the slow path.
     #[inline(never)]
     fn alloc_walk(
         &self,
@@ -158,6 +161,14 @@ impl Allocator {
         gfp: Gfp,
         node: Option<usize>,
     ) -> Result<Frame, AllocError> {
+        #[cfg(feature = "access")]
+        if node.is_none() && !gfp.contains(Gfp::THISNODE) {
+            // The copy that serves rings and linked lists: with linked lists only, its
+            // ring test finds no ring order.
+            if let Some(pfn) = self.alloc_hit::<true, Reported>(cpu, order, gfp) {
+                return Ok(Frame::new(Pfn(pfn), order));
+            }
+        }
         if order > MAX_ORDER {
             return Err(AllocError::InvalidOrder(order));
         }
@@ -364,15 +375,15 @@ impl Allocator {
     /// [`crate::access`]); the simulator charges them through its cache model. Only with
     /// the `access` feature: without it the seam is compiled out. With it and no sink
     /// installed, the PCP hits run as without it, and every other path tests for a sink
-    /// once per operation or zone-lock trip. With a sink, allocations and frees take the
-    /// full paths (the same work, reported).
+    /// once per operation or zone-lock trip. With a sink, the PCP hits run out of line,
+    /// reported (the same code, `S` = `Reported`: the same work, the same decisions).
     #[cfg(feature = "access")]
     pub fn set_access_sink(&mut self, sink: Arc<dyn crate::access::AccessSink>) {
         for z in self.zones.iter_mut() {
             z.trace = crate::access::Tracer::new(sink.clone());
         }
         for s in self.pcps.iter_mut() {
-            s.hot.no_hits();
+            s.hot.report();
         }
     }
 

@@ -1,6 +1,6 @@
 //! Construction: `Allocator::new` and friends, the build itself, the watermarks.
 
-use super::{Allocator, BuildError, CpuInfo, MetaStore};
+use super::{try_boxed, Allocator, BuildError, CpuInfo, MetaStore};
 use crate::buddy::Buddy;
 use crate::config::{Config, ConfigError};
 use crate::frame::{MigrateType, MAX_ORDER};
@@ -16,23 +16,6 @@ use crate::zone::*;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-
-/// `n` values made by `f(i)` in a boxed slice, or [`BuildError::OutOfMemory`] when the
-/// memory for them cannot be had (instead of aborting the process).
-pub(crate) fn try_boxed<T>(
-    what: &'static str,
-    n: usize,
-    f: impl FnMut(usize) -> T,
-) -> Result<Box<[T]>, BuildError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| BuildError::OutOfMemory {
-            what,
-            bytes: n.saturating_mul(core::mem::size_of::<T>()),
-        })?;
-    v.extend((0..n).map(f));
-    Ok(v.into_boxed_slice())
-}
 
 /// `n` fresh metadata entries ([`PageMeta::new`]) from zeroed memory: a fresh entry is
 /// all zero bytes, and `alloc_zeroed` of a large block is a fresh mapping that the OS

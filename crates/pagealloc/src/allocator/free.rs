@@ -163,21 +163,22 @@ impl Allocator {
     pub fn free_on(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
         // Two inlined copies of the hit, picked by one test per call: as in `alloc_on`.
         if self.ring_hits {
-            return self.free_on_t::<true>(cpu, frame, false);
+            return self.free_on_lists::<true>(cpu, frame, false);
         }
-        self.free_on_t::<false>(cpu, frame, false)
+        self.free_on_lists::<false>(cpu, frame, false)
     }
 
     /// [`Allocator::free_on`] (`trusted` false) or [`Allocator::free_on_unchecked`]
-    /// with the hit of linked lists (`RINGS` false) or of rings and linked lists.
+    /// with the hit for the pageset's list forms: linked lists only (`RINGS` false), or
+    /// rings and linked lists.
     #[inline(always)]
-    fn free_on_t<const RINGS: bool>(
+    fn free_on_lists<const RINGS: bool>(
         &self,
         cpu: usize,
         frame: Frame,
         trusted: bool,
     ) -> Result<(), FreeError> {
-        match self.free_hit::<RINGS>(cpu, frame, trusted) {
+        match self.free_hit::<RINGS, Quiet>(cpu, frame, trusted) {
             Hit::Done => Ok(()),
             Hit::Miss => self.free_on_slow(cpu, frame, trusted),
             Hit::Refused(state) if !trusted => Err(refused(frame, state)),
@@ -186,10 +187,19 @@ impl Allocator {
         }
     }
 
-    /// [`Allocator::free_on`] past the PCP hit: the checks with their errors, then
-    /// `free_unref_page` (which may find the pageset busy or the block for the zone).
+    /// [`Allocator::free_on`] past the inlined PCP hit: with an access sink installed the
+    /// hit reported (the inlined copy serves no order then, [`crate::pcp`]'s `Hot::report`);
+    /// else the checks with their errors, then `free_unref_page` (which may find the
+    /// pageset busy or the block for the zone).
     #[inline(never)]
     fn free_on_slow(&self, cpu: usize, frame: Frame, trusted: bool) -> Result<(), FreeError> {
+        #[cfg(feature = "access")]
+        match self.free_hit::<true, Reported>(cpu, frame, trusted) {
+            Hit::Done => return Ok(()),
+            Hit::Refused(state) if !trusted => return Err(refused(frame, state)),
+            Hit::WrongOrder(allocated) if !trusted => return Err(wrong_order(frame, allocated)),
+            _ => {}
+        }
         if cpu >= self.cpus.len() {
             return Err(FreeError::InvalidCpu(cpu));
         }
@@ -212,9 +222,9 @@ impl Allocator {
     #[inline(always)]
     pub unsafe fn free_on_unchecked(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
         if self.ring_hits {
-            return self.free_on_t::<true>(cpu, frame, true);
+            return self.free_on_lists::<true>(cpu, frame, true);
         }
-        self.free_on_t::<false>(cpu, frame, true)
+        self.free_on_lists::<false>(cpu, frame, true)
     }
 
     /// Free to the buddy lists directly (`free_one_page`).

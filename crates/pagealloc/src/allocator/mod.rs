@@ -18,7 +18,8 @@
 
 mod alloc;
 mod build;
-pub(crate) use build::try_boxed;
+pub(crate) use crate::build_error::try_boxed;
+pub use crate::build_error::BuildError;
 mod free;
 mod hotplug;
 mod inspect;
@@ -26,7 +27,7 @@ mod nolock;
 mod seed;
 pub use seed::{FreeListSeed, FreeListsSeeded, PagesetSeed, SeedError, SeedList};
 
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
 use crate::frame::FreeError;
 use crate::memmap::PageMeta;
 use crate::pcp::PcpSlot;
@@ -34,7 +35,6 @@ use crate::platform::Platform;
 use crate::stats::Stats;
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use crate::sync::SpinLock;
-use crate::topology::LayoutError;
 use crate::tune::Tune;
 use crate::zone::*;
 use ::alloc::boxed::Box;
@@ -70,56 +70,6 @@ pub(crate) struct CpuInfo {
     pub(crate) online: AtomicBool,
     /// Lock-free events (atomic adds).
     pub(crate) stats: Stats,
-}
-
-/// Why an allocator could not be built.
-#[derive(Debug)]
-pub enum BuildError {
-    /// The config is out of range.
-    Config(ConfigError),
-    /// The layout is inconsistent.
-    Layout(LayoutError),
-    /// A caller-supplied metadata buffer is too small (needed entries).
-    Metadata(usize),
-    /// Allocating the allocator's own structures failed (`try_reserve`).
-    OutOfMemory {
-        /// What was being allocated.
-        what: &'static str,
-        /// Bytes asked for.
-        bytes: usize,
-    },
-    /// Mapping memory failed.
-    #[cfg(feature = "std")]
-    Mmap(std::io::Error),
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::Config(e) => e.fmt(f),
-            BuildError::Layout(e) => e.fmt(f),
-            BuildError::Metadata(n) => write!(f, "metadata buffer too small: {n} entries needed"),
-            BuildError::OutOfMemory { what, bytes } => {
-                write!(f, "cannot allocate {bytes} bytes for the {what}")
-            }
-            #[cfg(feature = "std")]
-            BuildError::Mmap(e) => write!(f, "mmap failed: {e}"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for BuildError {}
-
-impl From<ConfigError> for BuildError {
-    fn from(e: ConfigError) -> Self {
-        BuildError::Config(e)
-    }
-}
-impl From<LayoutError> for BuildError {
-    fn from(e: LayoutError) -> Self {
-        BuildError::Layout(e)
-    }
 }
 
 /// A frame in a bulk free that was refused; the frames before it were freed, the ones
@@ -191,7 +141,7 @@ pub struct Allocator {
     node_zones: Box<[Box<[usize]>]>,
     pub(crate) cpus: Box<[CpuInfo]>,
     pub(crate) pcps: Box<[PcpSlot]>,
-    /// `Config::pcp_buddy`: the owner of each pageblock (`pcp_buddy.rs`).
+    /// `Config::pcp_buddy`: the owner of each pageblock (`pcp_buddy/owners.rs`).
     pub(crate) pb_owners: crate::pcp_buddy::Owners,
     pub(crate) platform: Arc<dyn Platform>,
     /// `pcp_batch_high_lock`: serializes sizing updates.
@@ -208,7 +158,33 @@ pub struct Allocator {
     #[cfg_attr(not(feature = "std"), allow(dead_code))] // read by the mmap-backed paths
     pub(crate) region_base_pfn: u64,
     #[cfg(feature = "std")]
-    pub(crate) ticker: std::sync::Mutex<Option<crate::ticker::TickerHandle>>,
+    pub(crate) ticker: std::sync::Mutex<Option<TickerHandle>>,
+}
+
+impl Allocator {
+    #[inline]
+    pub(crate) fn slot(&self, cpu: usize, zone: usize) -> &PcpSlot {
+        &self.pcps[cpu * self.zones.len() + zone]
+    }
+
+    /// [`Allocator::slot`] for a PCP hit, whose `cpu` and `zone` were checked against
+    /// `self.cpus` and `self.zones` (a CPU index from the caller, a zone from the CPU's
+    /// zonelist or the frame's PFN): without testing the index again.
+    #[inline(always)]
+    pub(crate) fn slot_hit(&self, cpu: usize, zone: usize) -> &PcpSlot {
+        debug_assert!(cpu < self.cpus.len() && zone < self.zones.len());
+        // SAFETY: the build made `pcps` `cpus.len() * zones.len()` slots, one per CPU and
+        // zone, and neither length changes afterwards (no lock guards them); with `cpu` and
+        // `zone` below them (the callers' contract, checked above in debug builds) the
+        // index is below `pcps.len()`.
+        unsafe { self.pcps.get_unchecked(cpu * self.zones.len() + zone) }
+    }
+
+    /// `pcp_allowed_order`.
+    #[inline]
+    pub(crate) fn pcp_allowed(&self, order: u8) -> bool {
+        self.cfg.pcp && (order <= 3 || (order == crate::frame::THP_ORDER && self.cfg.thp))
+    }
 }
 
 impl fmt::Debug for Allocator {
@@ -218,5 +194,28 @@ impl fmt::Debug for Allocator {
             .field("zones", &self.zones)
             .field("cpus", &self.cpus.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// A running background ticker (`ticker.rs`), kept here so that the allocator's state
+/// needs nothing of the ticker; stopped by [`Allocator::stop_ticker`] or when the
+/// allocator is dropped.
+#[cfg(feature = "std")]
+#[derive(Debug)]
+pub(crate) struct TickerHandle {
+    pub(crate) stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(feature = "std")]
+impl Drop for TickerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            if t.thread().id() != std::thread::current().id() {
+                t.thread().unpark();
+                let _ = t.join();
+            }
+        }
     }
 }

@@ -16,11 +16,16 @@
 //! (`Allocator::ring_hits`): one for linked lists, one that also serves rings
 //! (`own_bitmap`'s order-0 rings). The default pair pays 9 instructions for
 //! that test (248 without it), which do not show in time; the rings' hits out of line
-//! cost 405 for `fast`. The hits have no report sites of the `access` seam (a sink turns
-//! them off, `Hot::no_hits`), so the feature costs them nothing (270 when each hit tested
-//! for a sink). The order-9 allocation runs `__zone_watermark_ok` in full, whose
-//! free-area scan is one load of the zone's occupancy word ([`Zone::watermark_fast`]; 303
-//! when it read a byte per order).
+//! cost 405 for `fast`; the ring-aware copy alone, for every config, 262 / 261 unchecked
+//! / 272 order 9 (its ring-order test on every hit), `fast` 284.
+//!
+//! The hits are generic over the `access` seam (`S: Seam`): the inlined copy is
+//! [`Quiet`], whose report sites compile away, so the feature costs it nothing (270 when
+//! each hit tested for a sink); with a sink installed its order masks are clear
+//! ([`Hot::report`](super::Hot::report)) and the out-of-line paths run the [`Reported`]
+//! copy instead, before the walk or the full free path. The order-9
+//! allocation runs `__zone_watermark_ok` in full, whose free-area scan is one load of the
+//! zone's occupancy word ([`Zone::watermark_fast`]; 303 when it read a byte per order).
 //!
 //! Time: 18.2–19.0 ns per checked pair on a quiet host (a 2-core AMD EPYC (Zen 3) VM).
 //! Absolute figures move 2–3× with the load; the ratio much less. `alloc_on`, `free_on`
@@ -68,7 +73,7 @@
 
 use super::ring::RingRec;
 use super::{pindex, Pageset, Pcp, PcpList, PcpSlot};
-use crate::access::PCP_HEADER;
+use crate::access::{emit_zone_check, PCP_HEADER};
 use crate::allocator::Allocator;
 use crate::frame::{Frame, Gfp, MigrateType, NR_PCPTYPES};
 use crate::memmap::State;
@@ -95,8 +100,15 @@ impl Allocator {
     /// `rmqueue_pcplist`'s pop. Returns `None`, having changed nothing, whenever any other
     /// step would run (a busy or empty list, a failed watermark test, an order or zone the
     /// lists do not serve); the caller then takes the full walk, which repeats the tests.
+    ///
+    /// `S` is the access seam's form: [`Quiet`], the copy inlined into `alloc_on`, which
+    /// serves no order while a sink is installed ([`Hot::report`](super::Hot::report));
+    /// [`Reported`], the copy the walk tries first (out of line), which serves nothing
+    /// unless a sink is installed and then reports what the walk would have reported for
+    /// the same allocation: the pop's lines, then the zonelist entry and the zone lines
+    /// of the watermark test.
     #[inline(always)]
-    pub(crate) fn alloc_hit<const RINGS: bool>(
+    pub(crate) fn alloc_hit<const RINGS: bool, S: Seam>(
         &self,
         cpu: usize,
         order: u8,
@@ -104,23 +116,24 @@ impl Allocator {
     ) -> Option<u64> {
         let zi = self.cpus.get(cpu)?.home_zone;
         let zone = self.zones.get(zi)?;
-        let slot = self.slot_hit(cpu, zi);
-        let h = &slot.hot;
-        if RINGS && h.hit_allows::<true>(order) {
-            return self.alloc_hit_rest::<true>(cpu, zone, slot, order, gfp);
-        }
-        // With a sink installed no order is allowed here ([`Hot::no_hits`]): a reported
-        // run takes the walk, which reports what it reads.
-        if !h.hit_allows::<false>(order) {
+        if S::SINK && !zone.trace.on() {
             return None;
         }
-        self.alloc_hit_rest::<false>(cpu, zone, slot, order, gfp)
+        let slot = self.slot_hit(cpu, zi);
+        let h = &slot.hot;
+        if RINGS && h.hit_allows::<true, S>(order) {
+            return self.alloc_hit_rest::<true, S>(cpu, zone, slot, order, gfp);
+        }
+        if !h.hit_allows::<false, S>(order) {
+            return None;
+        }
+        self.alloc_hit_rest::<false, S>(cpu, zone, slot, order, gfp)
     }
 
     /// The rest of [`Allocator::alloc_hit`] once the order is known to be cached, on
     /// linked lists (`RING` false) or rings.
     #[inline(always)]
-    fn alloc_hit_rest<const RING: bool>(
+    fn alloc_hit_rest<const RING: bool, S: Seam>(
         &self,
         cpu: usize,
         zone: &Zone,
@@ -154,11 +167,19 @@ impl Allocator {
         }
         tune::on_alloc(&mut pcp.st, &self.tune);
         pcp.active = true;
-        self.pop_hit::<RING, Quiet>(
+        let pfn = self.pop_hit::<RING, S>(
             Pageset { cpu, zone, slot },
             &mut pcp,
             PcpList { order, mt, pi },
-        )
+        )?;
+        if S::SINK {
+            // The walk's report of its first zone, after the zone's own accesses:
+            // position 0 of the CPU's node's zonelist (whose first zone is `zone`).
+            if let Some(s) = zone.trace.sink() {
+                emit_zone_check(s, self.cpus[cpu].node, 0, zone.idx);
+            }
+        }
+        Some(pfn)
     }
 
     /// The pop of `__rmqueue_pcplist` from a list known not to be empty (`None` only if
@@ -223,8 +244,12 @@ impl Allocator {
     /// nothing to wait for. Its strength is unchanged: it is the same compare-and-swap
     /// on the frame's state, `Allocated -> Freeing`, and only after it succeeded and the
     /// order matched does the frame become `Pcp`.
+    ///
+    /// `S` as for [`Allocator::alloc_hit`]: the [`Reported`] copy, which `free_on_slow`
+    /// tries first, serves nothing unless a sink is installed, and then reports what the
+    /// full path would have reported (`free_unref_page_commit`'s lines).
     #[inline(always)]
-    pub(crate) fn free_hit<const RINGS: bool>(
+    pub(crate) fn free_hit<const RINGS: bool, S: Seam>(
         &self,
         cpu: usize,
         frame: Frame,
@@ -238,6 +263,9 @@ impl Allocator {
             return Hit::Miss;
         }
         let z = &self.zones[zi];
+        if S::SINK && !z.trace.on() {
+            return Hit::Miss;
+        }
         let i = z.meta_index(pfn);
         // Not `slot_hit`: without the bounds test here the lab's bulk order-9 put took 27
         // instead of 22 ns, with 2 instructions fewer (docs/performance.md, "The 2-thread
@@ -245,8 +273,8 @@ impl Allocator {
         let slot = self.slot(cpu, zi);
         // `allows` bounds the order (no bit above MAX_ORDER); poisoning writes the block,
         // which the full path does before taking the lock.
-        if RINGS && slot.hot.hit_allows::<true>(order) && !slot.hot.poison {
-            return self.free_hit_rest::<true>(
+        if RINGS && slot.hot.hit_allows::<true, S>(order) && !slot.hot.poison {
+            return self.free_hit_rest::<true, S>(
                 Pageset { cpu, zone: z, slot },
                 pfn,
                 i,
@@ -254,16 +282,16 @@ impl Allocator {
                 trusted,
             );
         }
-        if !slot.hot.hit_allows::<false>(order) || slot.hot.poison {
+        if !slot.hot.hit_allows::<false, S>(order) || slot.hot.poison {
             return Hit::Miss;
         }
-        self.free_hit_rest::<false>(Pageset { cpu, zone: z, slot }, pfn, i, order, trusted)
+        self.free_hit_rest::<false, S>(Pageset { cpu, zone: z, slot }, pfn, i, order, trusted)
     }
 
     /// The rest of [`Allocator::free_hit`] once the order is known to be cached, on linked
     /// lists (`RING` false) or rings; `i` is `z.meta_index(pfn)`.
     #[inline(always)]
-    fn free_hit_rest<const RING: bool>(
+    fn free_hit_rest<const RING: bool, S: Seam>(
         &self,
         ps: Pageset<'_>,
         pfn: u64,
@@ -306,8 +334,7 @@ impl Allocator {
                 return Hit::WrongOrder(allocated);
             }
         }
-        // No sink is installed: with one, no order takes the hit (`Hot::no_hits`).
-        self.commit_free::<RING, Quiet>(ps, &mut pcp, i, order, mt, pb_mt);
+        self.commit_free::<RING, S>(ps, &mut pcp, i, order, mt, pb_mt);
         Hit::Done
     }
 

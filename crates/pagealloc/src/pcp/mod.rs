@@ -44,13 +44,12 @@ pub(crate) use hit::{pcp_free_types, pcp_free_types_allowed, Hit};
 pub(crate) use ring::Ring;
 pub(crate) use sizing::refill_overshoot;
 
-use crate::allocator::Allocator;
 use crate::frame::{MigrateType, THP_ORDER};
 use crate::memmap::List;
 use crate::stats::Stats;
 use crate::sync::SpinLock;
 use crate::tune::PcpState;
-use crate::zone::Zone;
+use crate::zone::{Seam, Zone};
 
 /// Lists per pageset: 3 types × orders 0..=3, plus the THP lists (`NR_PCP_LISTS`).
 pub const NR_PCP_LISTS: usize = 14;
@@ -72,7 +71,7 @@ pub(crate) struct Pcp {
     /// With [`Config::own_bitmap`](crate::Config::own_bitmap) the order-0 lists are these
     /// rings; otherwise these stay empty (and unallocated).
     pub(crate) rings: [Ring; NR_PCP_LISTS],
-    /// `Config::pcp_buddy`: the pageblocks this pageset owns (`pcp_buddy.rs`).
+    /// `Config::pcp_buddy`: the pageblocks this pageset owns (`pcp_buddy/owners.rs`).
     pub(crate) owned: crate::pcp_buddy::Owned,
 }
 
@@ -119,9 +118,10 @@ impl Pcp {
 /// the hit reads one cache line of switches and no config.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Hot {
-    /// Bit `k`: the hit serves blocks of order `k` on linked lists (`pcp_allowed_order`);
-    /// without the orders whose lists are rings (served by the ring-aware copy of the hit,
-    /// `Allocator::ring_hits`), and 0 while an access sink is installed ([`Hot::no_hits`]).
+    /// Bit `k`: the inlined hit serves blocks of order `k` on linked lists
+    /// (`pcp_allowed_order`); without the orders whose lists are rings (served by the
+    /// ring-aware copy of the hit, `Allocator::ring_hits`), and 0 while an access sink is
+    /// installed: the hits then run reported, out of line ([`Hot::report`]).
     pub(crate) orders: u16,
     /// `Config::thp_pcp_lists`.
     pub(crate) thp_lists: u8,
@@ -136,9 +136,12 @@ pub(crate) struct Hot {
     /// `Config::poison` (memory-backed allocators): frees write the block first.
     pub(crate) poison: bool,
     /// The orders whose lists are [`Pcp::rings`] (order 0 with
-    /// [`Config::own_bitmap`](crate::Config::own_bitmap)); 0 with linked lists, and 0
-    /// while an access sink is installed.
+    /// [`Config::own_bitmap`](crate::Config::own_bitmap)), for the inlined hit; 0 with
+    /// linked lists, and 0 while an access sink is installed.
     pub(crate) ring_orders: u16,
+    /// `[orders, ring_orders]` as built: what the reported hits
+    /// ([`Seam`](crate::zone::Seam) `Reported`) serve while a sink is installed.
+    reported: [u16; 2],
     /// Bit `k`: blocks of order `k` are cached (`pcp_allowed_order`), on either kind of
     /// list: what the full paths test.
     pub(crate) cached: u16,
@@ -155,16 +158,19 @@ impl Hot {
                 orders |= 1 << k;
             }
         }
+        let cached_orders = orders;
         let (orders, ring_orders) = if cfg.own_bitmap {
             // `Config::own_bitmap`: the order-0 lists are rings, the others linked.
             (orders & !1, orders & 1)
         } else {
             (orders, 0)
         };
+        let orders = crate::pcp_buddy::hit_orders(cfg, orders);
         Hot {
-            orders: crate::pcp_buddy::hit_orders(cfg, orders),
+            orders,
             ring_orders,
-            cached: orders | ring_orders,
+            reported: [orders, ring_orders],
+            cached: cached_orders,
             rings0: cfg.own_bitmap,
             thp_lists: cfg.thp_pcp_lists as u8,
             mt_cache: cfg.pcp_migratetype_cache,
@@ -181,21 +187,29 @@ impl Hot {
         order < 16 && self.cached & (1 << order) != 0
     }
 
-    /// With an access sink installed: no order takes the hit, so every allocation takes
-    /// the zonelist walk and every free the full path, whose report sites are compiled
-    /// in — and the hits, which have none, cost nothing for the seam when no sink is
-    /// installed (docs/performance.md, "The access seam"). Both paths do the same work
-    /// to the lists; the hit only skips tests the full path repeats.
+    /// With an access sink installed: the inlined hits, whose report sites are compiled
+    /// away ([`Quiet`](crate::zone::Quiet)), serve no order; the allocation's and the
+    /// free's out-of-line paths run the same hits reported instead (`Allocator::alloc_walk`
+    /// and `free_on_slow` first try `alloc_hit`/`free_hit` with `S` = `Reported`, which
+    /// read [`Hot::reported`]). So the hits cost nothing for the seam when no sink is
+    /// installed (docs/performance.md, "The access seam"), and a reported run still runs
+    /// them, reporting what they touch.
     #[cfg(feature = "access")]
-    pub(crate) fn no_hits(&mut self) {
+    pub(crate) fn report(&mut self) {
         self.orders = 0;
         self.ring_orders = 0;
     }
 
-    /// `pcp_allowed_order` for the hit of linked lists (`RING` false) or of rings.
+    /// `pcp_allowed_order` for the hit of linked lists (`RING` false) or of rings, inlined
+    /// ([`Quiet`](crate::zone::Quiet)) or reported.
     #[inline(always)]
-    pub(crate) fn hit_allows<const RING: bool>(&self, order: u8) -> bool {
-        let bits = if RING { self.ring_orders } else { self.orders };
+    pub(crate) fn hit_allows<const RING: bool, S: Seam>(&self, order: u8) -> bool {
+        let bits = match (RING, S::SINK) {
+            (false, false) => self.orders,
+            (true, false) => self.ring_orders,
+            (false, true) => self.reported[0],
+            (true, true) => self.reported[1],
+        };
         order < 16 && bits & (1 << order) != 0
     }
 
@@ -279,31 +293,5 @@ pub(crate) fn order_of(pi: usize) -> u8 {
         (pi / 3) as u8
     } else {
         THP_ORDER
-    }
-}
-
-impl Allocator {
-    #[inline]
-    pub(crate) fn slot(&self, cpu: usize, zone: usize) -> &PcpSlot {
-        &self.pcps[cpu * self.zones.len() + zone]
-    }
-
-    /// [`Allocator::slot`] for a PCP hit, whose `cpu` and `zone` were checked against
-    /// `self.cpus` and `self.zones` (a CPU index from the caller, a zone from the CPU's
-    /// zonelist or the frame's PFN): without testing the index again.
-    #[inline(always)]
-    pub(crate) fn slot_hit(&self, cpu: usize, zone: usize) -> &PcpSlot {
-        debug_assert!(cpu < self.cpus.len() && zone < self.zones.len());
-        // SAFETY: the build made `pcps` `cpus.len() * zones.len()` slots, one per CPU and
-        // zone, and neither length changes afterwards (no lock guards them); with `cpu` and
-        // `zone` below them (the callers' contract, checked above in debug builds) the
-        // index is below `pcps.len()`.
-        unsafe { self.pcps.get_unchecked(cpu * self.zones.len() + zone) }
-    }
-
-    /// `pcp_allowed_order`.
-    #[inline]
-    pub(crate) fn pcp_allowed(&self, order: u8) -> bool {
-        self.cfg.pcp && (order <= 3 || (order == THP_ORDER && self.cfg.thp))
     }
 }

@@ -47,19 +47,20 @@
 //! hold it as a stale entry, which they drop), `c` is online, and a CPU owns at most
 //! [`MAX_OWNED`] pageblocks of a zone.
 
+mod owners;
+
 use crate::access::PCP_HEADER;
 use crate::allocator::Allocator;
 use crate::buddy::Buddy;
 use crate::frame::{MigrateType, PAGEBLOCK_ORDER};
 use crate::memmap::State;
 use crate::pcp::{pindex, Pcp, PcpSlot, NR_PCP_LISTS};
-use crate::sync::atomic::{AtomicU16, Ordering::Relaxed};
+use crate::sync::atomic::Ordering::Relaxed;
 use crate::zone::{seam, Rec, Reported, Seam, Zone};
-use alloc::boxed::Box;
 use alloc::vec::Vec;
+pub(crate) use owners::{check_config, hit_orders, Owned, Owners};
+use owners::{pb_index, pb_start, OwnedBlock};
 
-/// The tag of a pageblock no CPU owns.
-const NO_OWNER: u16 = u16::MAX;
 /// Pageblocks one CPU may own in one zone. The RFC states no limit; ours keeps a
 /// CPU from taking a zone's free pageblocks for itself (each CPU's claims stay within
 /// 4 × 2 MiB) and bounds phase 0's walk. A choice (docs/mechanisms.md A.15).
@@ -70,80 +71,6 @@ pub(crate) const MAX_OWNED: usize = 4;
 const PCP_TOP: u8 = 3;
 const PB_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 
-/// The owner tags of every zone's pageblocks (`u16::MAX`: none); empty without
-/// `Config::pcp_buddy`.
-#[derive(Debug, Default)]
-pub(crate) struct Owners(Box<[Box<[AtomicU16]>]>);
-
-impl Owners {
-    /// Tags for `zones`, all unowned; no memory unless `on`.
-    pub(crate) fn new(zones: &[Zone], on: bool) -> Owners {
-        if !on {
-            return Owners::default();
-        }
-        Owners(
-            zones
-                .iter()
-                .map(|z| {
-                    let n = pb_index(z, z.end_pfn - 1) + 1;
-                    (0..n).map(|_| AtomicU16::new(NO_OWNER)).collect()
-                })
-                .collect(),
-        )
-    }
-
-    /// The CPU owning the pageblock of `pfn` in `z`, if any.
-    #[inline]
-    pub(crate) fn of(&self, z: &Zone, pfn: u64) -> Option<usize> {
-        let t = self.0.get(z.idx)?.get(pb_index(z, pfn))?.load(Relaxed);
-        (t != NO_OWNER).then_some(t as usize)
-    }
-
-    /// The owner of pageblock `pb` of `z`.
-    fn get(&self, z: &Zone, pb: u32) -> Option<usize> {
-        let t = self.0[z.idx][pb as usize].load(Relaxed);
-        (t != NO_OWNER).then_some(t as usize)
-    }
-
-    fn set(&self, z: &Zone, pb: u32, cpu: Option<usize>) {
-        let t = cpu.map_or(NO_OWNER, |c| c as u16);
-        self.0[z.idx][pb as usize].store(t, Relaxed);
-    }
-
-    /// Every tag of zone `zi`, by pageblock index.
-    pub(crate) fn zone_tags(&self, zi: usize) -> impl Iterator<Item = (u32, Option<usize>)> + '_ {
-        self.0.get(zi).into_iter().flat_map(|t| {
-            t.iter().enumerate().map(|(i, a)| {
-                let v = a.load(Relaxed);
-                (i as u32, (v != NO_OWNER).then_some(v as usize))
-            })
-        })
-    }
-}
-
-/// One pageblock a pageset owns.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct OwnedBlock {
-    /// Pageblock index in the zone.
-    pub(crate) pb: u32,
-    /// A drain returned pages of it to the zone since phase 0 last looked.
-    in_zone: bool,
-}
-
-/// The pageblocks a pageset owns (`Pcp::owned`), at most [`MAX_OWNED`].
-pub(crate) type Owned = Vec<OwnedBlock>;
-
-/// Index of the pageblock of `pfn` within zone `z`.
-#[inline]
-fn pb_index(z: &Zone, pfn: u64) -> usize {
-    ((pfn >> PAGEBLOCK_ORDER) - (z.start_pfn >> PAGEBLOCK_ORDER)) as usize
-}
-
-/// First PFN of pageblock `pb` of `z` (may lie below the zone's start).
-fn pb_start(z: &Zone, pb: u32) -> u64 {
-    ((z.start_pfn >> PAGEBLOCK_ORDER) + pb as u64) << PAGEBLOCK_ORDER
-}
-
 /// [`Pcp::within_bounds`] with room for the pageblocks a pageset may claim: a claim
 /// puts a whole pageblock on the pageset, whatever its `high`, and up to [`MAX_OWNED`]
 /// claims can follow one another before a free drains.
@@ -153,26 +80,6 @@ pub(crate) fn within_bounds(p: &Pcp) -> bool {
     let claims = (MAX_OWNED as u64 * PB_PAGES) as i64;
     let top = hi as i64 + crate::pcp::refill_overshoot(st.batch) as i64 + claims;
     lo <= st.high && st.high as i64 <= top && st.count as i64 <= top
-}
-
-/// The hit orders of a pageset: none with `pcp_buddy`, whose frees must route to the
-/// owner (the full path's [`Allocator::pcp_buddy_free`]); the hits stay as they are
-/// for every other config.
-pub(crate) fn hit_orders(cfg: &crate::Config, orders: u16) -> u16 {
-    if cfg.pcp_buddy {
-        0
-    } else {
-        orders
-    }
-}
-
-/// `pcp_buddy` works on linked pagesets with merging drains: refused beside the
-/// mechanisms that change what a pageset list or a drain is.
-pub(crate) fn check_config(cfg: &crate::Config) -> Result<(), &'static str> {
-    if cfg.pcp_buddy && (cfg.own_bitmap || cfg.clustered_refill) {
-        return Err("cannot be combined with own_bitmap or clustered_refill");
-    }
-    Ok(())
 }
 
 /// A block taken for the pageset: head PFN, order, owned (phases 0 and 1).
