@@ -16,7 +16,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use pagealloc::{Allocator, Frame, FreeListSeed, MigrateType, Pfn, SeedError, MAX_ORDER};
+use pagealloc::{
+    Allocator, Frame, FreeListSeed, MigrateType, Pfn, SeedError, MAX_ORDER, PAGEBLOCK_ORDER,
+};
 
 use super::pagetype::ZoneFree;
 
@@ -183,23 +185,32 @@ pub fn place_held(
                 .clamp(first, end)
                 & !(size - 1);
             let search = |same_type: bool| {
+                // The next place to try after `p`: a pageblock of another type is
+                // skipped whole.
+                let step = |p: u64| {
+                    if same_type && a.pageblock_type(Pfn(p)) != Some(typ) {
+                        (((p >> PAGEBLOCK_ORDER) + 1) << PAGEBLOCK_ORDER).div_ceil(size) * size
+                    } else {
+                        p + size
+                    }
+                };
                 let ok = |p: u64| {
-                    is_free(a, &taken, p, order)
-                        && (!same_type || a.pageblock_type(Pfn(p)) == Some(typ))
+                    (!same_type || a.pageblock_type(Pfn(p)) == Some(typ))
+                        && is_free(a, &taken, p, order)
                 };
                 let mut p = from;
                 while p + size <= end {
                     if ok(p) {
                         return Some(p);
                     }
-                    p += size;
+                    p = step(p);
                 }
                 p = first;
                 while p < from {
                     if ok(p) {
                         return Some(p);
                     }
-                    p += size;
+                    p = step(p);
                 }
                 None
             };

@@ -11,7 +11,10 @@
 //! (`drain_pages_zone`), each list is filled from the zone's buddy lists by
 //! `rmqueue_bulk` under the pageset lock and the zone lock (the blocks leave the zone's
 //! free pages as a refill's do), and `high` and the tuning fields are written under the
-//! pageset lock. The old contents' return counts as the drain it is; the fill counts
+//! pageset lock. The pageblocks of each list's blocks take the list's type, as those of a
+//! kernel list's pages have (its refills claim fallback blocks; its frees come from such
+//! pageblocks). `take_from_pcp_list` takes blocks off one list as `alloc_pages_bulk` does,
+//! for a replay whose kernel took pages without tracing them. The old contents' return counts as the drain it is; the fill counts
 //! no refill (the zone-lock acquisitions are counted as usual).
 //!
 //! The same stream began with the zones' free lists in some shape, which decides where a
@@ -140,6 +143,25 @@ impl Allocator {
     /// let p = a.seed_pageset(1, 0, &PagesetSeed { high: 5000, lists: &lists, ..Default::default() })?;
     /// assert_eq!((p.count, p.high), (500, 5000)); // high_min 3520 <= 5000 <= high_max
     /// assert_eq!(a.nr_free_pages() + 500, a.managed_pages()); // the pages left the zone
+    /// a.validate()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A list's blocks sit in pageblocks of the list's type (a fresh zone's refill of
+    /// another type steals from Movable pageblocks; the seed retypes them, as the kernel's
+    /// claim of a fallback block would), so that a free of one comes back to its list:
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Layout, MigrateType, PagesetSeed, SeedList};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 1), Config::default())?;
+    /// let lists = [SeedList { order: 0, mt: MigrateType::Unmovable, blocks: 16 }];
+    /// a.seed_pageset(0, 0, &PagesetSeed { high: 5000, lists: &lists, ..Default::default() })?;
+    /// let mut out = Vec::new();
+    /// a.take_from_pcp_list(0, 0, 0, MigrateType::Unmovable, 1, &mut out)?;
+    /// assert_eq!(a.pageblock_type(out[0].pfn), Some(MigrateType::Unmovable));
+    /// a.free_on(0, out[0])?;
+    /// assert_eq!(a.pcp_list_len(0, 0, 0, MigrateType::Unmovable), Some(16)); // back on it
     /// a.validate()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -442,6 +464,7 @@ impl Allocator {
     /// A block taken off the zone's free lists becomes a caller's: its head's order, type
     /// and state, and an order-0 block's ownership bit where the zone keeps them
     /// (`rmqueue_buddy`'s hand-out, and the blocks a seed holds back).
+    #[inline]
     pub(crate) fn mark_allocated(&self, z: &Zone, pfn: u64, order: u8, mt: MigrateType) {
         let e = &self.meta[z.meta_index(pfn) as usize];
         e.set_order(order);

@@ -28,11 +28,17 @@
 //!    own frames, so a block is never the kernel's pfn unless both allocators pick the
 //!    same one. Each operation's trips are the difference of its CPU's counters around
 //!    it; a tick's drains are one trip, as the kernel's events show 6.18.7's chunks.
+//! 4. The kernel refills a list only when it is empty, and some of its allocations emit
+//!    no event (`alloc_pages_bulk`): at the first event of each kernel refill run, what
+//!    pagealloc's copy of that list still holds is taken off as allocations
+//!    ([`Allocator::take_from_pcp_list`]; `untraced` finds the runs and the kernel pfns
+//!    left on the list, which then name the frames taken).
 //!
 //! # Files
 //! This file builds and runs the replay; `trips` has the two sides' trips (the kernel's
 //! events, pagealloc's counters), the kernel's live blocks, the request flags, the
-//! preset for a release and the tick plan; `report` the report, its tables and files.
+//! preset for a release and the tick plan; `report` the report, its tables and files;
+//! `untraced` the kernel's lists as its events show them.
 //! The start state is built with trace::freelists (the zones' free lists) and
 //! trace::start (`free_count`).
 //!
@@ -283,7 +289,10 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         ev,
         zone_of,
         |o| pcp_cached(o, thp),
-        |c, z| a.pcp_info(c as usize, z).map_or(1, |i| i.batch.max(1)),
+        |c, z| {
+            a.pcp_info(c as usize, z)
+                .map_or((1, 0), |i| (i.batch.max(1), i.high_min))
+        },
         built.config.batch_scale_max,
     );
     for kz in zi.populated() {
@@ -448,7 +457,7 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     let (mut replayed, mut interrupt_ops, mut freed_before, mut order9, mut failed) =
         (0u64, 0, 0, 0, 0);
     let mut free_high = 0u64;
-    let (mut split_pages, mut realloc) = (0u64, 0u64);
+    let (mut split_pages, mut realloc, mut zone_modified) = (0u64, 0u64, 0u64);
     // One CPU's decay tick (`vmstat_update`), its drain chunks one run of zone-lock work.
     let tick_one = |a: &Allocator, c: usize, nt: u64, ours: &mut HashMap<u32, Side>| {
         let before = a.cpu_counters(c).unwrap_or_default();
@@ -596,6 +605,9 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             if e.order == 9 {
                 order9 += 1;
             }
+            if e.aux & trips::GFP_ZONE_MODIFIERS != 0 {
+                zone_modified += 1;
+            }
             match a.alloc_on(c, e.order, gfp_of(e.aux, e.mt), None) {
                 Ok(f) => {
                     if let Some(old) = map.insert(e.pfn, e.order, f) {
@@ -625,6 +637,10 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             "{deferred_ticks} decay ticks deferred to the end of an idle period (sched_switch)"
         ));
     }
+    // Each CPU's pages on its pagesets (all zones) at the end, beside the kernel's.
+    let end_pcp: Vec<(u32, i64, i64)> = (0..ncpus as u32)
+        .filter_map(|c| kend.get(&c).map(|k| (c, k.0, pcp_now(&a, c as usize).0)))
+        .collect();
     for (_, (_, _, f)) in map.blocks.drain() {
         let _ = a.free_on(0, f);
     }
@@ -696,6 +712,9 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     if unpaired_frees > 0 {
         notes.push(format!("{unpaired_frees} frees of blocks the kernel's pagesets lost without an event that pagealloc's copy of the list did not hold (skipped)"));
     }
+    if zone_modified > 0 {
+        notes.push(format!("{zone_modified} allocations asked for GFP_DMA or GFP_DMA32: pagealloc's requests carry no zone modifier, so they walked the whole zonelist"));
+    }
     if realloc > 0 {
         notes.push(format!(
             "{realloc} pfns allocated again without a traced free in between"
@@ -753,6 +772,7 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             v
         },
         start_pcp,
+        end_pcp,
         notes,
     })
 }

@@ -101,6 +101,8 @@ pub struct ReplayReport {
     /// one), at the start: (cpu, kernel count, pagealloc count, kernel high,
     /// pagealloc high).
     pub start_pcp: Vec<(u32, i64, i64, i64, i64)>,
+    /// Per CPU at the end: (CPU, kernel count, pagealloc count), all zones' pagesets.
+    pub end_pcp: Vec<(u32, i64, i64)>,
     /// Things the reader should know.
     pub notes: Vec<String>,
 }
@@ -147,6 +149,12 @@ pub fn text(r: &ReplayReport) -> String {
         let _ = writeln!(
             s,
             "cpu {c}: start pageset (main zone) kernel count {kc} high {kh}, pagealloc count {pc} high {ph}"
+        );
+    }
+    for (c, kc, pc) in &r.end_pcp {
+        let _ = writeln!(
+            s,
+            "cpu {c}: pagesets (all zones) at the end: kernel count {kc}, pagealloc count {pc}"
         );
     }
     for (c, a, b) in &r.high_kernel {
