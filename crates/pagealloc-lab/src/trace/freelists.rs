@@ -16,7 +16,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use pagealloc::{Allocator, Frame, FreeListSeed, MigrateType, Pfn, SeedError, MAX_ORDER};
+use pagealloc::{
+    Allocator, Frame, FreeListSeed, MigrateType, Pfn, SeedError, MAX_ORDER, PAGEBLOCK_ORDER,
+};
 
 use super::pagetype::ZoneFree;
 
@@ -166,10 +168,14 @@ pub fn place_held(
     for &(pfn, order, mt) in pre {
         let zone = a.zone_of_pfn(Pfn(pfn)).unwrap_or(fallback);
         let size = 1u64 << order;
+        let typ = MTS[usize::try_from(mt).unwrap_or(1).min(2)];
         let spot = if is_free(a, &taken, pfn, order) {
             Some(pfn)
         } else {
-            // The first free aligned place at or after the pfn in its zone, else before.
+            // The first free aligned place at or after the pfn in its zone, else before,
+            // in a pageblock of the block's type (seeding it retypes the pageblock: a
+            // seeded pageset's blocks of another type there would change lists when freed)
+            // where there is one.
             let (start, end) = spans.get(zone).copied().unwrap_or((0, 0));
             let first = start.div_ceil(size) * size;
             // From where the last moved block of this zone went: the frames the seeded
@@ -178,25 +184,37 @@ pub fn place_held(
                 .max(cursor.get(&zone).copied().unwrap_or(0))
                 .clamp(first, end)
                 & !(size - 1);
-            let mut found = None;
-            let mut p = from;
-            while p + size <= end {
-                if is_free(a, &taken, p, order) {
-                    found = Some(p);
-                    break;
+            let search = |same_type: bool| {
+                // The next place to try after `p`: a pageblock of another type is
+                // skipped whole.
+                let step = |p: u64| {
+                    if same_type && a.pageblock_type(Pfn(p)) != Some(typ) {
+                        (((p >> PAGEBLOCK_ORDER) + 1) << PAGEBLOCK_ORDER).div_ceil(size) * size
+                    } else {
+                        p + size
+                    }
+                };
+                let ok = |p: u64| {
+                    (!same_type || a.pageblock_type(Pfn(p)) == Some(typ))
+                        && is_free(a, &taken, p, order)
+                };
+                let mut p = from;
+                while p + size <= end {
+                    if ok(p) {
+                        return Some(p);
+                    }
+                    p = step(p);
                 }
-                p += size;
-            }
-            if found.is_none() {
                 p = first;
                 while p < from {
-                    if is_free(a, &taken, p, order) {
-                        found = Some(p);
-                        break;
+                    if ok(p) {
+                        return Some(p);
                     }
-                    p += size;
+                    p = step(p);
                 }
-            }
+                None
+            };
+            let found = search(true).or_else(|| search(false));
             if let Some(p) = found {
                 h.moved += 1;
                 cursor.insert(zone, p + size);
@@ -209,8 +227,7 @@ pub fn place_held(
         };
         taken.insert(p, p + size);
         let f = Frame::new(Pfn(p), order);
-        let mt = MTS[usize::try_from(mt).unwrap_or(1).min(2)];
-        h.by_zone.entry(zone).or_default().push((f, mt));
+        h.by_zone.entry(zone).or_default().push((f, typ));
         h.pool.entry((pfn, order)).or_default().push(f);
     }
     h

@@ -12,8 +12,15 @@
 //! the drain's pages exactly are an interval (halvings widen it), and the start is its
 //! middle (the smallest start that reaches the drain where none gives it exactly).
 //! A drain of exactly `batch` pages says only `free_count <= batch`: the start is then 0
-//! (as no drain at all says nothing). Only a drain after an order-0 free is used (a
-//! free of order 1..=3 may be a free_high drain, which frees `min(count, batch << SCALE)`).
+//! (as no drain at all says nothing).
+//!
+//! A drain on the free of an order-1..=3 block whose previous free was of such a block
+//! too is a free_high drain (`free_frozen_page_commit`: `PCPF_PREV_FREE_HIGH_ORDER` and
+//! `free_count >= batch + high_min / 2`, tested before this free counts), which frees
+//! `min(count, batch << SCALE)` and says only that lower bound: the start is the smallest
+//! that reaches it at that block's `mm_page_free`. `free_unref_folios` traces every
+//! block's `mm_page_free` first and commits the batch after, each commit after an
+//! `mm_page_free_batched` that carries no order: the block's order is its `mm_page_free`'s.
 
 use std::collections::HashMap;
 
@@ -26,29 +33,42 @@ struct Walk {
     ops: Vec<Option<i32>>,
     /// The first drain on an order-0 free: its pages.
     drain: Option<i32>,
+    /// The first drain was a free_high drain on the free of this pfn.
+    free_high: Option<u64>,
+    /// Index in `ops` of each free, by pfn (the last one).
+    free_at: HashMap<u64, usize>,
 }
 
 /// `free_count` at the start, per (CPU, zone), where the trace's first drain on a free of
 /// that pageset says more than `free_count <= batch`. `zone_of` maps a pfn to pagealloc's
 /// zone, `pcp` says whether an order is cached by the pagesets, `batch` is the pageset's
-/// batch and `scale` `CONFIG_PCP_BATCH_SCALE_MAX`.
+/// batch and `high_min` (in that order), and `scale` `CONFIG_PCP_BATCH_SCALE_MAX`.
 pub fn free_counts(
     ev: &[Event],
     zone_of: impl Fn(u64) -> usize,
     pcp: impl Fn(u8) -> bool,
-    batch: impl Fn(u32, usize) -> i32,
+    batch: impl Fn(u32, usize) -> (i32, i32),
     scale: u8,
 ) -> HashMap<(u32, usize), i32> {
     let mut walks: HashMap<(u32, usize), Walk> = HashMap::new();
-    // Per CPU: the previous page event (kind, order, zone) and the drain run being read.
-    let mut prev: HashMap<u32, (EventKind, u8, usize)> = HashMap::new();
-    let mut run: HashMap<u32, (usize, i32)> = HashMap::new();
-    let close = |walks: &mut HashMap<(u32, usize), Walk>, c: u32, r: Option<(usize, i32)>| {
-        if let Some((z, pages)) = r {
-            let w = walks.entry((c, z)).or_default();
-            w.drain.get_or_insert(pages);
-        }
-    };
+    // Per CPU: the previous two page events (kind, order, zone, pfn) and the drain run
+    // being read (zone, pages, a free_high drain on the free of this pfn).
+    type Prev = (EventKind, u8, usize, u64);
+    let mut prev: HashMap<u32, (Prev, Option<Prev>)> = HashMap::new();
+    let mut run: HashMap<u32, (usize, i32, Option<u64>)> = HashMap::new();
+    // The order of each block freed, by pfn (`mm_page_free_batched` carries none).
+    let mut freed_order: HashMap<u64, u8> = HashMap::new();
+    let close =
+        |walks: &mut HashMap<(u32, usize), Walk>, c: u32, r: Option<(usize, i32, Option<u64>)>| {
+            if let Some((z, pages, fh)) = r {
+                let w = walks.entry((c, z)).or_default();
+                if w.drain.is_none() {
+                    w.drain = Some(pages);
+                    w.free_high = fh;
+                }
+            }
+        };
+    let is_free = |k: EventKind| matches!(k, EventKind::Free | EventKind::FreeBatched);
     for e in ev.iter().filter(|e| e.kind.is_page()) {
         let z = zone_of(e.pfn);
         let pages = 1i32 << e.order.min(20);
@@ -56,6 +76,10 @@ pub fn free_counts(
             let r = run.remove(&e.cpu);
             close(&mut walks, e.cpu, r);
         }
+        let order = match e.kind {
+            EventKind::FreeBatched => freed_order.get(&e.pfn).copied().unwrap_or(0),
+            _ => e.order,
+        };
         match e.kind {
             EventKind::Alloc if pcp(e.order) => {
                 let w = walks.entry((e.cpu, z)).or_default();
@@ -64,25 +88,29 @@ pub fn free_counts(
                 }
             }
             EventKind::Free if pcp(e.order) => {
+                freed_order.insert(e.pfn, e.order);
                 let w = walks.entry((e.cpu, z)).or_default();
                 if w.drain.is_none() {
+                    w.free_at.insert(e.pfn, w.ops.len());
                     w.ops.push(Some(pages));
                 }
             }
             EventKind::PcpuDrain => {
                 if let Some(r) = run.get_mut(&e.cpu) {
                     r.1 += pages;
-                } else if let Some(&(EventKind::Free | EventKind::FreeBatched, 0, fz)) =
-                    prev.get(&e.cpu)
-                {
-                    if fz == z {
-                        run.insert(e.cpu, (z, pages));
+                } else if let Some(&((k, o, fz, pfn), before)) = prev.get(&e.cpu) {
+                    let high_order = |o: u8| (1..=3).contains(&o);
+                    let fh = high_order(o)
+                        && before.is_some_and(|(k2, o2, _, _)| is_free(k2) && high_order(o2));
+                    if is_free(k) && fz == z && (o == 0 || fh) {
+                        run.insert(e.cpu, (z, pages, fh.then_some(pfn)));
                     }
                 }
             }
             _ => {}
         }
-        prev.insert(e.cpu, (e.kind, e.order, z));
+        let before = prev.get(&e.cpu).map(|p| p.0);
+        prev.insert(e.cpu, ((e.kind, order, z, e.pfn), before));
     }
     for (c, r) in run.drain().collect::<Vec<_>>() {
         close(&mut walks, c, Some(r));
@@ -90,11 +118,38 @@ pub fn free_counts(
     let mut out = HashMap::new();
     for ((c, z), w) in walks {
         let Some(d) = w.drain else { continue };
-        let b = batch(c, z);
+        let (b, high_min) = batch(c, z);
+        let cap = b.checked_shl(u32::from(scale)).unwrap_or(i32::MAX);
+        let at = |x: i32, ops: &[Option<i32>]| {
+            let mut fc = x;
+            for op in ops {
+                match op {
+                    Some(p) if fc < cap => fc += p,
+                    Some(_) => {}
+                    None => fc >>= 1,
+                }
+            }
+            fc
+        };
+        if let Some(pfn) = w.free_high {
+            // free_count before that block's free counted: at least the threshold.
+            let upto = w.free_at.get(&pfn).copied().unwrap_or(w.ops.len());
+            let want = b + high_min / 2;
+            let (mut lo, mut hi) = (0, cap);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if at(mid, &w.ops[..upto]) >= want {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            out.insert((c, z), lo);
+            continue;
+        }
         if d <= b {
             continue;
         }
-        let cap = b.checked_shl(u32::from(scale)).unwrap_or(i32::MAX);
         let at_drain = |x: i32| {
             let mut fc = x;
             for op in &w.ops {
@@ -161,7 +216,7 @@ mod tests {
     fn the_first_drain_on_a_free_gives_the_start() {
         let mut v: Vec<Event> = (0..100).map(|_| ev(EventKind::Free, 0, 0)).collect();
         v.extend((0..180).map(|_| ev(EventKind::PcpuDrain, 0, 0)));
-        let f = |v: &[Event]| free_counts(v, |_| 1, |o| o <= 3, |_, _| 63, 5);
+        let f = |v: &[Event]| free_counts(v, |_| 1, |o| o <= 3, |_, _| (63, 200), 5);
         assert_eq!(f(&v)[&(0, 1)], 80, "exactly 80: no halving");
         let mut w: Vec<Event> = vec![ev(EventKind::Alloc, 0, 0)];
         w.extend(v.iter().copied());
@@ -176,5 +231,30 @@ mod tests {
         // A drain that follows no free (the tick's) is not used.
         let t: Vec<Event> = (0..180).map(|_| ev(EventKind::PcpuDrain, 0, 0)).collect();
         assert!(f(&t).is_empty());
+    }
+
+    /// A batch of an order-3 and an order-2 block (`free_unref_folios`: both traced, then
+    /// committed after `mm_page_free_batched` events without an order), drained whole on
+    /// the second commit: free_high, so `free_count` was at least `batch + high_min / 2`
+    /// (63 + 100) before the order-2 block counted, the order-3 one's 8 pages included.
+    #[test]
+    fn a_free_high_drain_gives_a_lower_bound() {
+        let at = |kind, order, pfn| Event {
+            pfn,
+            ..ev(kind, 0, order)
+        };
+        let mut v = vec![
+            at(EventKind::Free, 3, 0x100),
+            at(EventKind::Free, 2, 0x108),
+            at(EventKind::FreeBatched, 0, 0x100),
+            at(EventKind::FreeBatched, 0, 0x108),
+        ];
+        v.extend((0..30).map(|_| ev(EventKind::PcpuDrain, 0, 0)));
+        let f = |v: &[Event]| free_counts(v, |_| 1, |o| o <= 3, |_, _| (63, 200), 5);
+        assert_eq!(f(&v)[&(0, 1)], 155);
+        // After an order-0 commit the flag is clear: not free_high, and the drain follows
+        // an order-2 free, which says nothing.
+        v.insert(3, at(EventKind::FreeBatched, 0, 0x200));
+        assert!(f(&v).is_empty());
     }
 }

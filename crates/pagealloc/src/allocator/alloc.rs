@@ -5,7 +5,6 @@ use super::Allocator;
 use crate::access::{emit_zone_check, emit_zonelist};
 use crate::buddy::Buddy;
 use crate::frame::{AllocError, Frame, Gfp, MigrateType, Pfn, MAX_ORDER};
-use crate::memmap::State;
 use crate::pcp::Pageset;
 #[cfg(feature = "std")] // the poison check
 use crate::sync::atomic::Ordering::Relaxed;
@@ -453,13 +452,7 @@ impl Allocator {
     ) -> Option<u64> {
         let z = b.z;
         let pfn = b.take_direct(order, mt, aflags)?;
-        let e = &self.meta[z.meta_index(pfn) as usize];
-        e.set_order(order);
-        e.set_mt(mt as u8);
-        e.set_state(State::Allocated);
-        if order == 0 && z.own_bitmap() {
-            z.own_set(pfn);
-        }
+        self.mark_allocated(z, pfn, order, mt);
         b.rec().moved(1 << order);
         b.st.pgalloc.add(1 << order);
         b.st.alloc_zone.add(1 << order);

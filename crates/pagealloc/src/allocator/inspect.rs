@@ -195,6 +195,30 @@ impl Allocator {
         })
     }
 
+    /// Blocks on one list of a pageset (`pcp->lists[order_to_pindex(mt, order)]`'s
+    /// length; `count` is the sum of the lists' pages). `None` for a CPU or zone that does
+    /// not exist, an order the pagesets do not cache or a migratetype that has no list.
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout, MigrateType};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?;
+    /// let f = a.alloc_on(0, 0, Gfp::MOVABLE, None)?; // refills a batch of 63, takes one
+    /// assert_eq!(a.pcp_list_len(0, 0, 0, MigrateType::Movable), Some(62));
+    /// assert_eq!(a.pcp_list_len(0, 0, 0, MigrateType::Unmovable), Some(0));
+    /// assert_eq!(a.pcp_list_len(0, 0, 5, MigrateType::Movable), None);
+    /// a.free_on(0, f)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn pcp_list_len(&self, cpu: usize, zone: usize, order: u8, mt: MigrateType) -> Option<u32> {
+        if !self.pcp_allowed(order) || mt as usize >= crate::frame::NR_PCPTYPES {
+            return None;
+        }
+        let slot = self.checked_slot(cpu, zone)?;
+        let pi = crate::pcp::pindex(order, mt, slot.hot.thp_lists);
+        Some(slot.pcp.lock().list_len(pi, slot.hot.ring_at(order)))
+    }
+
     /// One zone's state: free pages, watermarks, free blocks per order, flags.
     ///
     /// ```

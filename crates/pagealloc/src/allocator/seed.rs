@@ -11,7 +11,10 @@
 //! (`drain_pages_zone`), each list is filled from the zone's buddy lists by
 //! `rmqueue_bulk` under the pageset lock and the zone lock (the blocks leave the zone's
 //! free pages as a refill's do), and `high` and the tuning fields are written under the
-//! pageset lock. The old contents' return counts as the drain it is; the fill counts
+//! pageset lock. The pageblocks of each list's blocks take the list's type, as those of a
+//! kernel list's pages have (its refills claim fallback blocks; its frees come from such
+//! pageblocks). `take_from_pcp_list` takes blocks off one list as `alloc_pages_bulk` does,
+//! for a replay whose kernel took pages without tracing them. The old contents' return counts as the drain it is; the fill counts
 //! no refill (the zone-lock acquisitions are counted as usual).
 //!
 //! The same stream began with the zones' free lists in some shape, which decides where a
@@ -36,7 +39,7 @@ use crate::memmap::State;
 use crate::pcp::{Pageset, PcpList};
 use crate::stats::PcpInfo;
 use crate::tune;
-use crate::zone::{WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH, ZONE_BOOSTED_WATERMARK};
+use crate::zone::{Zone, WMARK_HIGH, WMARK_LOW, ZONE_BELOW_HIGH, ZONE_BOOSTED_WATERMARK};
 use ::alloc::collections::BTreeMap;
 use ::alloc::vec::Vec;
 use core::fmt;
@@ -144,6 +147,25 @@ impl Allocator {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
+    /// A list's blocks sit in pageblocks of the list's type (a fresh zone's refill of
+    /// another type steals from Movable pageblocks; the seed retypes them, as the kernel's
+    /// claim of a fallback block would), so that a free of one comes back to its list:
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Layout, MigrateType, PagesetSeed, SeedList};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 1), Config::default())?;
+    /// let lists = [SeedList { order: 0, mt: MigrateType::Unmovable, blocks: 16 }];
+    /// a.seed_pageset(0, 0, &PagesetSeed { high: 5000, lists: &lists, ..Default::default() })?;
+    /// let mut out = Vec::new();
+    /// a.take_from_pcp_list(0, 0, 0, MigrateType::Unmovable, 1, &mut out)?;
+    /// assert_eq!(a.pageblock_type(out[0].pfn), Some(MigrateType::Unmovable));
+    /// a.free_on(0, out[0])?;
+    /// assert_eq!(a.pcp_list_len(0, 0, 0, MigrateType::Unmovable), Some(16)); // back on it
+    /// a.validate()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     /// [`SeedError`], before anything changed.
     pub fn seed_pageset(
@@ -168,6 +190,8 @@ impl Allocator {
         let z = &self.zones[zone];
         self.drain_pages_zone(cpu, z);
         let slot = self.slot(cpu, zone);
+        // Pageblocks whose type differs from the list their seeded blocks went to.
+        let mut retype: BTreeMap<u64, MigrateType> = BTreeMap::new();
         {
             let mut pcp = slot.pcp.lock();
             for l in seed.lists {
@@ -194,6 +218,22 @@ impl Allocator {
                     }
                     left -= got as u32;
                 }
+                // A list's blocks sit in pageblocks of its type, as a refill that claims a
+                // fallback block (or the frees that fed the list) leaves them: a free of
+                // one comes back to this list. A fresh zone's refill of another type
+                // steals from Movable pageblocks without retyping them.
+                let ring = slot.hot.ring_at(l.order);
+                let heads: Vec<u32> = if ring {
+                    pcp.rings[pi].iter().collect()
+                } else {
+                    pcp.lists[pi].iter(&self.meta).collect()
+                };
+                for i in heads {
+                    let pfn = z.pfn_of(i);
+                    if z.pageblock_mt(pfn) != l.mt {
+                        retype.insert(pfn >> PAGEBLOCK_ORDER, l.mt);
+                    }
+                }
             }
             let st = &mut pcp.st;
             let lo = st.high_min.min(st.high_max);
@@ -207,7 +247,75 @@ impl Allocator {
             pcp.active = false;
             pcp.resized = !pcp.within_bounds();
         }
+        if !retype.is_empty() {
+            self.with_buddy(cpu, z, |b| {
+                for (&pb, &mt) in &retype {
+                    b.move_freepages_block((pb << PAGEBLOCK_ORDER).max(z.start_pfn), mt);
+                }
+            });
+        }
         Ok(self.pcp_info(cpu, zone).expect("checked above"))
+    }
+
+    /// Take up to `n` blocks off the pageset list of (`cpu`, `zone`, `order`, `mt`) as
+    /// `alloc_pages_bulk` takes them (`__rmqueue_pcplist` under the pageset lock, counted
+    /// in `pgalloc`), never refilling it: stops when the list is empty. Unlike
+    /// `rmqueue_pcplist`, the bulk path leaves `free_count` alone. The blocks are the
+    /// caller's to free. Returns how many were taken, each pushed onto `out`. For a replay
+    /// of a kernel stream whose pagesets lost pages to allocations the kernel does not
+    /// trace (`alloc_pages_bulk` emits no `mm_page_alloc`).
+    ///
+    /// ```
+    /// use pagealloc::{Allocator, Config, Gfp, Layout, MigrateType};
+    ///
+    /// let a = Allocator::new(&Layout::single(262_144, 2), Config::default())?;
+    /// let f = a.alloc_on(0, 0, Gfp::MOVABLE, None)?; // a batch of 63 refilled, one taken
+    /// let mut out = Vec::new();
+    /// assert_eq!(a.take_from_pcp_list(0, 0, 0, MigrateType::Movable, 100, &mut out)?, 62);
+    /// assert_eq!(a.pcp_list_len(0, 0, 0, MigrateType::Movable), Some(0));
+    /// assert_eq!(a.pcp_info(0, 0).unwrap().count, 0);
+    /// assert_eq!(a.counters().pcp_refill, 1); // the list ran dry: no refill
+    /// for g in out {
+    ///     a.free_on(0, g)?;
+    /// }
+    /// a.free_on(0, f)?;
+    /// a.validate()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`SeedError::NoSuchPageset`], [`SeedError::NotAPcpList`], before anything changed.
+    pub fn take_from_pcp_list(
+        &self,
+        cpu: usize,
+        zone: usize,
+        order: u8,
+        mt: MigrateType,
+        n: u32,
+        out: &mut Vec<Frame>,
+    ) -> Result<u32, SeedError> {
+        if cpu >= self.cpus.len() || zone >= self.zones.len() {
+            return Err(SeedError::NoSuchPageset { cpu, zone });
+        }
+        if !self.pcp_allowed(order) || mt as usize >= NR_PCPTYPES {
+            return Err(SeedError::NotAPcpList { order, mt });
+        }
+        let z = &self.zones[zone];
+        let slot = self.slot(cpu, zone);
+        let pi = crate::pcp::pindex(order, mt, slot.hot.thp_lists);
+        let ring = slot.hot.ring_at(order);
+        let mut pcp = slot.pcp.lock();
+        let mut got = 0;
+        // `take_from_list` refills only an empty list, which this never hands it.
+        while got < n && !pcp.list_empty(pi, ring) {
+            let ps = Pageset { cpu, zone: z, slot };
+            let Some(pfn) = self.take_from_list(ps, &mut pcp, order, mt, WMARK_LOW as u32) else {
+                break;
+            };
+            out.push(Frame::new(Pfn(pfn), order));
+            got += 1;
+        }
+        Ok(got)
     }
 
     /// Settle the flags of zone `zone` as the kernel's own paths clear them once its free
@@ -289,6 +397,13 @@ struct FreePlan {
 }
 
 impl FreePlan {
+    /// The type of the pageblock holding `s`: as a held block made it, else `current`.
+    fn type_of(&self, s: u64, current: MigrateType) -> MigrateType {
+        self.pb_type
+            .get(&(s >> PAGEBLOCK_ORDER))
+            .copied()
+            .unwrap_or(current)
+    }
     fn wanted_below(&self, t: usize, k: u8) -> bool {
         self.want[t][..k as usize].iter().any(|&n| n > 0)
     }
@@ -346,6 +461,20 @@ fn chunk_holding(chunks: &BTreeMap<u64, u8>, pfn: u64, order: u8) -> Option<(u64
 }
 
 impl Allocator {
+    /// A block taken off the zone's free lists becomes a caller's: its head's order, type
+    /// and state, and an order-0 block's ownership bit where the zone keeps them
+    /// (`rmqueue_buddy`'s hand-out, and the blocks a seed holds back).
+    #[inline]
+    pub(crate) fn mark_allocated(&self, z: &Zone, pfn: u64, order: u8, mt: MigrateType) {
+        let e = &self.meta[z.meta_index(pfn) as usize];
+        e.set_order(order);
+        e.set_mt(mt as u8);
+        e.set_state(State::Allocated);
+        if order == 0 && z.own_bitmap() {
+            z.own_set(pfn);
+        }
+    }
+
     /// Zone `zone`'s free blocks per migratetype and order (`free_area[order]
     /// .free_list[mt]` lengths, `/proc/pagetypeinfo`'s table): what
     /// [`Allocator::seed_free_lists`] shapes. `None` for a zone that does not exist.
@@ -504,11 +633,7 @@ impl Allocator {
                 let t = if co == PAGEBLOCK_ORDER {
                     (0..NR_PCPTYPES).find(|&t| plan.want[t][co as usize] > 0)
                 } else {
-                    let t = plan
-                        .pb_type
-                        .get(&(s >> PAGEBLOCK_ORDER))
-                        .copied()
-                        .unwrap_or(current);
+                    let t = plan.type_of(s, current);
                     ((t as usize) < NR_PCPTYPES && plan.want[t as usize][co as usize] > 0)
                         .then_some(t as usize)
                 };
@@ -552,11 +677,7 @@ impl Allocator {
                 } else if co == PAGEBLOCK_ORDER {
                     plan.fill_pageblock(s, current);
                 } else {
-                    let t = plan
-                        .pb_type
-                        .get(&(s >> PAGEBLOCK_ORDER))
-                        .copied()
-                        .unwrap_or(current);
+                    let t = plan.type_of(s, current);
                     if (t as usize) < NR_PCPTYPES {
                         plan.fill_sub(s, co, t as usize, t);
                     } else {
@@ -588,13 +709,7 @@ impl Allocator {
             }
             let mut held_back = 0u64;
             for (i, &(pfn, o, mt)) in plan.hold.iter().enumerate() {
-                let e = &b.m[z.meta_index(pfn) as usize];
-                e.set_order(o);
-                e.set_mt(mt as u8);
-                e.set_state(State::Allocated);
-                if o == 0 && z.own_bitmap() {
-                    z.own_set(pfn);
-                }
+                self.mark_allocated(z, pfn, o, mt);
                 if i >= user_held {
                     held_back += 1u64 << o;
                 }

@@ -28,11 +28,17 @@
 //!    own frames, so a block is never the kernel's pfn unless both allocators pick the
 //!    same one. Each operation's trips are the difference of its CPU's counters around
 //!    it; a tick's drains are one trip, as the kernel's events show 6.18.7's chunks.
+//! 4. The kernel refills a list only when it is empty, and some of its allocations emit
+//!    no event (`alloc_pages_bulk`): at the first event of each kernel refill run, what
+//!    pagealloc's copy of that list still holds is taken off as allocations
+//!    ([`Allocator::take_from_pcp_list`]; `untraced` finds the runs and the kernel pfns
+//!    left on the list, which then name the frames taken).
 //!
 //! # Files
 //! This file builds and runs the replay; `trips` has the two sides' trips (the kernel's
 //! events, pagealloc's counters), the kernel's live blocks, the request flags, the
-//! preset for a release and the tick plan; `report` the report, its tables and files.
+//! preset for a release and the tick plan; `report` the report, its tables and files;
+//! `untraced` the kernel's lists as its events show them.
 //! The start state is built with trace::freelists (the zones' free lists) and
 //! trace::start (`free_count`).
 //!
@@ -40,6 +46,7 @@
 
 mod report;
 mod trips;
+mod untraced;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -96,6 +103,16 @@ fn pcp_of(zi: &KernelZoneinfo) -> HashMap<u32, (i64, i64)> {
         }
     }
     m
+}
+
+/// The replay's clocks: each CPU's next decay tick, whether it is idle and whether a
+/// tick waits for it to wake, and the next sample of `high` (with the samples so far).
+struct Clocks {
+    next_tick: Vec<u64>,
+    idle: Vec<bool>,
+    deferred: Vec<bool>,
+    next_sample: u64,
+    high: Vec<Vec<(f64, i64)>>,
 }
 
 fn pcp_cached(order: u8, thp: bool) -> bool {
@@ -165,15 +182,25 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     let zone_of = |pfn: u64| a.zone_of_pfn(pagealloc::Pfn(pfn)).unwrap_or(usize::MAX);
     let mut live: Live<i8> = Live::new();
     let mut pre: Vec<(u64, u8, i8)> = Vec::new();
-    type ListKey = (u32, usize, u8, i8);
+    // The kernel's refill runs, each with the blocks its list lost without an event
+    // (untraced): allocated there, so a later free of one is no block from before the
+    // trace, and taken off the list's depth.
+    let starts = untraced::refill_starts(ev, zone_of, |o| pcp_cached(o, thp));
+    type ListKey = untraced::ListKey;
     let mut depth: HashMap<ListKey, (i64, i64)> = HashMap::new(); // (running, min)
     let mut bump = |k: ListKey, d: i64| {
         let e = depth.entry(k).or_insert((0, 0));
         e.0 += d;
         e.1 = e.1.min(e.0);
     };
-    for e in ev {
+    for (i, e) in ev.iter().enumerate() {
         let key = |mt: i8| (e.cpu, zone_of(e.pfn), e.order, mt.max(0));
+        if let Some(st) = starts.get(&i) {
+            for &p in &st.lost {
+                live.insert(p, st.list.2, st.list.3);
+            }
+            bump(st.list, -(st.lost.len() as i64));
+        }
         match e.kind {
             EventKind::Alloc => {
                 live.insert(e.pfn, e.order, e.mt);
@@ -262,7 +289,10 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         ev,
         zone_of,
         |o| pcp_cached(o, thp),
-        |c, z| a.pcp_info(c as usize, z).map_or(1, |i| i.batch.max(1)),
+        |c, z| {
+            a.pcp_info(c as usize, z)
+                .map_or((1, 0), |i| (i.batch.max(1), i.high_min))
+        },
         built.config.batch_scale_max,
     );
     for kz in zi.populated() {
@@ -416,16 +446,18 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         ));
     }
     let mut ours: HashMap<u32, Side> = HashMap::new();
-    let mut high: Vec<Vec<(f64, i64)>> = vec![Vec::new(); ncpus];
-    let mut next_tick = vec![ticks.first_ns(); ncpus];
-    let mut idle = ticks.idle_at_start.clone();
-    let mut deferred = vec![false; ncpus];
+    let mut clk = Clocks {
+        high: vec![Vec::new(); ncpus],
+        next_tick: vec![ticks.first_ns(); ncpus],
+        idle: ticks.idle_at_start.clone(),
+        deferred: vec![false; ncpus],
+        next_sample: 0,
+    };
     let mut deferred_ticks = 0u64;
-    let mut next_sample = 0u64;
     let (mut replayed, mut interrupt_ops, mut freed_before, mut order9, mut failed) =
         (0u64, 0, 0, 0, 0);
     let mut free_high = 0u64;
-    let (mut split_pages, mut realloc) = (0u64, 0u64);
+    let (mut split_pages, mut realloc, mut zone_modified) = (0u64, 0u64, 0u64);
     // One CPU's decay tick (`vmstat_update`), its drain chunks one run of zone-lock work.
     let tick_one = |a: &Allocator, c: usize, nt: u64, ours: &mut HashMap<u32, Side>| {
         let before = a.cpu_counters(c).unwrap_or_default();
@@ -439,72 +471,101 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             Cause::Tick,
         );
     };
-    let tick_to = |a: &Allocator,
-                   t: u64,
-                   ours: &mut HashMap<u32, Side>,
-                   high: &mut Vec<Vec<(f64, i64)>>,
-                   next_tick: &mut Vec<u64>,
-                   deferred: &mut Vec<bool>,
-                   idle: &[bool],
-                   next_sample: &mut u64| {
+    let tick_to = |a: &Allocator, t: u64, ours: &mut HashMap<u32, Side>, clk: &mut Clocks| {
         loop {
-            let (c, tt) = next_tick
+            let (c, tt) = clk
+                .next_tick
                 .iter()
                 .copied()
                 .enumerate()
                 .min_by_key(|x| x.1)
                 .unwrap_or((0, u64::MAX));
-            let nt = tt.min(*next_sample);
+            let nt = tt.min(clk.next_sample);
             if nt > t {
                 break;
             }
             clock.set_now(nt);
-            if *next_sample <= tt {
-                for (c, hs) in high.iter_mut().enumerate() {
+            if clk.next_sample <= tt {
+                for (c, hs) in clk.high.iter_mut().enumerate() {
                     hs.push((nt as f64 / 1e9, pcp_now(a, c).1));
                 }
-                *next_sample += SAMPLE_NS;
+                clk.next_sample += SAMPLE_NS;
             } else {
                 // The vmstat work is deferrable: on an idle CPU it waits for the CPU to
                 // wake (the sched_switch away from the idle task).
-                if idle[c] {
-                    deferred[c] = true;
+                if clk.idle[c] {
+                    clk.deferred[c] = true;
                 } else {
                     tick_one(a, c, nt, ours);
                 }
-                next_tick[c] += 1_000_000_000;
+                clk.next_tick[c] += 1_000_000_000;
             }
         }
         clock.set_now(t);
     };
-    for e in ev {
-        if !matches!(
-            e.kind,
-            EventKind::Alloc | EventKind::Free | EventKind::Switch
-        ) {
+    // Untraced allocations inferred (per CPU: blocks, pages), the frames taken for them
+    // that no kernel pfn names, and the lost pfns no frame stood for.
+    let mut inferred: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut spare: Vec<Frame> = Vec::new();
+    let mut unpaired: std::collections::HashSet<u64> = Default::default();
+    let mut unpaired_frees = 0u64;
+    for (i, e) in ev.iter().enumerate() {
+        let start = starts.get(&i);
+        if start.is_none()
+            && !matches!(
+                e.kind,
+                EventKind::Alloc | EventKind::Free | EventKind::Switch
+            )
+        {
             continue;
         }
-        tick_to(
-            &a,
-            e.ts,
-            &mut ours,
-            &mut high,
-            &mut next_tick,
-            &mut deferred,
-            &idle,
-            &mut next_sample,
-        );
+        tick_to(&a, e.ts, &mut ours, &mut clk);
+        if let Some(st) = start {
+            // The kernel found this list empty: what pagealloc's copy still holds was
+            // allocated without an event, before the refill.
+            let (c, z, order, mt) = st.list;
+            let mt = mts[mt.clamp(0, 2) as usize];
+            let held = a.pcp_list_len(c as usize, z, order, mt).unwrap_or(0);
+            let mut got = Vec::new();
+            if held > 0 {
+                a.take_from_pcp_list(c as usize, z, order, mt, held, &mut got)
+                    .map_err(|err| {
+                        TraceError::Failed(format!(
+                            "inferring untraced allocations on CPU {c}: {err}"
+                        ))
+                    })?;
+            }
+            let n = inferred.entry(c).or_default();
+            n.0 += got.len() as u64;
+            n.1 += (got.len() as u64) << order;
+            let mut frames = got.into_iter();
+            for &p in &st.lost {
+                match frames.next() {
+                    Some(f) => {
+                        if let Some(old) = map.insert(p, order, f) {
+                            let _ = a.free_on(c as usize, old);
+                            realloc += 1;
+                        }
+                    }
+                    None => {
+                        unpaired.insert(p);
+                    }
+                }
+            }
+            spare.extend(frames);
+            continue;
+        }
         if e.kind == EventKind::Switch {
             let c = e.cpu as usize;
             let to_idle = e.aux == 0;
-            if idle[c] && !to_idle && deferred[c] {
+            if clk.idle[c] && !to_idle && clk.deferred[c] {
                 // The deferred tick runs as the CPU wakes; the next is re-armed a
                 // second on (`round_jiffies_relative`: on the same phase).
-                deferred[c] = false;
+                clk.deferred[c] = false;
                 deferred_ticks += 1;
                 tick_one(&a, c, e.ts, &mut ours);
             }
-            idle[c] = to_idle;
+            clk.idle[c] = to_idle;
             continue;
         }
         let c = e.cpu as usize;
@@ -523,6 +584,10 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
                 }
                 Freed::Unknown => match pool.get_mut(&(e.pfn, e.order)).and_then(Vec::pop) {
                     Some(f) => Some(f),
+                    None if unpaired.remove(&e.pfn) => {
+                        unpaired_frees += 1;
+                        None
+                    }
                     None => {
                         freed_before += 1;
                         None
@@ -539,6 +604,9 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         } else {
             if e.order == 9 {
                 order9 += 1;
+            }
+            if e.aux & trips::GFP_ZONE_MODIFIERS != 0 {
+                zone_modified += 1;
             }
             match a.alloc_on(c, e.order, gfp_of(e.aux, e.mt), None) {
                 Ok(f) => {
@@ -563,21 +631,16 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         );
     }
     let end_ts = ev.last().map_or(0, |e| e.ts);
-    tick_to(
-        &a,
-        end_ts,
-        &mut ours,
-        &mut high,
-        &mut next_tick,
-        &mut deferred,
-        &idle,
-        &mut next_sample,
-    );
+    tick_to(&a, end_ts, &mut ours, &mut clk);
     if deferred_ticks > 0 {
         notes.push(format!(
             "{deferred_ticks} decay ticks deferred to the end of an idle period (sched_switch)"
         ));
     }
+    // Each CPU's pages on its pagesets (all zones) at the end, beside the kernel's.
+    let end_pcp: Vec<(u32, i64, i64)> = (0..ncpus as u32)
+        .filter_map(|c| kend.get(&c).map(|k| (c, k.0, pcp_now(&a, c as usize).0)))
+        .collect();
     for (_, (_, _, f)) in map.blocks.drain() {
         let _ = a.free_on(0, f);
     }
@@ -585,6 +648,9 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         for f in v {
             let _ = a.free_on(0, f);
         }
+    }
+    for f in spare {
+        let _ = a.free_on(0, f);
     }
     a.validate()
         .map_err(|e| TraceError::Failed(format!("pagealloc invariants after the replay: {e}")))?;
@@ -643,6 +709,12 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     if split_pages > 0 {
         notes.push(format!("{split_pages} frees of single pages of blocks allocated whole (split_page): pagealloc frees the block with its last page"));
     }
+    if unpaired_frees > 0 {
+        notes.push(format!("{unpaired_frees} frees of blocks the kernel's pagesets lost without an event that pagealloc's copy of the list did not hold (skipped)"));
+    }
+    if zone_modified > 0 {
+        notes.push(format!("{zone_modified} allocations asked for GFP_DMA or GFP_DMA32: pagealloc's requests carry no zone modifier, so they walked the whole zonelist"));
+    }
     if realloc > 0 {
         notes.push(format!(
             "{realloc} pfns allocated again without a traced free in between"
@@ -674,7 +746,7 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         lines,
         high_pagealloc: cpus
             .iter()
-            .map(|&c| (c, high[c as usize].clone()))
+            .map(|&c| (c, clk.high[c as usize].clone()))
             .collect(),
         high_kernel: cpus
             .iter()
@@ -691,7 +763,16 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         freed_before_trace: pre.len() as u64 + freed_before,
         order9_allocs: order9,
         failed_allocs: failed,
+        untraced_allocs_inferred: inferred.values().map(|x| x.0).sum(),
+        untraced_pages_inferred: inferred.values().map(|x| x.1).sum(),
+        untraced_inferred: {
+            let mut v: Vec<(u32, u64, u64)> =
+                inferred.iter().map(|(&c, &(b, p))| (c, b, p)).collect();
+            v.sort_unstable();
+            v
+        },
         start_pcp,
+        end_pcp,
         notes,
     })
 }

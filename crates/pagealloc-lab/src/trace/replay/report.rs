@@ -89,10 +89,20 @@ pub struct ReplayReport {
     pub order9_allocs: u64,
     /// pagealloc allocations that failed.
     pub failed_allocs: u64,
+    /// Blocks taken off pagealloc's pagesets as allocations the kernel did not trace: at
+    /// each kernel refill of a list, what pagealloc's copy of it still held (the kernel
+    /// refills only an empty list; `alloc_pages_bulk` emits no `mm_page_alloc`).
+    pub untraced_allocs_inferred: u64,
+    /// Their pages.
+    pub untraced_pages_inferred: u64,
+    /// Per CPU: (CPU, blocks, pages) of [`ReplayReport::untraced_allocs_inferred`].
+    pub untraced_inferred: Vec<(u32, u64, u64)>,
     /// Each CPU's pageset in the zone the stream mostly uses (the highest populated
     /// one), at the start: (cpu, kernel count, pagealloc count, kernel high,
     /// pagealloc high).
     pub start_pcp: Vec<(u32, i64, i64, i64, i64)>,
+    /// Per CPU at the end: (CPU, kernel count, pagealloc count), all zones' pagesets.
+    pub end_pcp: Vec<(u32, i64, i64)>,
     /// Things the reader should know.
     pub notes: Vec<String>,
 }
@@ -141,6 +151,12 @@ pub fn text(r: &ReplayReport) -> String {
             "cpu {c}: start pageset (main zone) kernel count {kc} high {kh}, pagealloc count {pc} high {ph}"
         );
     }
+    for (c, kc, pc) in &r.end_pcp {
+        let _ = writeln!(
+            s,
+            "cpu {c}: pagesets (all zones) at the end: kernel count {kc}, pagealloc count {pc}"
+        );
+    }
     for (c, a, b) in &r.high_kernel {
         let ph = r
             .high_pagealloc
@@ -154,6 +170,19 @@ pub fn text(r: &ReplayReport) -> String {
         s,
         "{} operations in interrupt context, {} order-9 allocations, {} frees of blocks allocated before the trace",
         r.interrupt_ops, r.order9_allocs, r.freed_before_trace
+    );
+    let per: Vec<String> = r
+        .untraced_inferred
+        .iter()
+        .map(|(c, b, p)| format!("cpu {c} {b} blocks ({p} pages)"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "{} untraced allocations inferred ({} pages: the kernel refilled a list pagealloc's copy still held pages on){}{}",
+        r.untraced_allocs_inferred,
+        r.untraced_pages_inferred,
+        if per.is_empty() { "" } else { ": " },
+        per.join(", ")
     );
     for n in &r.notes {
         let _ = writeln!(s, "note: {n}");

@@ -171,6 +171,11 @@ pub fn kernel_trips(events: &[Event]) -> HashMap<u32, Side> {
     sides
 }
 
+/// `__GFP_DMA` (bit 0) and `__GFP_DMA32` (bit 2) of include/linux/gfp_types.h: the
+/// zone modifiers [`gfp_of`] cannot carry (pagealloc's [`Gfp`] has none; none of the
+/// committed traces' allocations set them).
+pub(super) const GFP_ZONE_MODIFIERS: u64 = 1 << 0 | 1 << 2;
+
 /// The pagealloc flags of a kernel request: its migratetype, `__GFP_HIGH` (bit 5),
 /// no `__GFP_DIRECT_RECLAIM` (bit 10) = atomic, `__GFP_KSWAPD_RECLAIM` (bit 11),
 /// `__GFP_NORETRY` (bit 16), `__GFP_THISNODE` (bit 21): the bit numbers of
