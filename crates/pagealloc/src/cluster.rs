@@ -36,8 +36,7 @@
 //! free slots = all slots; no cut is pending when the zone lock is free.
 
 use crate::frame::NR_MIGRATETYPES;
-use crate::memmap::{List, PageMeta, State, Touch, NIL};
-use crate::zone::Seam;
+use crate::memmap::{List, PageMeta, Touch, NIL};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -280,34 +279,6 @@ impl Clusters {
             ));
         }
         Ok(())
-    }
-}
-
-/// Make the frames of a cut `Pcp` heads of order 0 (the fix-up), caching the pageblock
-/// type when the pcp migratetype cache is on. The caller owns the frames: it holds the
-/// pcp lock they are going to, and they are on no zone list.
-pub(crate) fn fix_up<S: Seam>(
-    z: &crate::zone::Zone,
-    m: &[PageMeta],
-    cut: &Cut,
-    mt_cache: bool,
-    rec: &crate::zone::Rec<'_, S>,
-) {
-    let mut i = cut.first;
-    // Each frame after the first was read from the previous one's link (reported one
-    // report back, or two with the pageblock lookup between).
-    let mut back = 0;
-    for _ in 0..cut.len {
-        let e = &m[i as usize];
-        e.set_state(State::Pcp);
-        rec.frame_dep(z.pfn_of(i), true, back);
-        back = 1;
-        if mt_cache {
-            back = 2;
-            rec.pageblock(z.pfn_of(i), false);
-            e.set_mt(z.pageblock_mt(z.pfn_of(i)) as u8);
-        }
-        i = e.next();
     }
 }
 

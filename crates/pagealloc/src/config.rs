@@ -713,6 +713,23 @@ impl Config {
     }
 }
 
+impl crate::tune::Tune {
+    /// The tuning switches of a config.
+    pub fn from_config(c: &Config) -> crate::tune::Tune {
+        crate::tune::Tune {
+            scale: c.batch_scale_max,
+            prev_order: c.free_high_prev_order,
+            bounded: c.free_high_bounded,
+            refill_scaling: c.refill_scaling,
+            auto_tune: c.auto_tune,
+            below_high: c.below_high,
+            free_count: c.free_count,
+            count_min: c.count_min,
+            free_high_min: c.free_high_min_count,
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config::LINUX_6_12

@@ -13,8 +13,6 @@
 //! halves `free_count`; [`nr_pcp_alloc`] raises `alloc_factor` and `high`;
 //! [`nr_pcp_high`] raises or cuts `high` on free; [`decay`] brings it back down.
 
-use crate::config::Config;
-
 /// `PCPF_PREV_FREE_HIGH_ORDER`: the previous free on this pcp was order 1..=3.
 pub const PCPF_PREV_FREE_HIGH_ORDER: u8 = 0x01;
 /// `PCPF_FREE_HIGH_BATCH`: this CPU's share of the data cache is large (> 3 batches), so
@@ -55,7 +53,9 @@ pub struct ZoneFlags {
     pub reclaim_active: bool,
 }
 
-/// The switches of the series that the tuning functions read; copied out of [`Config`].
+/// The switches of the series that the tuning functions read; copied out of a
+/// [`Config`](crate::Config) by [`Tune::from_config`] (in `config.rs`, so that this module
+/// imports no config).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tune {
     /// `CONFIG_PCP_BATCH_SCALE_MAX`.
@@ -76,23 +76,6 @@ pub struct Tune {
     pub count_min: bool,
     /// 6.16: free_high needs `free_count >= batch + high_min / 2`.
     pub free_high_min: bool,
-}
-
-impl Tune {
-    /// The tuning switches of a config.
-    pub fn from_config(c: &Config) -> Tune {
-        Tune {
-            scale: c.batch_scale_max,
-            prev_order: c.free_high_prev_order,
-            bounded: c.free_high_bounded,
-            refill_scaling: c.refill_scaling,
-            auto_tune: c.auto_tune,
-            below_high: c.below_high,
-            free_count: c.free_count,
-            count_min: c.count_min,
-            free_high_min: c.free_high_min_count,
-        }
-    }
 }
 
 fn clamp(x: i32, lo: i32, hi: i32) -> i32 {

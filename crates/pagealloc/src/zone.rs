@@ -13,9 +13,9 @@ mod rec;
 
 pub(crate) use rec::{seam, Quiet, Rec, Reported, Seam};
 
-use crate::cluster::Clusters;
+use crate::cluster::{Clusters, Cut};
 use crate::frame::{MigrateType, NR_MIGRATETYPES, NR_ORDERS, PAGEBLOCK_ORDER};
-use crate::memmap::List;
+use crate::memmap::{List, PageMeta, State};
 use crate::platform::Platform;
 use crate::stats::Stats;
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -431,6 +431,34 @@ impl Zone {
     #[inline]
     pub(crate) fn pageblock_mt(&self, pfn: u64) -> MigrateType {
         self.pageblocks().mt(pfn)
+    }
+    /// Make the frames of a refill's `cut` of an order-0 cluster (`cluster.rs`) `Pcp` heads
+    /// of order 0 (the fix-up), caching the pageblock type when the pcp migratetype cache
+    /// is on. The caller owns the frames: it holds the pcp lock they are going to, and
+    /// they are on no zone list.
+    pub(crate) fn fix_up<S: Seam>(
+        &self,
+        m: &[PageMeta],
+        cut: &Cut,
+        mt_cache: bool,
+        rec: &Rec<'_, S>,
+    ) {
+        let mut i = cut.first;
+        // Each frame after the first was read from the previous one's link (reported one
+        // report back, or two with the pageblock lookup between).
+        let mut back = 0;
+        for _ in 0..cut.len {
+            let e = &m[i as usize];
+            e.set_state(State::Pcp);
+            rec.frame_dep(self.pfn_of(i), true, back);
+            back = 1;
+            if mt_cache {
+                back = 2;
+                rec.pageblock(self.pfn_of(i), false);
+                e.set_mt(self.pageblock_mt(self.pfn_of(i)) as u8);
+            }
+            i = e.next();
+        }
     }
     /// The pageblock-type table, for a loop that looks up many frames: its address, length
     /// and first PFN read once. (A zone holds atomics, so the compiler reloads its fields

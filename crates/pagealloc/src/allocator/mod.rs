@@ -18,8 +18,10 @@
 
 mod alloc;
 mod build;
+mod cpu;
 pub(crate) use crate::build_error::try_boxed;
 pub use crate::build_error::BuildError;
+pub(crate) use cpu::CpuInfo;
 mod free;
 mod hotplug;
 mod inspect;
@@ -32,8 +34,7 @@ use crate::frame::FreeError;
 use crate::memmap::PageMeta;
 use crate::pcp::PcpSlot;
 use crate::platform::Platform;
-use crate::stats::Stats;
-use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use crate::sync::atomic::{AtomicU32, AtomicU64};
 use crate::sync::SpinLock;
 use crate::tune::Tune;
 use crate::zone::*;
@@ -58,18 +59,6 @@ impl core::ops::Deref for MetaStore {
             MetaStore::Borrowed(s) => s,
         }
     }
-}
-
-/// Per-CPU data that is not per zone.
-pub(crate) struct CpuInfo {
-    pub(crate) node: usize,
-    /// The first zone of the node's zonelist (`usize::MAX`: none), where the PCP hit
-    /// looks first.
-    pub(crate) home_zone: usize,
-    pub(crate) llc_slice_bytes: u64,
-    pub(crate) online: AtomicBool,
-    /// Lock-free events (atomic adds).
-    pub(crate) stats: Stats,
 }
 
 /// A frame in a bulk free that was refused; the frames before it were freed, the ones

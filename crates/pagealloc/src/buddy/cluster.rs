@@ -3,7 +3,6 @@
 //! join and leave the free lists, a refill's cut, and the wait for cuts in flight.
 
 use super::Buddy;
-use crate::cluster::fix_up;
 use crate::frame::MigrateType;
 use crate::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use crate::zone::Seam;
@@ -72,7 +71,8 @@ impl<S: Seam> Buddy<'_, S> {
         if let Some(cut) = self.inner.free.clusters.pending.as_mut() {
             if !cut.fixed {
                 let r = crate::zone::Rec::<S>::locked(self.z, &self.inner.tally);
-                fix_up(self.z, self.m, cut, self.cfg.pcp_migratetype_cache, &r);
+                self.z
+                    .fix_up(self.m, cut, self.cfg.pcp_migratetype_cache, &r);
                 cut.fixed = true;
                 self.z.cluster_inflight.fetch_sub(1, Release);
             }

@@ -9,8 +9,8 @@
 //!   `rmqueue_bulk`);
 //! - `drain.rs`: blocks handed back to the zone (`free_pcppages_bulk` in the kernel's
 //!   form, `drain_pages_zone`, the tick's `decay_pcp_high`), and `drain_fast.rs` beside
-//!   it, the drains of the switches that change no policy (spliced, paired drains and
-//!   the order-0 rings' drains);
+//!   it, the drains beside the kernel's, entered through `drain_beyond` (spliced order-0
+//!   drains, the THP runs, the order-0 rings' drains, `drain_newest`'s head pops);
 //! - `sizing.rs`: the pageset's bounds (`zone_set_pageset_high_and_batch`'s store, what
 //!   refills may add beyond `high`); the tuning functions themselves are in
 //!   [`crate::tune`];

@@ -234,7 +234,7 @@ impl Allocator {
             // wait for `cluster_inflight` to drop.
             let r = Rec::<S>::unlocked(zone);
             if !c.fixed {
-                crate::cluster::fix_up(zone, m, &c, self.cfg.pcp_migratetype_cache, &r);
+                zone.fix_up(m, &c, self.cfg.pcp_migratetype_cache, &r);
                 zone.cluster_inflight
                     .fetch_sub(1, crate::sync::atomic::Ordering::Release);
             }
