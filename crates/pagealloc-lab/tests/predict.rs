@@ -39,14 +39,11 @@ fn bad_input_one_line_exit_2() {
 fn ev(ts: u64, cpu: u32, pid: u32, kind: EventKind, order: u8, aux: u64) -> Event {
     Event {
         ts,
-        cpu,
-        kind,
         pid,
-        flags: 0,
-        pfn: 0x1000 + ts,
         order,
         mt: 0,
         aux,
+        ..Event::synthetic(cpu, kind, 0x1000 + ts)
     }
 }
 

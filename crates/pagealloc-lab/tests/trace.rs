@@ -375,14 +375,9 @@ fn decay_waits_for_an_idle_cpu_to_wake() {
     let (h, _) = format::read(&data("iperf3.trace")).expect("reads");
     let ev = |ts: u64, cpu: u32, kind: EventKind, pfn: u64, aux: u64| Event {
         ts,
-        cpu,
-        kind,
-        pid: 1,
-        flags: 0,
-        pfn,
-        order: 0,
         mt: if kind == EventKind::Switch { -1 } else { 1 },
         aux,
+        ..Event::synthetic(cpu, kind, pfn)
     };
     let s = 1_000_000_000u64;
     // An allocation on CPU 0 three seconds in; CPU 1 allocates at the start, then

@@ -126,6 +126,23 @@ pub const FLAG_SOFTIRQ: u8 = 0x10;
 pub const FLAG_NMI: u8 = 0x40;
 
 impl Event {
+    /// A made-up event of `kind` on `cpu` for block `pfn`, at time 0, of order 0 with no
+    /// migratetype, by pid 1 in task context: the base that synthetic traces (tests, the
+    /// docs' examples) complete with struct update syntax.
+    pub fn synthetic(cpu: u32, kind: EventKind, pfn: u64) -> Event {
+        Event {
+            ts: 0,
+            cpu,
+            kind,
+            pid: 1,
+            flags: 0,
+            pfn,
+            order: 0,
+            mt: -1,
+            aux: 0,
+        }
+    }
+
     /// Allocated or freed in interrupt context (hardirq, softirq or NMI).
     pub fn in_interrupt(&self) -> bool {
         self.flags & (FLAG_HARDIRQ | FLAG_SOFTIRQ | FLAG_NMI) != 0

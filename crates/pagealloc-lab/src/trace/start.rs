@@ -198,15 +198,9 @@ mod tests {
 
     fn ev(kind: EventKind, cpu: u32, order: u8) -> Event {
         Event {
-            ts: 0,
-            cpu,
-            kind,
-            pid: 1,
-            flags: 0,
-            pfn: 0,
             order,
             mt: 1,
-            aux: 0,
+            ..Event::synthetic(cpu, kind, 0)
         }
     }
 

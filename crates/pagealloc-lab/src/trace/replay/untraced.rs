@@ -114,15 +114,9 @@ mod tests {
 
     fn page(kind: EventKind, cpu: u32, pfn: u64, mt: i8, aux: u64) -> Event {
         Event {
-            ts: 0,
-            cpu,
-            kind,
-            pid: 1,
-            flags: 0,
-            pfn,
-            order: 0,
             mt,
             aux,
+            ..Event::synthetic(cpu, kind, pfn)
         }
     }
 
