@@ -427,9 +427,9 @@ impl Figures {
     }
 }
 
-/// Simulates `opts` on `host`, each pageset of `start` started as the kernel's was
-/// (empty: at the simulator's own start state). The pageset lines count from the start
-/// state, as the kernel's do.
+/// Simulates `opts` on `host` from `start`, the pagesets and free lists of one kernel
+/// run ([`crate::sim::start`]; empty: the simulator's own start). The pageset lines
+/// count from the start state (or the measured window), as the kernel's do.
 ///
 /// # Errors
 /// One line: the machine or the config could not be built, or the simulation failed.
