@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::program::{ProgramResult, TaskWindow};
 use super::{ops_of, Figures, PredictOptions};
+use crate::sim::start::{self, StartState};
 use crate::trace::format::{Event, EventKind};
 use crate::trace::record::{self, RecordOptions};
 use crate::trace::replay::kernel_trips;
@@ -23,6 +24,9 @@ pub struct KernelMeasure {
     pub mt_labels: [String; 11],
     /// Kernel-only figures and conditions.
     pub notes: Vec<String>,
+    /// The program's CPUs' pagesets when the recording began (its start
+    /// `/proc/zoneinfo`): the simulator starts from them.
+    pub start: StartState,
 }
 
 /// Pagesets' pages on CPUs `0..cpus`, every zone, sampled every 10 ms until `stop`.
@@ -116,7 +120,78 @@ pub fn measure(
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .ok_or_else(|| TraceError::Failed("the program wrote no result".into()))?;
-    Ok(analyse(opts, h.t0_ns, &h.kernel_release, &ev, &prog, &pcp))
+    let mut k = analyse(opts, h.t0_ns, &h.kernel_release, &ev, &prog, &pcp);
+    match pagealloc::os::zoneinfo::KernelZoneinfo::parse(&h.start.zoneinfo) {
+        Ok(zi) => {
+            let mut pagesets = start::from_zoneinfo(&zi, opts.cpus);
+            let taken = start::depths(list_events(&ev, &start::zone_spans(&zi), opts.cpus));
+            for p in &mut pagesets {
+                if let Some((_, l)) = taken.iter().find(|(k, _)| *k == (p.cpu, p.zone)) {
+                    p.taken.clone_from(l);
+                }
+            }
+            k.start = StartState {
+                pagesets,
+                free_lists: start::free_lists_of(&zi, &h.start.pagetypeinfo),
+            }
+        }
+        Err(e) => k.notes.push(format!(
+            "the recording's start zoneinfo: {e}; the simulator's pagesets start empty"
+        )),
+    }
+    Ok(k)
+}
+
+/// Every process's page events on CPUs `0..cpus` as changes to their pagesets' lists
+/// (`trace replay` reads the lists the same way): an allocation of a pcp order takes a
+/// block, a free gives one back to the list of the type it was allocated as (a block
+/// allocated before the recording: its pageblock's type as the events show it, else
+/// Movable), a refill's block adds one, a drained block takes one. `spans`: each
+/// allocator zone's pfns.
+fn list_events<'a>(
+    ev: &'a [Event],
+    spans: &'a [(u64, u64)],
+    cpus: u32,
+) -> impl Iterator<Item = start::ListEvent> + 'a {
+    let mut block_mt: HashMap<u64, i8> = HashMap::new();
+    for e in ev {
+        if matches!(
+            e.kind,
+            EventKind::Alloc | EventKind::ZoneLocked | EventKind::PcpuDrain
+        ) && e.mt >= 0
+        {
+            block_mt.entry(e.pfn >> 9).or_insert(e.mt);
+        }
+    }
+    let mut live: HashMap<u64, i8> = HashMap::new();
+    ev.iter().filter_map(move |e| {
+        if e.cpu >= cpus || !e.kind.is_page() {
+            return None;
+        }
+        let zone = spans.iter().position(|&(a, b)| (a..b).contains(&e.pfn))?;
+        let (mt, delta) = match e.kind {
+            EventKind::Alloc => {
+                live.insert(e.pfn, e.mt);
+                (e.mt, -1)
+            }
+            EventKind::Free => {
+                let mt = live
+                    .remove(&e.pfn)
+                    .unwrap_or_else(|| block_mt.get(&(e.pfn >> 9)).copied().unwrap_or(1));
+                (mt, 1)
+            }
+            EventKind::ZoneLocked if e.aux != 0 => (e.mt, 1),
+            EventKind::PcpuDrain => (e.mt, -1),
+            _ => return None,
+        };
+        Some(start::ListEvent {
+            cpu: e.cpu as usize,
+            zone,
+            order: e.order,
+            mt: u8::try_from(mt).ok()?,
+            delta,
+        })
+    })
 }
 
 /// Runs the program without the recorder (`predict-program`, as the recorder would run
@@ -339,6 +414,7 @@ pub fn analyse(
         figures: f,
         mt_labels,
         notes,
+        start: StartState::default(),
     }
 }
 

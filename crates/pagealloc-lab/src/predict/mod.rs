@@ -23,7 +23,13 @@
 //! 3. The simulator runs the lab workload of the same name and size on `host` with the
 //!    preset that models the running kernel ([`crate::trace::replay::preset_for`]) and
 //!    the programs' work outside the allocator measured on this machine ([`work`]); a
-//!    stream on one CPU runs both ends on it, taking turns.
+//!    stream on one CPU runs both ends on it, taking turns. It starts from the state
+//!    the kernel was in when the recording began ([`crate::sim::start`]): the program's
+//!    CPUs' pagesets (`count` and `high` of the start `/proc/zoneinfo`, each list the
+//!    blocks the recorded events take from it before its refills) and every zone's
+//!    free lists (the start `/proc/pagetypeinfo`, the rest of memory held, as `trace
+//!    replay` starts). It runs once from each kernel run's start; its figures are the
+//!    medians, as the kernel's are.
 //!
 //! Both sides divide by the same operation count (pages faulted, pages freed or
 //! messages), fixed by the size: the work is the same by construction, what differs is
@@ -47,6 +53,7 @@ pub mod work;
 
 use serde::Serialize;
 
+use crate::sim::start::StartState;
 use crate::sim::{Machine, SimOptions};
 use crate::trace::TraceError;
 use crate::workload::{self, Scale};
@@ -420,11 +427,17 @@ impl Figures {
     }
 }
 
-/// Simulates `opts` on `host`.
+/// Simulates `opts` on `host` from `start`, the pagesets and free lists of one kernel
+/// run ([`crate::sim::start`]; empty: the simulator's own start). The pageset lines
+/// count from the start state (or the measured window), as the kernel's do.
 ///
 /// # Errors
 /// One line: the machine or the config could not be built, or the simulation failed.
-pub fn simulate(opts: &PredictOptions, config: &str) -> Result<(Figures, String), String> {
+pub fn simulate(
+    opts: &PredictOptions,
+    config: &str,
+    start: &StartState,
+) -> Result<(Figures, String), String> {
     let (wl, ov) = sim_workload(&opts.workload, opts.cpus, opts.size)
         .ok_or_else(|| format!("no workload {}", opts.workload))?;
     let w = workload::build(wl, Scale::Full, &ov).map_err(|e| e.to_string())?;
@@ -440,6 +453,7 @@ pub fn simulate(opts: &PredictOptions, config: &str) -> Result<(Figures, String)
     let mut o = SimOptions::new(m, cfg);
     o.cost = Some(cost);
     o.cpus = Some(opts.cpus);
+    o.start = start.clone();
     let row = crate::sim::run(w.as_ref(), &o).map_err(|e| format!("{}", e.error))?;
     let x = |k: &str| row.extra.get(k).copied().unwrap_or(0.0);
     let ops = ops_of(&opts.workload, opts.cpus, opts.size) as f64;
@@ -458,8 +472,9 @@ pub fn simulate(opts: &PredictOptions, config: &str) -> Result<(Figures, String)
     f.cpu_us_per_op = x("cpu_time_s") * 1e6 / ops;
     f.idle_pct = x("idle_pct");
     f.zone_lock_pct = row.zone_lock_pct.unwrap_or(0.0);
-    f.pcp_peak = row.pcp_peak_pages.unwrap_or(0.0);
-    f.pcp_end = row.pcp_final_pages.unwrap_or(0.0);
+    let at_start = x("pcp_start_pages");
+    f.pcp_peak = row.pcp_peak_pages.unwrap_or(0.0) - at_start;
+    f.pcp_end = row.pcp_final_pages.unwrap_or(0.0) - at_start;
     Ok((f, row.trace_hash.unwrap_or_default()))
 }
 
@@ -504,9 +519,13 @@ pub fn predict(
     let mut runs = Vec::new();
     let mut k = kernel::measure(opts, progress)?;
     runs.push(k.figures.clone());
+    // Each kernel run's start state: the simulator runs once from each.
+    let mut starts = vec![k.start.clone()];
     for i in 1..opts.runs.max(1) {
         progress(&format!("kernel run {} of {}", i + 1, opts.runs));
-        runs.push(kernel::measure(opts, progress)?.figures);
+        let m = kernel::measure(opts, progress)?;
+        runs.push(m.figures);
+        starts.push(m.start);
     }
     let mut notes = k.notes.clone();
     if runs.len() > 1 {
@@ -558,8 +577,31 @@ pub fn predict(
             "simulating {} on host at {} CPU(s), config {config}",
             opts.workload, opts.cpus
         ));
-        let (f, h) = simulate(opts, &config).map_err(TraceError::Failed)?;
-        (Some(f), Some(h))
+        let mut sims = Vec::new();
+        let mut hash = String::new();
+        for (i, st) in starts.iter().enumerate() {
+            let (f, h) = simulate(opts, &config, st).map_err(TraceError::Failed)?;
+            if i == 0 {
+                hash = h;
+            }
+            sims.push(f);
+        }
+        if sims.len() > 1 {
+            notes.push(format!(
+                "simulator: medians of {} runs, one from each kernel run's start state; refill trips/op, pages/refill trip, drain trips/op, pages/drain trip per run, kernel → sim: {}",
+                sims.len(),
+                runs.iter()
+                    .zip(&sims)
+                    .map(|(k, s)| format!(
+                        "{} → {}",
+                        trips_of(k),
+                        trips_of(s)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+        (Some(Figures::median_of(&sims)), Some(hash))
     } else {
         notes.push(format!(
             "the simulator runs one script per CPU: a stream with both ends on {} CPU is not modelled",
@@ -581,6 +623,37 @@ pub fn predict(
         ));
     }
     notes.push(format!("simulator: machine host, config {config}"));
+    if !k.start.is_empty() {
+        notes.push(format!(
+            "simulator: pagesets and free lists started as the kernel's at the (first) recording's start (count/high/blocks of it the events took first; free pages by zone {}): {}",
+            k.start
+                .free_lists
+                .iter()
+                .map(|z| format!("{} {}", z.name, z.free))
+                .collect::<Vec<_>>()
+                .join(", "),
+            k.start
+                .pagesets
+                .iter()
+                .filter(|p| p.count > 0 || p.high > 0)
+                .map(|p| {
+                    format!(
+                        "CPU {} zone {}: {}/{}/{}",
+                        p.cpu,
+                        p.zone,
+                        p.count,
+                        p.high,
+                        p.taken
+                            .iter()
+                            .map(|l| format!("{}×o{} {:?}", l.blocks, l.order, l.mt))
+                            .collect::<Vec<_>>()
+                            .join("+")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let lines = lines_of(&opts.workload, opts.cpus, &k.figures, sim.as_ref());
     Ok(Prediction {
         lines,
@@ -589,6 +662,20 @@ pub fn predict(
         trace_hash: hash,
         notes,
     })
+}
+
+/// A run's refill and drain figures, for the per-run note.
+fn trips_of(f: &Figures) -> String {
+    [
+        f.refills_per_op,
+        f.pages_per_refill,
+        f.drains_per_op,
+        f.pages_per_drain,
+    ]
+    .iter()
+    .map(|&x| fmt_v(Some(x)))
+    .collect::<Vec<_>>()
+    .join("/")
 }
 
 fn fmt_v(v: Option<f64>) -> String {

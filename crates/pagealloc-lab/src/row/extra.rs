@@ -66,6 +66,7 @@ pub const EXTRA: &[ExtraKey] = &[
     k("free_o9_{avg|end}", "pageblocks", "free blocks of order ≥ 9 in pageblocks: mean over the samples, at the end"),
     k("{alloc|free}_blocks_o{N}", "", "blocks of order N allocated or freed (`predict`'s events)"),
     k("{pcp_refill|pcp_drain}_pages", "pages", "pages the pagesets' refills took or drains freed"),
+    k("pcp_start_pages", "pages", "pages on the pagesets after a start state, or when the measured window opened (`predict`)"),
     k("page_ops_per_cpu_s", "1/s", "pages allocated or freed per host CPU second"),
     k("makespan_s", "s", "simulated time until the last CPU finished"),
     k("alloc_time_s", "s", "simulated time in the allocator"),

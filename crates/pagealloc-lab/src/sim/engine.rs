@@ -109,6 +109,9 @@ pub(crate) struct EngineSpec {
     /// recorded trip latency also contains the tracer's in-window cost
     /// (`CostModel::fgraph_ns`); virtual time and holds do not.
     pub(crate) fgraph_timed: bool,
+    /// The start state ([`super::start`]): pagesets and free lists; empty: each
+    /// pageset starts empty at its initial `high`.
+    pub(crate) start: super::start::StartState,
 }
 
 /// Why a simulation stopped.
@@ -293,6 +296,12 @@ pub(crate) fn simulate(
     let platform = Arc::new(SimPlatform::default());
     let mut a = Allocator::with_platform(&layout, spec.config.clone(), platform.clone())
         .map_err(|e| EngineError::Build(e.to_string()))?;
+    // Before the access sink: the start state is no access of the run.
+    let pcp_start = if spec.start.is_empty() {
+        0
+    } else {
+        super::start::apply(&a, &spec.start).map_err(EngineError::Build)?
+    };
     a.set_access_sink(Arc::new(trace::ThreadSink));
     let lines = LineMap::new(&a, &layout);
     trace::install(Some(lines.clone()));
@@ -374,6 +383,7 @@ pub(crate) fn simulate(
             counters: Counters::default(),
             pcp_peak: 0,
             pcp_final: 0,
+            pcp_start,
             huge: (0.0, 0, 0),
             ops: 0,
             page_ops: 0,
@@ -408,6 +418,9 @@ pub(crate) fn simulate(
                 .unwrap_or(0)
         })
         .collect();
+    if !spec.start.is_empty() {
+        e.base_counters = e.a.counters();
+    }
     if let Some(h) = spec.headroom_pages {
         for z in 0..nzones {
             e.hold_all_but(z, h);

@@ -44,6 +44,7 @@ pub mod host;
 mod lookup;
 pub mod machine;
 mod overlap;
+pub mod start;
 mod trace;
 
 use std::fmt;
@@ -87,6 +88,10 @@ pub struct SimOptions {
     /// Runs [`compare`] does at a time, each on a thread of its own; 0: the host's
     /// available parallelism. Results do not depend on it.
     pub jobs: usize,
+    /// The start state (`predict`: the recorded kernel's pagesets and free lists);
+    /// empty: every pageset starts empty at its initial `high`, the zones as the
+    /// headroom model leaves them.
+    pub start: start::StartState,
 }
 
 /// How much memory is free when the workload starts: each zone's free pages above its
@@ -178,6 +183,7 @@ impl SimOptions {
             page_cache: None,
             headroom: Headroom::WorkloadDefault,
             jobs: 0,
+            start: start::StartState::default(),
         }
     }
 
@@ -274,11 +280,14 @@ pub fn run(workload: &dyn Workload, opts: &SimOptions) -> Result<Row, SimError> 
         page_cache: opts
             .page_cache
             .unwrap_or_else(|| default_page_cache(workload.name())),
+        // Free lists started as a kernel's hold the rest of memory themselves.
         headroom_pages: opts
             .headroom
             .mib(workload.name())
+            .filter(|_| opts.start.free_lists.is_empty())
             .map(|m| m.saturating_mul(256) / opts.mem_scale.max(1)),
         fgraph_timed: fgraph_timed(workload.name()),
+        start: opts.start.clone(),
     };
     let t0 = Instant::now();
     let c0 = crate::exec::clock::thread_cpu_ns();
@@ -347,6 +356,7 @@ fn row_of(
     let headroom = opts
         .headroom
         .mib(workload.name())
+        .filter(|_| opts.start.free_lists.is_empty())
         .map_or(-1.0, |m| m as f64);
     for (k, v) in [
         // Availability of order-9 blocks (THP): free pageblock-sized blocks, averaged
@@ -414,6 +424,10 @@ fn row_of(
         .insert("pcp_refill_pages".into(), c.pcp_refill_pages as f64);
     r.extra
         .insert("pcp_drain_pages".into(), c.pcp_drain_pages as f64);
+    if !opts.start.is_empty() {
+        r.extra
+            .insert("pcp_start_pages".into(), out.pcp_start as f64);
+    }
     for (i, &(wait, trips)) in out.wait_by_tick.iter().enumerate() {
         r.extra.insert(format!("tick{i}_wait_s"), wait * 1e-9);
         r.extra.insert(format!("tick{i}_trips"), trips as f64);

@@ -217,6 +217,13 @@ impl Backend for Engine<'_> {
                 self.out.cache_alloc_pages,
                 self.out.cache_free_pages,
             ));
+            if !self.spec.start.is_empty() {
+                // From a start state the pageset lines count from the window, as
+                // `predict`'s kernel side counts them.
+                let pcp = self.a.nr_pcp_pages();
+                self.out.pcp_start = pcp;
+                self.out.pcp_peak = pcp;
+            }
         }
     }
 

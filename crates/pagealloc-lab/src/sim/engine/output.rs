@@ -55,6 +55,9 @@ pub(crate) struct EngineOutput {
     /// Largest and last sampled total of pages on per-CPU lists.
     pub(crate) pcp_peak: u64,
     pub(crate) pcp_final: u64,
+    /// With a start state: pages on the pagesets after it was applied, or when the
+    /// measured window opened (0 without one).
+    pub(crate) pcp_start: u64,
     /// Free order-≥9 blocks in pageblocks (`free_pageblocks`): Σ over the pcp samples, the
     /// samples, and the last (at the end).
     pub(crate) huge: (f64, u64, u64),

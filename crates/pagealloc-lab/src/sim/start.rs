@@ -1,0 +1,432 @@
+//! A simulation's start state: the pagesets and the zones' free lists as a recorded
+//! kernel had them when its run began, in place of empty pagesets at their initial
+//! `high` and the headroom model's zones (`pagealloc predict`).
+//!
+//! Each pageset is started through [`pagealloc::Allocator::seed_pageset`], the core's
+//! seed `trace replay` starts its pagesets with: its `high` as the kernel printed it
+//! (clamped to `high_min ..= high_max`) and its `count` pages taken from the zone. The
+//! kernel's `/proc/zoneinfo` tells no list apart, and whether the pages there were the
+//! program's to take varies: `predict page_fault1` at one CPU began on a pageset of
+//! 8 619 pages (`high` 30 149) and still refilled 46 times in 65 536 faults, and in
+//! another run on 34 005 pages took them all without one refill. So, as `trace replay`
+//! does, each list gets the blocks the recorded events take from it before it is
+//! refilled ([`depths`]; the THP list's too where the config has one), and the rest of
+//! the count goes on a list the run does not take from (order-0 Reclaimable): it counts
+//! towards `high` (what sizes refills and starts drains) and leaves by drains only.
+//! The zones' free lists are seeded by `trace replay`'s own
+//! [`crate::trace::freelists::seed_zone`] from the start `/proc/pagetypeinfo`.
+
+use pagealloc::os::zoneinfo::KernelZoneinfo;
+use pagealloc::{Allocator, MigrateType, PagesetSeed, SeedError, SeedList};
+
+use crate::trace::freelists::{self, Shape};
+
+/// A run's start state: pagesets and zones' free lists as a recorded kernel had them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StartState {
+    /// The pagesets to start; the others start empty at their initial `high`.
+    pub pagesets: Vec<PagesetStart>,
+    /// The zones whose free lists start as the kernel's; with any, every zone's memory
+    /// not on a pageset or on these lists is held for the whole run (the memory the
+    /// rest of the system used), and the headroom model is off.
+    pub free_lists: Vec<ZoneFreeStart>,
+}
+
+impl StartState {
+    /// Nothing to start: the simulator's own start state.
+    pub fn is_empty(&self) -> bool {
+        self.pagesets.is_empty() && self.free_lists.is_empty()
+    }
+}
+
+/// One zone's free lists at the start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ZoneFreeStart {
+    /// The allocator's zone index.
+    pub zone: usize,
+    /// The zone's name (for messages).
+    pub name: String,
+    /// The kernel's free blocks per migratetype and order
+    /// ([`crate::trace::freelists::shape_of`]); `None`: whole blocks.
+    pub shape: Option<Shape>,
+    /// The zone's free pages (`/proc/zoneinfo`'s `pages free`).
+    pub free: u64,
+}
+
+/// One pageset's start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PagesetStart {
+    /// The CPU.
+    pub cpu: usize,
+    /// The allocator's zone index.
+    pub zone: usize,
+    /// Pages on its lists.
+    pub count: u32,
+    /// Its `high`.
+    pub high: i32,
+    /// The blocks the run takes from its lists before they are refilled (the recorded
+    /// events' list depths, [`depths`]), as far as `count` holds them; the rest of
+    /// `count` goes on a list the run does not take from.
+    pub taken: Vec<SeedList>,
+}
+
+/// The pagesets of CPUs `0..cpus` in every populated zone of `zi`. Zone indices are the
+/// allocator's as a layout built from the same zoneinfo numbers them
+/// ([`crate::twin::layout::build`], which `--machine host` is built with): node by node,
+/// each node's populated zones in the order printed.
+pub fn from_zoneinfo(zi: &KernelZoneinfo, cpus: u32) -> Vec<PagesetStart> {
+    let mut out = Vec::new();
+    let mut zone = 0;
+    for n in zi.nodes() {
+        for z in zi.populated().filter(|z| z.node == n) {
+            for p in z
+                .pagesets
+                .iter()
+                .filter(|p| (p.cpu as u64) < u64::from(cpus))
+            {
+                out.push(PagesetStart {
+                    cpu: p.cpu,
+                    zone,
+                    count: p.count.clamp(0, i64::from(u32::MAX)) as u32,
+                    high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
+                    taken: Vec::new(),
+                });
+            }
+            zone += 1;
+        }
+    }
+    out
+}
+
+/// Each populated zone's pfn span `[start, end)`, numbered as in [`from_zoneinfo`].
+pub fn zone_spans(zi: &KernelZoneinfo) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for n in zi.nodes() {
+        for z in zi.populated().filter(|z| z.node == n) {
+            let s = z.start_pfn.unwrap_or(0);
+            out.push((s, s + z.spanned));
+        }
+    }
+    out
+}
+
+/// One page event for [`depths`]: CPU, zone index, order, migratetype (-1: unknown)
+/// and what it did to its pageset list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListEvent {
+    /// The CPU.
+    pub cpu: usize,
+    /// The allocator's zone index.
+    pub zone: usize,
+    /// The block's order.
+    pub order: u8,
+    /// Its migratetype (0 Unmovable, 1 Movable, 2 Reclaimable).
+    pub mt: u8,
+    /// Blocks the list gained (a free, a refill's block: +1) or lost (an allocation, a
+    /// drained block: −1).
+    pub delta: i8,
+}
+
+/// Per pageset, the blocks each list of orders 0-3 and 9 (the THP lists) lost below
+/// where it began before
+/// its own refills and frees made up for them (the deepest its running sum went, as
+/// `trace replay` reads its pagesets' lists off a trace): those blocks were on the list
+/// when the events began.
+pub fn depths(ev: impl IntoIterator<Item = ListEvent>) -> Vec<((usize, usize), Vec<SeedList>)> {
+    use std::collections::BTreeMap;
+    let mut run: BTreeMap<(usize, usize, u8, u8), (i64, i64)> = BTreeMap::new();
+    for e in ev {
+        if (e.order > 3 && e.order != 9) || e.mt > 2 {
+            continue;
+        }
+        let r = run.entry((e.cpu, e.zone, e.order, e.mt)).or_insert((0, 0));
+        r.0 += i64::from(e.delta);
+        r.1 = r.1.min(r.0);
+    }
+    let mts = [
+        MigrateType::Unmovable,
+        MigrateType::Movable,
+        MigrateType::Reclaimable,
+    ];
+    let mut out: BTreeMap<(usize, usize), Vec<SeedList>> = BTreeMap::new();
+    for ((cpu, zone, order, mt), (_, min)) in run {
+        if min < 0 {
+            out.entry((cpu, zone)).or_default().push(SeedList {
+                order,
+                mt: mts[usize::from(mt)],
+                blocks: (-min).min(i64::from(u32::MAX)) as u32,
+            });
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Each populated zone's free lists in `zi` as the kernel's start
+/// `/proc/pagetypeinfo` (`pagetypeinfo`, empty: none) shows them, zones numbered as in
+/// [`from_zoneinfo`]. A table it cannot read starts the zones in whole blocks.
+pub fn free_lists_of(zi: &KernelZoneinfo, pagetypeinfo: &str) -> Vec<ZoneFreeStart> {
+    let kfree = crate::trace::pagetype::parse(pagetypeinfo).unwrap_or_default();
+    let mut out = Vec::new();
+    for n in zi.nodes() {
+        for z in zi.populated().filter(|z| z.node == n) {
+            out.push(ZoneFreeStart {
+                zone: out.len(),
+                name: z.name.clone(),
+                shape: kfree
+                    .get(&(n, z.name.clone()))
+                    .map(|k| freelists::shape_of(k, z.free).0),
+                free: z.free,
+            });
+        }
+    }
+    out
+}
+
+/// The lists `p` starts with: its `taken` blocks, as many as `count` holds (smallest
+/// orders first), and the rest of `count` on order-0 Reclaimable, or order-0 Unmovable
+/// where the run takes from that list.
+fn lists_of(p: &PagesetStart) -> Vec<SeedList> {
+    let mut left = u64::from(p.count);
+    let mut out = Vec::new();
+    let mut taken = p.taken.clone();
+    taken.sort_unstable_by_key(|l| (l.order, l.mt as u8));
+    for l in taken {
+        let blocks = u64::from(l.blocks).min(left >> l.order);
+        if blocks > 0 {
+            left -= blocks << l.order;
+            out.push(SeedList {
+                blocks: blocks as u32,
+                ..l
+            });
+        }
+    }
+    if left > 0 {
+        let used = |mt| out.iter().any(|l| l.order == 0 && l.mt == mt);
+        let mt = if used(MigrateType::Reclaimable) {
+            MigrateType::Unmovable
+        } else {
+            MigrateType::Reclaimable
+        };
+        if let Some(l) = out.iter_mut().find(|l| l.order == 0 && l.mt == mt) {
+            l.blocks += left as u32;
+        } else {
+            out.push(SeedList {
+                order: 0,
+                mt,
+                blocks: left as u32,
+            });
+        }
+    }
+    out
+}
+
+/// Applies `start` to `a`: the pagesets through [`Allocator::seed_pageset`], then the
+/// zones' free lists through `trace replay`'s [`freelists::seed_zone`]. Returns the
+/// pages the pagesets hold after.
+///
+/// # Errors
+/// One line naming the pageset or zone the allocator refused.
+pub(crate) fn apply(a: &Allocator, start: &StartState) -> Result<u64, String> {
+    for p in &start.pagesets {
+        let seed = |p: &PagesetStart| {
+            a.seed_pageset(
+                p.cpu,
+                p.zone,
+                &PagesetSeed {
+                    high: p.high,
+                    lists: &lists_of(p),
+                    ..Default::default()
+                },
+            )
+        };
+        let r = match seed(p) {
+            // A config without THP lists: those blocks are parked as the rest are.
+            Err(SeedError::NotAPcpList { .. }) => seed(&PagesetStart {
+                taken: p.taken.iter().filter(|l| l.order <= 3).copied().collect(),
+                ..p.clone()
+            }),
+            r => r,
+        };
+        r.map_err(|e| format!("the start state of CPU {}'s pageset: {e}", p.cpu))?;
+    }
+    for z in &start.free_lists {
+        freelists::seed_zone(a, z.zone, &z.name, z.shape, z.free, &[])
+            .map_err(|e| format!("the start state's free lists: {e}"))?;
+    }
+    if !start.free_lists.is_empty() {
+        // Filling and freeing the zones left flags the kernel's zones, above their
+        // watermarks, do not have.
+        for z in 0..a.nr_zones() {
+            a.settle_zone_flags(z);
+        }
+    }
+    Ok(a.nr_pcp_pages())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pagealloc::{Config, Gfp, Layout};
+
+    /// DMA unpopulated, DMA32 and Normal populated, two CPUs each.
+    const ZI: &str = "\
+Node 0, zone      DMA
+  pages free     0
+        managed  0
+Node 0, zone    DMA32
+  pages free     500
+        managed  1000
+  pagesets
+    cpu: 0
+              count:    7
+              high:     40
+              batch:    1
+    cpu: 1
+              count:    9
+              high:     50
+              batch:    1
+  start_pfn:           4096
+Node 0, zone   Normal
+  pages free     900
+        managed  2000
+  pagesets
+    cpu: 0
+              count:    300
+              high:     4000
+              batch:    63
+    cpu: 1
+              count:    1
+              high:     2
+              batch:    63
+  start_pfn:           1048576
+";
+
+    #[test]
+    fn zones_numbered_as_the_layout_and_cpus_cut() {
+        let zi = KernelZoneinfo::parse(ZI).unwrap();
+        let p = |cpu, zone, count, high| PagesetStart {
+            cpu,
+            zone,
+            count,
+            high,
+            taken: Vec::new(),
+        };
+        assert_eq!(from_zoneinfo(&zi, 1), [p(0, 0, 7, 40), p(0, 1, 300, 4000)]);
+        assert_eq!(from_zoneinfo(&zi, 2).len(), 4);
+        let f = free_lists_of(&zi, "");
+        assert_eq!(f.len(), 2);
+        assert_eq!(
+            (f[1].zone, f[1].name.as_str(), f[1].free),
+            (1, "Normal", 900)
+        );
+        assert_eq!(f[1].shape, None); // no pagetypeinfo: whole blocks
+    }
+
+    /// A pageset started near its `high` drains on the first free where an empty one
+    /// does not, and the started pages sit on no list an allocation takes from: the
+    /// first allocation still refills.
+    #[test]
+    fn started_pageset_drains_where_an_empty_one_does_not() {
+        let run = |start: &StartState| {
+            let a = Allocator::new(&Layout::single(262_144, 2), Config::default()).unwrap();
+            let at_start = apply(&a, start).unwrap();
+            let before = a.counters();
+            let f = a.alloc_on(0, 0, Gfp::MOVABLE, None).unwrap();
+            a.free_on(0, f).unwrap();
+            let c = a.counters();
+            a.validate().unwrap();
+            (
+                at_start,
+                c.pcp_refill - before.pcp_refill,
+                c.pcp_drain - before.pcp_drain,
+                a.pcp_list_len(0, 0, 0, MigrateType::Reclaimable).unwrap(),
+            )
+        };
+        let a = Allocator::new(&Layout::single(262_144, 2), Config::default()).unwrap();
+        let high_min = a.pcp_info(0, 0).unwrap().high_min;
+        let start = StartState {
+            pagesets: vec![PagesetStart {
+                cpu: 0,
+                zone: 0,
+                count: high_min as u32,
+                high: high_min,
+                taken: Vec::new(),
+            }],
+            free_lists: Vec::new(),
+        };
+        let (pages, refills, drains, parked) = run(&start);
+        assert_eq!(pages, high_min as u64);
+        assert_eq!(refills, 1);
+        assert!(drains >= 1, "a pageset started at high drains on a free");
+        assert!(parked > 0, "the started pages sit on the Reclaimable list");
+        assert_eq!(run(&StartState::default()), (0, 1, 0, 0));
+    }
+
+    /// A list's depth is the deepest its running sum went; the blocks go first, the rest
+    /// of the count is parked on order-0 Reclaimable, and a count too small for the
+    /// depths cuts them.
+    #[test]
+    fn depths_fill_lists_first_and_park_the_rest() {
+        let ev = |delta, order, mt| ListEvent {
+            cpu: 0,
+            zone: 1,
+            order,
+            mt,
+            delta,
+        };
+        // Movable order 0: -1 -1 +1 -1 -1 (min -3), then a refill; order 9 ignored.
+        let mut v: Vec<ListEvent> = [-1, -1, 1, -1, -1, 1, 1, 1]
+            .iter()
+            .map(|&d| ev(d, 0, 1))
+            .collect();
+        v.push(ev(-1, 9, 1));
+        v.push(ev(-1, 5, 1)); // no pcp order: ignored
+        v.push(ev(1, 0, 0)); // a free only: no depth
+        let d = depths(v);
+        let three = SeedList {
+            order: 0,
+            mt: MigrateType::Movable,
+            blocks: 3,
+        };
+        let thp = SeedList {
+            order: 9,
+            mt: MigrateType::Movable,
+            blocks: 1,
+        };
+        assert_eq!(d, [((0, 1), vec![three, thp])]);
+        let mut p = PagesetStart {
+            cpu: 0,
+            zone: 1,
+            count: 10,
+            high: 100,
+            taken: vec![three, thp],
+        };
+        let parked = |blocks| SeedList {
+            order: 0,
+            mt: MigrateType::Reclaimable,
+            blocks,
+        };
+        assert_eq!(lists_of(&p), [three, parked(7)]);
+        p.count = 2;
+        assert_eq!(lists_of(&p), [SeedList { blocks: 2, ..three }]);
+    }
+
+    /// Free lists started as a kernel's hold the rest of the zone: the allocator's free
+    /// pages are the kernel's.
+    #[test]
+    fn free_lists_hold_the_rest() {
+        let a = Allocator::new(&Layout::single(262_144, 1), Config::default()).unwrap();
+        let start = StartState {
+            pagesets: Vec::new(),
+            free_lists: vec![ZoneFreeStart {
+                zone: 0,
+                name: "Normal".into(),
+                shape: None,
+                free: 65_536,
+            }],
+        };
+        apply(&a, &start).unwrap();
+        assert_eq!(a.nr_free_pages(), 65_536);
+        a.validate().unwrap();
+    }
+}
