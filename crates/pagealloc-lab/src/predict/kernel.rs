@@ -153,16 +153,7 @@ fn list_events<'a>(
     spans: &'a [(u64, u64)],
     cpus: u32,
 ) -> impl Iterator<Item = start::ListEvent> + 'a {
-    let mut block_mt: HashMap<u64, i8> = HashMap::new();
-    for e in ev {
-        if matches!(
-            e.kind,
-            EventKind::Alloc | EventKind::ZoneLocked | EventKind::PcpuDrain
-        ) && e.mt >= 0
-        {
-            block_mt.entry(e.pfn >> 9).or_insert(e.mt);
-        }
-    }
+    let block_mt = crate::trace::format::pageblock_types(ev);
     let mut live: HashMap<u64, i8> = HashMap::new();
     ev.iter().filter_map(move |e| {
         if e.cpu >= cpus || !e.kind.is_page() {

@@ -149,6 +149,23 @@ impl Event {
     }
 }
 
+/// Pageblock (`pfn >> 9`) → the migratetype the trace's events first show for it: an
+/// allocation, a refill or a drain carries one, a free does not. For the blocks a trace
+/// frees without having allocated them.
+pub fn pageblock_types(ev: &[Event]) -> std::collections::HashMap<u64, i8> {
+    let mut types = std::collections::HashMap::new();
+    for e in ev {
+        if matches!(
+            e.kind,
+            EventKind::Alloc | EventKind::ZoneLocked | EventKind::PcpuDrain
+        ) && e.mt >= 0
+        {
+            types.entry(e.pfn >> 9).or_insert(e.mt);
+        }
+    }
+    types
+}
+
 /// Per CPU: what the tracer said it lost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Losses {

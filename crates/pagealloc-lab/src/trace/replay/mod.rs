@@ -165,16 +165,7 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     let mut notes = Vec::new();
 
     // Pageblock → migratetype as the trace shows it (for frees of unknown blocks).
-    let mut block_mt: HashMap<u64, i8> = HashMap::new();
-    for e in ev {
-        if matches!(
-            e.kind,
-            EventKind::Alloc | EventKind::ZoneLocked | EventKind::PcpuDrain
-        ) && e.mt >= 0
-        {
-            block_mt.entry(e.pfn >> 9).or_insert(e.mt);
-        }
-    }
+    let block_mt = super::format::pageblock_types(ev);
     // Blocks freed before being allocated in the trace, and each list's depth: per
     // (CPU, zone, order, migratetype), the deepest the stream takes the list below
     // where it started (allocations served without a refill), counting the kernel's own
