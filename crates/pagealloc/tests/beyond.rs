@@ -6,6 +6,7 @@
 mod common;
 use common::*;
 use pagealloc::*;
+use std::borrow::Borrow;
 use std::sync::Arc;
 
 fn with(base: &str, extra: &str) -> Config {
@@ -28,6 +29,17 @@ fn alloc_all(a: &Allocator, cpu: usize, order: u8, gfp: Gfp) -> Vec<Frame> {
             Err(AllocError::OutOfMemory) => return v,
             Err(e) => panic!("unexpected {e:?}"),
         }
+    }
+}
+
+/// Free every frame of `frames` on `cpu` (owned or borrowed frames).
+fn free_all<I>(a: &Allocator, cpu: usize, frames: I)
+where
+    I: IntoIterator,
+    I::Item: Borrow<Frame>,
+{
+    for f in frames {
+        a.free_on(cpu, *f.borrow()).unwrap();
     }
 }
 
@@ -224,9 +236,7 @@ fn merge_skipping_defers_merges_until_a_high_order_allocation_needs_them() {
         );
         let (a, _p) = manual(&Layout::single(8192, 1), c);
         let frames = alloc_all(&a, 0, 0, Gfp::USER);
-        for f in &frames {
-            a.free_on(0, *f).unwrap();
-        }
+        free_all(&a, 0, &frames);
         a.drain_cpu(0);
         let t = a.validate().unwrap();
         assert_eq!(t.buddy, t.managed);
@@ -281,9 +291,7 @@ fn merge_on_demand_stops_at_the_first_block_of_the_requested_order() {
         .copied()
         .collect();
     assert_eq!(pinned.len(), 16);
-    for f in frames.iter().filter(|f| !pinned.contains(f)) {
-        a.free_on(0, *f).unwrap();
-    }
+    free_all(&a, 0, frames.iter().filter(|f| !pinned.contains(f)));
     a.drain_cpu(0);
     let skipped = a.counters().merge_skipped;
     assert!(skipped > 16000, "{skipped}");
@@ -327,12 +335,8 @@ fn merge_on_demand_stops_at_the_first_block_of_the_requested_order() {
     a.validate().unwrap();
 
     // The full merge takes the rest, then has nothing left.
-    for f in small.iter().chain(&[big, big2]) {
-        a.free_on(0, *f).unwrap();
-    }
-    for f in &pinned {
-        a.free_on(0, *f).unwrap();
-    }
+    free_all(&a, 0, small.iter().chain(&[big, big2]));
+    free_all(&a, 0, &pinned);
     a.drain_cpu(0);
     assert!(a.compact() > 8000);
     assert_eq!(a.compact(), 0);
@@ -348,18 +352,14 @@ fn merge_skip_disable_depth_and_compact() {
     );
     let frames = alloc_all(&a, 0, 0, Gfp::USER);
     let (first, rest) = frames.split_at(frames.len() / 2);
-    for f in first {
-        a.free_on(0, *f).unwrap();
-    }
+    free_all(&a, 0, first);
     a.drain_cpu(0);
     let skipped = a.counters().merge_skipped;
     assert!(skipped >= first.len() as u64);
     // Raising the depth merges what was skipped and stops skipping.
     a.merge_skip_disable(true);
     assert!(a.counters().merge_deferred >= first.len() as u64);
-    for f in rest {
-        a.free_on(0, *f).unwrap();
-    }
+    free_all(&a, 0, rest);
     a.drain_cpu(0);
     assert_eq!(
         a.counters().merge_skipped,
@@ -370,9 +370,7 @@ fn merge_skip_disable_depth_and_compact() {
     a.validate().unwrap();
     a.merge_skip_disable(false);
     let again = alloc_all(&a, 0, 0, Gfp::USER);
-    for f in &again {
-        a.free_on(0, *f).unwrap();
-    }
+    free_all(&a, 0, &again);
     a.drain_cpu(0);
     assert!(a.counters().merge_skipped > skipped, "skipping again");
     a.validate().unwrap();
@@ -392,9 +390,7 @@ fn merge_skipped_frames_survive_pageblock_moves() {
         with("linux-6.12", "merge_skip=on,thp=off"),
     );
     let frames = alloc_all(&a, 0, 0, Gfp::USER);
-    for f in &frames {
-        a.free_on(0, *f).unwrap();
-    }
+    free_all(&a, 0, &frames);
     a.drain_cpu(0);
     for pb in 0..8u64 {
         a.set_pageblock_type(Pfn(pb * 512), MigrateType::Unmovable);
@@ -429,9 +425,7 @@ fn one_batch(clustered: bool) -> ClusterRun {
         .collect();
     a.drain_cpu(0);
     a.compact();
-    for f in &frames {
-        a.free_on(0, *f).unwrap();
-    }
+    free_all(&a, 0, &frames);
     assert_eq!(a.pcp_info(0, 0).unwrap().count, batch);
     a.drain_cpu(0); // exactly one batch of one migratetype
     a.validate().unwrap();
@@ -481,9 +475,7 @@ fn clustered_refill_touches_one_frame_per_cluster_in_steady_state() {
                 held.push(a.alloc_on(0, 0, Gfp::USER, None).unwrap());
             }
             last = a.counters();
-            for f in held {
-                a.free_on(0, f).unwrap();
-            }
+            free_all(&a, 0, held);
             a.validate()
                 .unwrap_or_else(|e| panic!("round {round} clustered {clustered}: {e}"));
         }
@@ -535,9 +527,7 @@ fn clustered_refill_own_cut_is_fixed_up_before_a_steal_scans_its_pageblock() {
     // Three frames freed while P is UNMOVABLE: cached as unmovable, they land on the
     // unmovable order-0 list as one cluster although P is movable again by then.
     a.set_pageblock_type(Pfn(p_start), MigrateType::Unmovable);
-    for f in &small[..3] {
-        a.free_on(0, *f).unwrap();
-    }
+    free_all(&a, 0, &small[..3]);
     a.set_pageblock_type(Pfn(p_start), MigrateType::Movable);
     a.drain_cpu(0);
     a.validate().unwrap();
@@ -550,9 +540,7 @@ fn clustered_refill_own_cut_is_fixed_up_before_a_steal_scans_its_pageblock() {
     assert!(c.fallback >= 1);
     a.validate().unwrap();
     a.free_on(0, f).unwrap();
-    for f in small[3..].iter().chain(&big) {
-        a.free_on(0, *f).unwrap();
-    }
+    free_all(&a, 0, small[3..].iter().chain(&big));
     a.drain_cpu(0);
     let t = a.validate().unwrap();
     assert_eq!(t.buddy, t.managed);
@@ -586,9 +574,7 @@ fn clustered_refill_fixups_race_safely_with_mergers_and_scanners() {
                         Err(_) => break,
                     }
                 }
-                for f in held {
-                    a.free_on(0, f).unwrap();
-                }
+                free_all(&a, 0, held);
                 rounds += 1;
             }
             rounds
@@ -605,9 +591,7 @@ fn clustered_refill_fixups_race_safely_with_mergers_and_scanners() {
                 let v: Vec<Frame> = (0..200)
                     .filter_map(|_| a.alloc_on(1, 0, Gfp::USER, None).ok())
                     .collect();
-                for f in v {
-                    a.free_on(1, f).unwrap();
-                }
+                free_all(&a, 1, v);
                 a.drain_cpu(1);
                 a.merge_skip_disable(false);
             }
@@ -811,9 +795,7 @@ fn count_min_decays_only_idle_pages_through_the_allocator() {
         let burst: Vec<Frame> = (0..6000)
             .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
             .collect();
-        for f in burst {
-            a.free_on(0, f).unwrap();
-        }
+        free_all(&a, 0, burst);
         let start = a.pcp_info(0, 0).unwrap();
         assert!(start.high > start.high_min);
         a.tick(0);
@@ -823,9 +805,7 @@ fn count_min_decays_only_idle_pages_through_the_allocator() {
             let v: Vec<Frame> = (0..n)
                 .map(|_| a.alloc_on(0, 0, Gfp::USER, None).unwrap())
                 .collect();
-            for f in v {
-                a.free_on(0, f).unwrap();
-            }
+            free_all(&a, 0, v);
             a.tick(0);
         }
         let busy = a.pcp_info(0, 0).unwrap().high;
@@ -956,9 +936,7 @@ fn thp_merge_skip_leaves_drained_huge_pages_unmerged_until_order_10_asks() {
             big.push(f);
         }
         let c = a.counters();
-        for f in big.drain(..) {
-            a.free_on(0, f).unwrap();
-        }
+        free_all(&a, 0, big.drain(..));
         a.validate().unwrap();
         (before, c, a.counters())
     };
@@ -1019,9 +997,7 @@ fn refill_runs_take_split_blocks_with_fewer_accesses_under_the_lock() {
             got = keep;
         }
         a.validate().unwrap();
-        for f in got {
-            a.free_on(0, f).unwrap();
-        }
+        free_all(&a, 0, got);
         a.validate().unwrap();
         (seq, a.counters())
     };
@@ -1349,15 +1325,11 @@ fn own_bitmap_keeps_every_frame_through_drains_offline_isolation_and_compaction(
         a.drain_all_pages();
         let (inside, outside): (Vec<Frame>, Vec<Frame>) =
             held.drain(..).partition(|f| f.pfn.0 >> 9 == pfn.0 >> 9);
-        for f in &inside {
-            a.free_on(0, *f).unwrap();
-        }
+        free_all(&a, 0, &inside);
         let t = a.validate().unwrap();
         assert_eq!(t.allocated, pages(&outside), "{base},{extra}");
         a.set_pageblock_type(pfn, was).unwrap();
-        for f in &outside {
-            a.free_on(1, *f).unwrap();
-        }
+        free_all(&a, 1, &outside);
         a.drain_all_pages();
         let t = a.validate().unwrap();
         assert_eq!((t.allocated, t.pcp), (0, 0), "{base},{extra}");
