@@ -5,7 +5,7 @@
 //! Why: a simulated machine's frame metadata is one zeroed block of 16 bytes per frame
 //! (2 GiB for spr-2s-224's 512 GiB), which the core's build touches at every block head
 //! (one 4 KiB host page in four). From a fresh mapping each touched page is a host page
-//! fault (about 2.5 µs here, 83 % of a kbuild run's faults, about a fifth of its CPU
+//! fault (about 2.8 µs here, 83 % of a kbuild run's faults, about a fifth of its CPU
 //! time); `compare` and `calibrate` build one such allocator per preset. A kept mapping
 //! is zeroed again only where it holds pages (`/proc/self/pagemap`: present or swapped
 //! out), a `memset` per page instead of a fault. Every other page of a private anonymous
@@ -22,7 +22,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 /// Blocks at least this long are pooled mappings (smaller ones: the system allocator).
 pub const MIN_POOLED: usize = 64 << 20;
 /// How many freed mappings are kept.
-pub const SLOTS: usize = 4;
+pub const SLOTS: usize = 8;
 
 /// The global allocator of the `pagealloc` binary (`src/main.rs`); see the module doc.
 #[derive(Debug, Default)]
