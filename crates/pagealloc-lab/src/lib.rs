@@ -22,6 +22,7 @@
 pub mod bench;
 pub mod cli;
 pub mod exec;
+pub mod host_alloc;
 pub mod limits;
 pub mod output;
 pub mod peers;
