@@ -162,6 +162,7 @@ impl Netperf {
             send_protocol_ns: p.send_protocol_ns * u64::from(writes),
             recv_protocol_ns: p.recv_protocol_ns * u64::from(writes),
             sender_free_pct: p.sender_free_pct.min(100),
+            skb_starts: 0,
             turn_messages: p.turn_messages,
             shared_switch_ns: p.shared_switch_ns,
             cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
