@@ -10,7 +10,10 @@
 //! the writer's CPU. This is what the live kernel (6.18) did: `pagealloc trace record`
 //! of a 64 KiB-write AF_UNIX stream (tests/data/traces/bw_unix.trace, its program in
 //! tests/data/traces/programs/bw_unix.py) shows exactly one block of each of these
-//! orders per write, every one freed by the reader on its own CPU. The writer copies
+//! orders per write, every one freed by the reader on its own CPU. The kernel queues
+//! them as two skbs (at most `UNIX_SKB_FRAGS_SZ`, 32 KiB, of fragments each: the
+//! order-3 block, then the rest), waking the reader for each; `skb_frag_bytes` models
+//! that (0 by default: one skb per chunk). The writer copies
 //! the payload from user space into them; the reader copies it out in `read` and frees
 //! the blocks, one after the other. Both sides pay a system call and the socket's
 //! bookkeeping; docs/sim-cost-model.md gives the source of each cost. Score: bytes
