@@ -75,6 +75,8 @@ fn the_kernel_side_counts_each_block_once_inside_the_windows() {
             end_ns: 2010,
             cpu_ns: 500,
             wait_ns: 0,
+            sleeps: 0,
+            preempts: 0,
         }],
     };
     let lock = 0xdead;

@@ -41,6 +41,9 @@ pub struct RecordArgs {
     /// Page events only (no lock contention, no sched_switch): a smaller file.
     #[arg(long)]
     pub pages_only: bool,
+    /// Record `sched:sched_waking` too (who woke whom, onto which CPU); off by default.
+    #[arg(long, conflicts_with = "pages_only")]
+    pub wakeups: bool,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -85,6 +88,7 @@ pub fn cmd_trace(a: &TraceArgs) -> Result<(), CliError> {
                 command: r.command.clone(),
                 buffer_kb: r.buffer_kb,
                 all_events: !r.pages_only,
+                wakeups: r.wakeups,
             };
             let (h, ev) = record::record(&opts, &mut |m| eprintln!("{m}"))?;
             // Written whole or not at all: a temporary file renamed into place.

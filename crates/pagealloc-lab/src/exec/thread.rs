@@ -541,6 +541,11 @@ impl Backend for ThreadBackend<'_, '_> {
         Ok(b)
     }
 
+    fn try_recv(&mut self, cpu: usize) -> Result<Option<Block>, ExecError> {
+        // `recv` never waits here: the driver spins on a blocked `Recv`.
+        self.recv(cpu)
+    }
+
     fn barrier(&mut self, cpu: usize, id: u32) -> Result<Flow, ExecError> {
         let sh = self.sh;
         let snap = sh.measured_after == Some(id);

@@ -102,6 +102,7 @@ pub fn measure(
             command,
             buffer_kb: record::DEFAULT_BUFFER_KB,
             all_events: true,
+            wakeups: true,
         },
         progress,
     );
@@ -387,6 +388,7 @@ pub fn analyse(
     ];
     // Where the frees happened, by the freeing task's CPU.
     if opts.workload.ends_with("_stream") {
+        notes.push(super::sleeps::note(ev, t0_ns, prog));
         let mut by_cpu: HashMap<u32, u64> = HashMap::new();
         for e in ours.iter().filter(|e| e.kind == EventKind::Free) {
             *by_cpu.entry(e.cpu).or_default() += 1;

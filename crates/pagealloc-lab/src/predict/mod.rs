@@ -49,6 +49,7 @@
 
 pub mod kernel;
 pub mod program;
+pub mod sleeps;
 pub mod work;
 
 use serde::Serialize;
@@ -153,6 +154,9 @@ pub fn sim_workload(
                 ("pairs", 1),
                 ("chunks", s.count),
                 ("chunk_bytes", s.extra),
+                // A 64 KiB write is two skbs (`UNIX_SKB_FRAGS_SZ`), the reader woken
+                // for each.
+                ("skb_frag_bytes", 32_768),
                 ("send_protocol_ns", work::UNIX_PROTOCOL_NS.into()),
                 ("recv_protocol_ns", work::UNIX_PROTOCOL_NS.into()),
                 ("turn_messages", work::UNIX_TURN_MESSAGES.into()),
@@ -173,8 +177,12 @@ pub fn sim_workload(
                 ("messages", s.count),
                 ("message_bytes", s.extra),
                 ("frag_bytes", 32_768),
-                // The live kernel freed 72-81 % of the fragments on the sender's CPU.
-                ("sender_free_pct", 75),
+                // The reader hands every consumed fragment back to the writer's CPU
+                // (`skb_attempt_defer_free`), whose softirq frees it; the reader frees
+                // it itself only when that list is full, which a writer that is never
+                // preempted does not let happen (the live kernel, at load 8: 89-99.7 %
+                // of the fragments freed on the writer's CPU in softirq).
+                ("sender_free_pct", 100),
                 ("rcvbuf_bytes", work::TCP_BUFFER_BYTES.into()),
                 ("turn_messages", work::TCP_TURN_MESSAGES.into()),
                 ("send_protocol_ns", work::TCP_SEND_PROTOCOL_NS.into()),
@@ -217,6 +225,8 @@ pub enum Tolerance {
     Rel(f64),
     /// Absolute, in the metric's unit (percentage points).
     Abs(f64),
+    /// Sleeps per operation: within 0.02 or ±25 %, whichever is wider.
+    Sleeps,
 }
 
 impl Tolerance {
@@ -225,6 +235,7 @@ impl Tolerance {
         match self {
             Tolerance::Rel(r) => (s - k).abs() <= r * k.abs() || (k == 0.0 && s == 0.0),
             Tolerance::Abs(a) => (s - k).abs() <= a,
+            Tolerance::Sleeps => (s - k).abs() <= (0.25 * k.abs()).max(0.02),
         }
     }
 }
@@ -238,6 +249,9 @@ pub const EVENTS: Tolerance = Tolerance::Rel(0.05);
 pub const TIMES: Tolerance = Tolerance::Rel(0.15);
 /// Shares of CPU time, percentage points.
 pub const SHARES: Tolerance = Tolerance::Abs(5.0);
+/// Sleeps per operation of a stream's end: within 0.02 of the kernel's, or ±25 % of
+/// it, whichever is wider.
+pub const SLEEPS: Tolerance = Tolerance::Sleeps;
 
 /// The figures of one side, per operation where it says so.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -266,6 +280,10 @@ pub struct Figures {
     pub pcp_peak: f64,
     /// Pages on the pagesets at the end minus at the start.
     pub pcp_end: f64,
+    /// Streams: the writer's and the reader's sleeps per operation (the kernel's
+    /// voluntary context switches in the task's window, the simulator's parks in a send
+    /// or a receive that a wakeup ended).
+    pub sleeps_per_op: [f64; 2],
 }
 
 fn lines_of(name: &str, cpus: u32, k: &Figures, s: Option<&Figures>) -> Vec<Line> {
@@ -357,6 +375,18 @@ fn lines_of(name: &str, cpus: u32, k: &Figures, s: Option<&Figures>) -> Vec<Line
         s.map(|s| s.pcp_end),
         TIMES,
     );
+    // A stream's ends on two CPUs: how often each slept (on one CPU the simulator
+    // hands over between the ends without a scheduler).
+    if is_stream(name) && cpus > 1 {
+        for (i, side) in ["writer", "reader"].iter().enumerate() {
+            push(
+                format!("{side} sleeps/op"),
+                k.sleeps_per_op[i],
+                s.map(|s| s.sleeps_per_op[i]),
+                SLEEPS,
+            );
+        }
+    }
     v
 }
 
@@ -423,6 +453,9 @@ impl Figures {
         out.zone_lock_pct = m(&|r| r.zone_lock_pct);
         out.pcp_peak = m(&|r| r.pcp_peak);
         out.pcp_end = m(&|r| r.pcp_end);
+        for i in 0..2 {
+            out.sleeps_per_op[i] = m(&|r| r.sleeps_per_op[i]);
+        }
         out
     }
 }
@@ -475,6 +508,10 @@ pub fn simulate(
     let at_start = x("pcp_start_pages");
     f.pcp_peak = row.pcp_peak_pages.unwrap_or(0.0) - at_start;
     f.pcp_end = row.pcp_final_pages.unwrap_or(0.0) - at_start;
+    // A stream's writer runs on CPU 0, its reader on CPU 1 (`workload::stream`).
+    for (i, s) in f.sleeps_per_op.iter_mut().enumerate() {
+        *s = x(&format!("sleeps_cpu{i}")) / ops;
+    }
     Ok((f, row.trace_hash.unwrap_or_default()))
 }
 
@@ -545,6 +582,7 @@ pub fn predict(
     let timed = opts.runs.max(TIMING_RUNS);
     let mut times = Vec::new();
     let mut per_task: Vec<Vec<f64>> = Vec::new();
+    let mut sleeps: Vec<[f64; 2]> = Vec::new();
     for i in 0..timed {
         progress(&format!("timing run {} of {timed} (no recorder)", i + 1));
         let prog = kernel::run_untraced(opts)?;
@@ -556,6 +594,12 @@ pub fn predict(
                 .collect(),
         );
         times.push(kernel::times_of(opts, &prog));
+        // The stream programs report the writer first, then the reader.
+        let mut sl = [0.0; 2];
+        for (s, t) in sl.iter_mut().zip(&prog.tasks) {
+            *s = t.sleeps as f64 / ops;
+        }
+        sleeps.push(sl);
     }
     // The least perturbed run: other processes on the shared CPUs only ever add CPU
     // time (their cache traffic, the hypervisor), never take it away.
@@ -564,6 +608,20 @@ pub fn predict(
         .unwrap_or(0);
     (k.figures.rate, k.figures.cpu_us_per_op, k.figures.idle_pct) = times[best];
     let med_cpu = median(times.iter().map(|t| t.1).collect());
+    if is_stream(&opts.workload) {
+        // The sleeps of the same run as the times: the CPU a write costs follows how
+        // often its ends sleep (the tracer, slowing one end, changes both).
+        k.figures.sleeps_per_op = sleeps[best];
+        notes.push(format!(
+            "kernel sleeps/op (writer, reader) in each run without the recorder (voluntary switches), CPU µs/op: {}",
+            sleeps
+                .iter()
+                .zip(&times)
+                .map(|(s, t)| format!("{:.3}, {:.3}: {:.2}", s[0], s[1], t.1))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
     notes.push(format!(
         "kernel times: the run of least CPU time of {timed} without the recorder (median {med_cpu:.3} µs/op); per task {}; under the recorder {traced_cpu:.3} µs/op",
         per_task[best]

@@ -40,6 +40,14 @@ pub struct TaskWindow {
     /// kernel keeps no schedstats.
     #[serde(default)]
     pub wait_ns: u64,
+    /// Times the task slept in the window (voluntary context switches, `ru_nvcsw` of
+    /// `getrusage(RUSAGE_THREAD)`): the stream programs' ends; 0 for the others.
+    #[serde(default)]
+    pub sleeps: u64,
+    /// Times the task was preempted in the window (involuntary context switches,
+    /// `ru_nivcsw`): the stream programs' ends; 0 for the others.
+    #[serde(default)]
+    pub preempts: u64,
 }
 
 /// What a program reports.
@@ -78,6 +86,19 @@ fn clock(id: libc::clockid_t) -> u64 {
         return 0;
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's voluntary (it slept) and involuntary (it was preempted)
+/// context switches so far; 0 if unreadable.
+fn switches_so_far() -> (u64, u64) {
+    // SAFETY: rusage is plain integers, for which all-zero bytes are a valid value.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage owned by this frame; the call writes only
+    // into it. No lock: RUSAGE_THREAD reads the calling thread's own counters.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) } != 0 {
+        return (0, 0);
+    }
+    (u.ru_nvcsw as u64, u.ru_nivcsw as u64)
 }
 
 /// The calling thread's time spent runnable but waiting for a CPU (`run_delay`, the
@@ -245,6 +266,8 @@ fn fork_tasks(cpus: u32, prelude: &Task) -> Result<ProgramResult, String> {
             end_ns: w(3),
             cpu_ns: w(4),
             wait_ns: w(6),
+            sleeps: 0,
+            preempts: 0,
         });
         out.ops += w(5);
     }
@@ -386,12 +409,15 @@ where
         b2.wait();
         let start = mono_ns();
         let d0 = run_delay_ns();
+        let s0 = switches_so_far();
         let c0 = clock(libc::CLOCK_THREAD_CPUTIME_ID);
         for _ in 0..messages {
             w.write_all(&buf).map_err(|e| format!("write: {e}"))?;
         }
         let cpu_ns = clock(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(c0);
         let wait_ns = run_delay_ns().saturating_sub(d0);
+        let s1 = switches_so_far();
+        let (sleeps, preempts) = (s1.0.saturating_sub(s0.0), s1.1.saturating_sub(s0.1));
         let end = mono_ns();
         drop(w);
         Ok(TaskWindow {
@@ -401,6 +427,8 @@ where
             end_ns: end,
             cpu_ns,
             wait_ns,
+            sleeps,
+            preempts,
         })
     });
     let reader = std::thread::spawn(move || -> Result<TaskWindow, String> {
@@ -410,6 +438,7 @@ where
         barrier.wait();
         let start = mono_ns();
         let d0 = run_delay_ns();
+        let s0 = switches_so_far();
         let c0 = clock(libc::CLOCK_THREAD_CPUTIME_ID);
         let mut got = 0u64;
         while got < want {
@@ -422,6 +451,8 @@ where
         }
         let cpu_ns = clock(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(c0);
         let wait_ns = run_delay_ns().saturating_sub(d0);
+        let s1 = switches_so_far();
+        let (sleeps, preempts) = (s1.0.saturating_sub(s0.0), s1.1.saturating_sub(s0.1));
         let end = mono_ns();
         if got < want {
             return Err(format!("the stream ended after {got} of {want} bytes"));
@@ -433,6 +464,8 @@ where
             end_ns: end,
             cpu_ns,
             wait_ns,
+            sleeps,
+            preempts,
         })
     });
     let wt = writer

@@ -369,6 +369,7 @@ pub(crate) fn simulate(
             end: Vec::new(),
             lock_wait_ns: 0,
             busy_ns: 0,
+            sleeps: vec![0; n],
             sys_ns: 0,
             data_lines: 0,
             data_llc_misses: 0,

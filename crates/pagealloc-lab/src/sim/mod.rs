@@ -428,6 +428,9 @@ fn row_of(
         r.extra
             .insert("pcp_start_pages".into(), out.pcp_start as f64);
     }
+    for (cpu, &n) in out.sleeps.iter().enumerate().filter(|(_, &n)| n > 0) {
+        r.extra.insert(format!("sleeps_cpu{cpu}"), n as f64);
+    }
     for (i, &(wait, trips)) in out.wait_by_tick.iter().enumerate() {
         r.extra.insert(format!("tick{i}_wait_s"), wait * 1e-9);
         r.extra.insert(format!("tick{i}_trips"), trips as f64);

@@ -18,6 +18,7 @@
 //!                     (alloc: gfp flags; zone_locked: percpu_refill)
 //!       lock events   lock address varint, aux varint (begin: flags; end: ret)
 //!       sched_switch  prev_pid varint, next_pid | prev_state << 32 varint
+//!       sched_waking  woken pid varint, target_cpu varint (recorded on request only)
 //!   end marker  u8 0xFF
 //! ```
 //! Varints are LEB128 (7 bits a byte, low first). A file that ends early, has a bad
@@ -64,11 +65,14 @@ pub enum EventKind {
     LockEnd = 7,
     /// `sched:sched_switch`.
     Switch = 8,
+    /// `sched:sched_waking`: a task being woken (recorded only when asked for:
+    /// `trace record --wakeups`, `predict`).
+    Waking = 9,
 }
 
 impl EventKind {
     /// Every kind, with its tracefs event path.
-    pub const ALL: [(EventKind, &'static str); 8] = [
+    pub const ALL: [(EventKind, &'static str); 9] = [
         (EventKind::Alloc, "kmem/mm_page_alloc"),
         (EventKind::Free, "kmem/mm_page_free"),
         (EventKind::FreeBatched, "kmem/mm_page_free_batched"),
@@ -77,6 +81,7 @@ impl EventKind {
         (EventKind::LockBegin, "lock/contention_begin"),
         (EventKind::LockEnd, "lock/contention_end"),
         (EventKind::Switch, "sched/sched_switch"),
+        (EventKind::Waking, "sched/sched_waking"),
     ];
 
     fn from_u8(v: u8) -> Option<EventKind> {
@@ -106,7 +111,7 @@ pub struct Event {
     /// common_flags: interrupt context and irqs off.
     pub flags: u8,
     /// Page events: the block's first pfn; lock events: the lock address;
-    /// sched_switch: prev_pid.
+    /// sched_switch: prev_pid; sched_waking: the woken task's pid.
     pub pfn: u64,
     /// Page events: order.
     pub order: u8,
@@ -114,7 +119,7 @@ pub struct Event {
     pub mt: i8,
     /// Alloc: gfp flags; ZoneLocked: percpu_refill; lock events: flags / ret;
     /// sched_switch: next_pid in the low 32 bits, prev_state in the high 32 (its low
-    /// byte 0: the task left runnable, preempted).
+    /// byte 0: the task left runnable, preempted); sched_waking: the CPU it is woken on.
     pub aux: u64,
 }
 

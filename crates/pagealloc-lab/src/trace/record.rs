@@ -42,6 +42,9 @@ pub struct RecordOptions {
     pub buffer_kb: u64,
     /// Record lock contention and sched_switch too (the page events are always recorded).
     pub all_events: bool,
+    /// Record `sched:sched_waking` too (who wakes whom, on which CPU): off by default, so
+    /// that traces recorded without it stay readable by readers that predate it.
+    pub wakeups: bool,
 }
 
 /// The tracefs mount point: `PAGEALLOC_TRACEFS` or [`TRACEFS`].
@@ -292,6 +295,10 @@ fn decode_page(page: &[u8], cpu: u32, dec: &Decoders, out: &mut Vec<Event>) -> b
                         e.pfn = g("lock_addr");
                         e.aux = g("ret");
                     }
+                    EventKind::Waking => {
+                        e.pfn = g("pid");
+                        e.aux = g("target_cpu");
+                    }
                     EventKind::Switch => {
                         e.pfn = g("prev_pid");
                         // The task's state as it left (0: still runnable, preempted)
@@ -367,7 +374,7 @@ pub fn record(
     write_text(&p("buffer_size_kb"), &opts.buffer_kb.to_string())?;
     let mut dec: Decoders = HashMap::new();
     for (kind, ev) in EventKind::ALL {
-        if !opts.all_events && !kind.is_page() {
+        if (!opts.all_events && !kind.is_page()) || (kind == EventKind::Waking && !opts.wakeups) {
             continue;
         }
         let dir = root.join("events").join(ev);

@@ -81,6 +81,12 @@ impl OpCounts {
                 order();
                 self.recvs += 1;
             }
+            // An empty inbox: nothing received.
+            Op::TryRecv { .. } if !ok => {}
+            Op::TryRecv { .. } => {
+                order();
+                self.recvs += 1;
+            }
             Op::Barrier { .. } => self.barriers += 1,
             Op::Exit => self.exits += 1,
             Op::Done => {}

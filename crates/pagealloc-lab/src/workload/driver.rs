@@ -94,6 +94,9 @@ pub trait Backend {
     fn send(&mut self, cpu: usize, to_cpu: usize, block: Self::Block) -> Result<Flow, Self::Error>;
     /// Takes the oldest block of the CPU's own inbox; `Ok(None)` while it is empty.
     fn recv(&mut self, cpu: usize) -> Result<Option<Self::Block>, Self::Error>;
+    /// The same without waiting: `Ok(None)` with the inbox empty, and the CPU goes on
+    /// (the simulator does not park it).
+    fn try_recv(&mut self, cpu: usize) -> Result<Option<Self::Block>, Self::Error>;
     /// Arrives at barrier `id`: [`Flow::Done`] once it is passed (an executor that waits
     /// inside), [`Flow::Blocked`] if the executor opens it later with
     /// [`CpuDriver::complete_barrier`].
@@ -243,6 +246,7 @@ fn op_word(op: &Op) -> u64 {
         Op::Compute { ns } => 4 ^ ns << 8,
         Op::Send { slot, to_cpu } => 5 | u64::from(slot) << 8 | u64::from(to_cpu) << 40,
         Op::Recv { slot } => 6 | u64::from(slot) << 8,
+        Op::TryRecv { slot } => 12 | u64::from(slot) << 8,
         Op::Barrier { id } => 7 | u64::from(id) << 8,
         Op::Exit => 8,
         Op::Done => 9,
@@ -414,6 +418,16 @@ impl<B: TraceBlock> CpuDriver<B> {
                 self.slots.fill(slot, b);
                 (true, Some(b))
             }
+            Op::TryRecv { slot } => {
+                self.slots.check_empty(slot, "recv")?;
+                match k.try_recv(cpu)? {
+                    Some(b) => {
+                        self.slots.fill(slot, b);
+                        (true, Some(b))
+                    }
+                    None => (false, None),
+                }
+            }
             Op::Barrier { id } => {
                 if k.barrier(cpu, id)? == Flow::Blocked {
                     return Ok(Step::Blocked(op));
@@ -473,7 +487,7 @@ impl<B: TraceBlock> CpuDriver<B> {
             });
         }
         let word = match (op, block) {
-            (Op::Alloc { .. }, None) => u64::MAX,
+            (Op::Alloc { .. } | Op::TryRecv { .. }, None) => u64::MAX,
             (_, Some(b)) => b.trace_word(),
             (_, None) => 0,
         };

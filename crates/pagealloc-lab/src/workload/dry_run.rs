@@ -187,6 +187,10 @@ impl Backend for World {
         Ok(b)
     }
 
+    fn try_recv(&mut self, cpu: usize) -> Result<Option<Block>, Self::Error> {
+        self.recv(cpu)
+    }
+
     fn barrier(&mut self, cpu: usize, id: u32) -> Result<Flow, Self::Error> {
         self.released = self.barriers.arrive(cpu, id)?;
         Ok(Flow::Blocked)

@@ -10,7 +10,10 @@
 //! the writer's CPU. This is what the live kernel (6.18) did: `pagealloc trace record`
 //! of a 64 KiB-write AF_UNIX stream (tests/data/traces/bw_unix.trace, its program in
 //! tests/data/traces/programs/bw_unix.py) shows exactly one block of each of these
-//! orders per write, every one freed by the reader on its own CPU. The writer copies
+//! orders per write, every one freed by the reader on its own CPU. The kernel queues
+//! them as two skbs (at most `UNIX_SKB_FRAGS_SZ`, 32 KiB, of fragments each: the
+//! order-3 block, then the rest), waking the reader for each; `skb_frag_bytes` models
+//! that (0 by default: one skb per chunk). The writer copies
 //! the payload from user space into them; the reader copies it out in `read` and frees
 //! the blocks, one after the other. Both sides pay a system call and the socket's
 //! bookkeeping; docs/sim-cost-model.md gives the source of each cost. Score: bytes
@@ -50,6 +53,10 @@ define_params! {
         /// a page, as the live kernel's trace of 64 KiB writes shows (15 pages in
         /// fragments).
         head_bytes: u32 = 4_096, full 4_096;
+        /// Fragment bytes one skb carries at most (`UNIX_SKB_FRAGS_SZ`, 32 KiB on the
+        /// live kernel: `unix_stream_sendmsg` sends a 64 KiB write as two skbs, the
+        /// reader woken for each); 0: one skb per chunk (the earlier model).
+        skb_frag_bytes: u32 = 0, full 0;
         /// The writer's socket buffer, bytes: `net.core.wmem_default` (212 992;
         /// bw_unix's `socketpair` sets no `SO_SNDBUF`). The writer may queue a chunk
         /// while the chunks in flight take less than this (`sock_alloc_send_pskb`).
@@ -152,6 +159,7 @@ impl Lmbench {
             });
         }
         let (parts, nr_parts, blocks) = parts_of(&list);
+        let skb_starts = skb_starts(&parts[..usize::from(nr_parts)], p.skb_frag_bytes);
         let (window, resume) = unix_window(p);
         let shape = StreamShape {
             pairs: p.pairs,
@@ -166,6 +174,7 @@ impl Lmbench {
             send_protocol_ns: p.send_protocol_ns,
             recv_protocol_ns: p.recv_protocol_ns,
             sender_free_pct: 0,
+            skb_starts,
             turn_messages: p.turn_messages,
             shared_switch_ns: p.shared_switch_ns,
             cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
@@ -173,6 +182,25 @@ impl Lmbench {
         };
         Ok(Lmbench { params, shape })
     }
+}
+
+/// The parts that begin a new skb (bit i: part i), each skb carrying at most
+/// `frag_bytes` of fragments (the parts are whole blocks of one order; a part holding
+/// more blocks than fit is not split); 0 `frag_bytes`: one skb.
+fn skb_starts(parts: &[Part], frag_bytes: u32) -> u16 {
+    if frag_bytes == 0 {
+        return 0;
+    }
+    let (mut starts, mut used) = (0u16, 0u64);
+    for (i, p) in parts.iter().enumerate() {
+        let b = u64::from(p.blocks) * u64::from(p.bytes);
+        if i > 0 && used + b > u64::from(frag_bytes) {
+            starts |= 1 << i;
+            used = 0;
+        }
+        used += b;
+    }
+    starts
 }
 
 /// AF_UNIX flow control, in chunks: the writer queues a chunk while the chunks in

@@ -192,6 +192,13 @@ pub enum Op {
         /// Destination slot; must be empty.
         slot: Slot,
     },
+    /// Take the oldest block of this CPU's inbox into the empty `slot` if there is one;
+    /// never blocks: with the inbox empty the op fails (`ok` false) and the slot stays
+    /// empty (a softirq freeing what other CPUs handed back so far).
+    TryRecv {
+        /// Destination slot; must be empty.
+        slot: Slot,
+    },
     /// Wait until every CPU of the workload has reached barrier `id`.
     Barrier {
         /// Barrier id; all CPUs pass the same sequence of ids.

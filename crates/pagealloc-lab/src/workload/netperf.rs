@@ -19,9 +19,10 @@
 //! With `frag_bytes` above 0 it is a TCP stream over loopback instead (netperf
 //! TCP_STREAM, iperf3): one page-fragment block per `frag_bytes` of stream, as the live
 //! kernel allocates it; `sender_free_pct` of those blocks go back to the sender's CPU to
-//! be freed (the live kernel frees 62-81 % there, in the softirq that processes the
-//! receiver's ACK). The simulated sender takes them back in its own script and sleeps
-//! when one has not come back yet, which the kernel's softirq never does.
+//! be freed (the live kernel frees 89-99.7 % there, in softirq: the reader queues each
+//! consumed skb on its allocating CPU's deferred-free list, `skb_attempt_defer_free`).
+//! The simulated sender frees what has come back after each message without waiting
+//! (`stream.rs`).
 
 use super::entry::{scaled, Entry};
 use super::params::define_params;
@@ -66,8 +67,8 @@ define_params! {
         frag_bytes: u32 = 0, full 0;
         /// Share of messages whose blocks the sender's CPU frees, %; the receiver
         /// frees the rest. TCP over loopback frees most page fragments on the sender's
-        /// CPU (the ACK's softirq drops the last reference): 72-81 % in the live
-        /// kernel (`pagealloc predict tcp_stream`). 0 for SCTP (the receiver frees).
+        /// CPU (its softirq empties the deferred-free list the reader fills): 89-99.7 %
+        /// in the live kernel (docs/predict.md). 0 for SCTP (the receiver frees).
         sender_free_pct: u32 = 0, full 0;
         /// Compute before retrying a failed allocation, ns.
         retry_backoff_ns: u64 = 1_000, full 1_000;
@@ -134,7 +135,11 @@ impl Netperf {
         } else {
             p.message_bytes
         };
-        let (window, resume) = sctp_window(p, unit);
+        let (window, resume) = if p.frag_bytes > 0 {
+            tcp_window(p, unit)
+        } else {
+            sctp_window(p, unit)
+        };
         let data_order = order_for(u64::from(unit));
         if data_order > u32::from(MAX_ORDER) {
             return Err(invalid(
@@ -162,6 +167,7 @@ impl Netperf {
             send_protocol_ns: p.send_protocol_ns * u64::from(writes),
             recv_protocol_ns: p.recv_protocol_ns * u64::from(writes),
             sender_free_pct: p.sender_free_pct.min(100),
+            skb_starts: 0,
             turn_messages: p.turn_messages,
             shared_switch_ns: p.shared_switch_ns,
             cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
@@ -192,6 +198,15 @@ fn sctp_window(p: &NetperfParams, unit: u32) -> (u32, u32) {
     let update = (u64::from(p.rcvbuf_bytes) >> 4).max(u64::from(p.path_mtu_bytes));
     let step = update.div_ceil(msg).min(u64::from(window)) as u32;
     (window, window - step)
+}
+
+/// TCP's flow control, in messages: the writer's send buffer (rcvbuf / 2, as SCTP's
+/// window) and the queue length it is woken at: `sk_stream_write_space` wakes a writer
+/// once the buffer's free space is at least half of what is still queued
+/// (`sk_stream_wspace` ≥ `sk_stream_min_wspace`), i.e. at two thirds of the buffer.
+fn tcp_window(p: &NetperfParams, unit: u32) -> (u32, u32) {
+    let (window, _) = sctp_window(p, unit);
+    (window, (2 * window / 3).min(window.saturating_sub(1)))
 }
 
 impl Workload for Netperf {

@@ -112,6 +112,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("send_protocol_ns", MAX_NS, "ns"),
     ("sender_free_pct", 100.0, "%"),
     ("sigma", 10.0, "(log-normal shape)"),
+    ("skb_frag_bytes", MAX_BYTES, "bytes"),
     ("skb_overhead_bytes", MAX_BYTES, "bytes"),
     ("slab_blocks_max", MAX_COUNT, "blocks"),
     ("sndbuf_bytes", MAX_BYTES, "bytes"),

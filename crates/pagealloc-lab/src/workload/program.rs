@@ -116,6 +116,9 @@ pub(crate) enum Phase {
     },
     /// Receive into each slot of the range, ascending.
     Recv(Range<Slot>),
+    /// Receive into the slots of the range, ascending, what the inbox holds now: stops
+    /// at the first empty inbox, never waits ([`Op::TryRecv`]).
+    TryRecv(Range<Slot>),
     /// Emit one op as is: `Alloc` (its failure just leaves the slot empty), `Compute`,
     /// `Barrier` or `Exit`.
     Op(Op),
@@ -205,6 +208,11 @@ impl<P: Program> Runner<P> {
                 assert!(!self.held.contains(slot), "recv into full slot {slot}");
                 self.held.insert(slot);
             }
+            Op::TryRecv { slot } => {
+                // Held once it succeeded, as an allocation.
+                assert!(!self.held.contains(slot), "recv into full slot {slot}");
+                self.pending_alloc = Some(slot);
+            }
             Op::Free { slot } | Op::Send { slot, .. } => self.held.remove(slot),
             Op::Touch { slot } | Op::CopyIn { slot, .. } | Op::CopyOut { slot, .. } => {
                 assert!(
@@ -267,6 +275,11 @@ enum Active {
         action: Scan,
     },
     Recv(Range<Slot>),
+    /// Receive without waiting; `issued`: a `TryRecv` was issued (its result is `last`).
+    TryRecv {
+        slots: Range<Slot>,
+        issued: bool,
+    },
 }
 
 /// What a fill issued last, hence what `last` means.
@@ -306,6 +319,10 @@ impl Active {
             Phase::FreeRandom { slots, percent } => scan(slots, Scan::FreeRandom(percent)),
             Phase::Send { slots, to_cpu } => scan(slots, Scan::Send(to_cpu)),
             Phase::Recv(slots) => Active::Recv(slots),
+            Phase::TryRecv(slots) => Active::TryRecv {
+                slots,
+                issued: false,
+            },
             Phase::Op(_) => unreachable!("single ops are issued directly"),
         }
     }
@@ -398,6 +415,13 @@ impl Active {
                 None
             }
             Active::Recv(slots) => slots.next().map(|slot| Op::Recv { slot }),
+            Active::TryRecv { slots, issued } => {
+                if *issued && !last.ok {
+                    return None;
+                }
+                *issued = true;
+                slots.next().map(|slot| Op::TryRecv { slot })
+            }
         }
     }
 }

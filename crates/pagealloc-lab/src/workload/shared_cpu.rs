@@ -114,6 +114,7 @@ impl SharedCpu {
                 to_cpu: 0,
             },
             Op::Recv { slot } => Op::Recv { slot: slot + b },
+            Op::TryRecv { slot } => Op::TryRecv { slot: slot + b },
             other => other,
         }
     }

@@ -43,6 +43,7 @@ impl Engine<'_> {
     /// (idle time) and it has switched back in (busy time).
     fn wake(&mut self, waker: usize, cpu: usize) {
         let c = self.spec.cost;
+        self.out.sleeps[cpu] += 1;
         self.charge(waker, c.wake_ns);
         let now = self.cpus[waker].time + round_ns(c.wakeup_ns);
         let v = &mut self.cpus[cpu];
@@ -191,6 +192,13 @@ impl Backend for Engine<'_> {
         self.charge(cpu, self.spec.cost.message_ns);
         self.unfreed[cpu].push(Some(f.pfn.0));
         Ok(Some(f))
+    }
+
+    fn try_recv(&mut self, cpu: usize) -> Result<Option<Frame>, EngineError> {
+        if self.inboxes[cpu].is_empty() {
+            return Ok(None);
+        }
+        self.recv(cpu)
     }
 
     fn barrier(&mut self, cpu: usize, id: u32) -> Result<Flow, EngineError> {

@@ -66,6 +66,8 @@ pub(crate) struct EngineOutput {
     pub(crate) page_ops: u64,
     pub(crate) trace_hash: u64,
     pub(crate) makespan_ns: u64,
+    /// Per CPU: the times it slept in a `Send` or `Recv` and was woken.
+    pub(crate) sleeps: Vec<u64>,
     /// Pages the page-cache model took from and gave back to the zones (not workload
     /// work: subtracted from the counters in the row).
     pub(crate) cache_alloc_pages: u64,
