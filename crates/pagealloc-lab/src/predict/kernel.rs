@@ -124,10 +124,11 @@ pub fn measure(
     match pagealloc::os::zoneinfo::KernelZoneinfo::parse(&h.start.zoneinfo) {
         Ok(zi) => {
             let mut pagesets = start::from_zoneinfo(&zi, opts.cpus);
-            let taken = start::depths(list_events(&ev, &start::zone_spans(&zi), opts.cpus));
+            let lists = start::depths(list_events(&ev, &start::zone_spans(&zi)));
             for p in &mut pagesets {
-                if let Some((_, l)) = taken.iter().find(|(k, _)| *k == (p.cpu, p.zone)) {
-                    p.taken.clone_from(l);
+                if let Some(l) = lists.get(&(p.cpu, p.zone)) {
+                    p.taken.clone_from(&l.taken);
+                    p.used.clone_from(&l.used);
                 }
             }
             k.start = StartState {
@@ -142,47 +143,19 @@ pub fn measure(
     Ok(k)
 }
 
-/// Every process's page events on CPUs `0..cpus` as changes to their pagesets' lists
-/// (`trace replay` reads the lists the same way): an allocation of a pcp order takes a
-/// block, a free gives one back to the list of the type it was allocated as (a block
-/// allocated before the recording: its pageblock's type as the events show it, else
-/// Movable), a refill's block adds one, a drained block takes one. `spans`: each
-/// allocator zone's pfns.
-fn list_events<'a>(
-    ev: &'a [Event],
-    spans: &'a [(u64, u64)],
-    cpus: u32,
-) -> impl Iterator<Item = start::ListEvent> + 'a {
-    let block_mt = crate::trace::format::pageblock_types(ev);
-    let mut live: HashMap<u64, i8> = HashMap::new();
-    ev.iter().filter_map(move |e| {
-        if e.cpu >= cpus || !e.kind.is_page() {
-            return None;
-        }
-        let zone = spans.iter().position(|&(a, b)| (a..b).contains(&e.pfn))?;
-        let (mt, delta) = match e.kind {
-            EventKind::Alloc => {
-                live.insert(e.pfn, e.mt);
-                (e.mt, -1)
-            }
-            EventKind::Free => {
-                let mt = live
-                    .remove(&e.pfn)
-                    .unwrap_or_else(|| block_mt.get(&(e.pfn >> 9)).copied().unwrap_or(1));
-                (mt, 1)
-            }
-            EventKind::ZoneLocked if e.aux != 0 => (e.mt, 1),
-            EventKind::PcpuDrain => (e.mt, -1),
-            _ => return None,
-        };
-        Some(start::ListEvent {
-            cpu: e.cpu as usize,
-            zone,
-            order: e.order,
-            mt: u8::try_from(mt).ok()?,
-            delta,
-        })
-    })
+/// Every process's page events as changes to their pagesets' lists, read as `trace
+/// replay` reads its start ([`crate::trace::lists::list_events`], the untraced
+/// allocations at the kernel's refills included). `spans`: each allocator zone's pfns.
+fn list_events(ev: &[Event], spans: &[(u64, u64)]) -> Vec<start::ListEvent> {
+    let zone_of = |pfn: u64| {
+        spans
+            .iter()
+            .position(|&(a, b)| (a..b).contains(&pfn))
+            .unwrap_or(usize::MAX)
+    };
+    let cached = |o: u8| o <= 3 || o == 9;
+    let untraced = crate::trace::replay::untraced::refill_starts(ev, zone_of, cached);
+    crate::trace::lists::list_events(ev, zone_of, cached, &untraced).events
 }
 
 /// Runs the program without the recorder (`predict-program`, as the recorder would run

@@ -28,6 +28,7 @@
 
 pub mod format;
 pub mod freelists;
+pub mod lists;
 pub mod pagetype;
 pub mod record;
 pub mod replay;

@@ -75,12 +75,12 @@ pub fn preset_for(release: &str) -> (Option<String>, String) {
 /// Blocks the kernel handed out and has not freed, by first pfn. A block the kernel
 /// split (`split_page`: one allocation, its pages freed one by one) is freed in
 /// pagealloc when its last page is.
-pub(super) struct Live<T> {
+pub(crate) struct Live<T> {
     pub(super) blocks: HashMap<u64, (u8, u64, T)>,
 }
 
 /// What a free found.
-pub(super) enum Freed<T> {
+pub(crate) enum Freed<T> {
     /// The whole block (or its last page): free this.
     Whole(T),
     /// A page of a split block whose other pages are still out.
@@ -90,17 +90,17 @@ pub(super) enum Freed<T> {
 }
 
 impl<T> Live<T> {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Live {
             blocks: HashMap::new(),
         }
     }
-    pub(super) fn insert(&mut self, pfn: u64, order: u8, v: T) -> Option<T> {
+    pub(crate) fn insert(&mut self, pfn: u64, order: u8, v: T) -> Option<T> {
         self.blocks
             .insert(pfn, (order, 1u64 << order.min(20), v))
             .map(|x| x.2)
     }
-    pub(super) fn free(&mut self, pfn: u64, order: u8) -> Freed<T> {
+    pub(crate) fn free(&mut self, pfn: u64, order: u8) -> Freed<T> {
         for o in order..=pagealloc::MAX_ORDER {
             let head = pfn & !((1u64 << o) - 1);
             let Some(b) = self.blocks.get_mut(&head) else {
