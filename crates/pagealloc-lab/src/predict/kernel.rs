@@ -131,9 +131,12 @@ pub fn measure(
                     p.used.clone_from(&l.used);
                 }
             }
+            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus);
+            k.notes.push(note);
             k.start = StartState {
                 pagesets,
                 free_lists: start::free_lists_of(&zi, &h.start.pagetypeinfo),
+                background,
             }
         }
         Err(e) => k.notes.push(format!(
@@ -156,6 +159,78 @@ fn list_events(ev: &[Event], spans: &[(u64, u64)]) -> Vec<start::ListEvent> {
     let cached = |o: u8| o <= 3 || o == 9;
     let untraced = crate::trace::replay::untraced::refill_starts(ev, zone_of, cached);
     crate::trace::lists::list_events(ev, zone_of, cached, &untraced).events
+}
+
+/// The other processes' allocations and frees of pageset orders on the program's CPUs
+/// while the program ran there (from its first task's window start to its last one's
+/// end on that CPU), each with the program's allocations on that CPU before it
+/// ([`start::Background`]), and a note of their totals. A free is kept when its block
+/// was allocated by such an op (an earlier one, on any of these CPUs).
+fn background(
+    ev: &[Event],
+    t0: u64,
+    prog: &ProgramResult,
+    cpus: u32,
+) -> (Vec<start::BackgroundOp>, String) {
+    let cached = |o: u8| o <= 3 || o == 9;
+    let mut span: HashMap<u32, (u64, u64)> = HashMap::new();
+    for t in &prog.tasks {
+        let s = span.entry(t.cpu).or_insert((u64::MAX, 0));
+        *s = (s.0.min(t.start_ns), s.1.max(t.end_ns));
+    }
+    let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
+    let mut done: HashMap<u32, u64> = HashMap::new();
+    let mut live: HashMap<u64, (u8, i8, u64)> = HashMap::new();
+    let mut out = Vec::new();
+    let (mut allocs, mut frees, mut unseen) = (0u64, 0u64, 0u64);
+    for e in ev.iter().filter(|e| e.cpu < cpus) {
+        let t = e.ts + t0;
+        let mine = win
+            .get(&e.pid)
+            .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&t));
+        if mine {
+            if e.kind == EventKind::Alloc {
+                *done.entry(e.cpu).or_default() += 1;
+            }
+            continue;
+        }
+        let inside = span.get(&e.cpu).is_some_and(|s| (s.0..=s.1).contains(&t));
+        if !inside || !cached(e.order) {
+            continue;
+        }
+        let after = done.get(&e.cpu).copied().unwrap_or(0);
+        match e.kind {
+            EventKind::Alloc => {
+                live.insert(e.pfn, (e.order, e.mt, e.aux));
+                allocs += 1;
+                out.push(start::BackgroundOp {
+                    cpu: e.cpu as usize,
+                    after,
+                    order: e.order,
+                    gfp: crate::trace::replay::gfp_of(e.aux, e.mt),
+                    alloc: true,
+                });
+            }
+            EventKind::Free => match live.remove(&e.pfn) {
+                Some((order, mt, aux)) if order == e.order => {
+                    frees += 1;
+                    out.push(start::BackgroundOp {
+                        cpu: e.cpu as usize,
+                        after,
+                        order,
+                        gfp: crate::trace::replay::gfp_of(aux, mt),
+                        alloc: false,
+                    });
+                }
+                _ => unseen += 1,
+            },
+            _ => {}
+        }
+    }
+    let note = format!(
+        "kernel: other processes on the program's CPUs while it ran: {allocs} allocations and {frees} frees of their blocks (replayed beside it in the simulator), {unseen} frees of blocks allocated before (not replayed)"
+    );
+    (out, note)
 }
 
 /// Runs the program without the recorder (`predict-program`, as the recorder would run

@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 
 use pagealloc::os::zoneinfo::KernelZoneinfo;
-use pagealloc::{Allocator, PagesetSeed, SeedError, SeedList};
+use pagealloc::{Allocator, Gfp, PagesetSeed, SeedError, SeedList};
 
 use crate::trace::freelists::{self, Shape};
 
@@ -31,12 +31,112 @@ pub struct StartState {
     /// not on a pageset or on these lists is held for the whole run (the memory the
     /// rest of the system used), and the headroom model is off.
     pub free_lists: Vec<ZoneFreeStart>,
+    /// What the other processes on the program's CPUs did to those CPUs' pagesets while
+    /// the program ran ([`Background`]), in the order they did it.
+    pub background: Vec<BackgroundOp>,
 }
 
 impl StartState {
     /// Nothing to start: the simulator's own start state.
     pub fn is_empty(&self) -> bool {
-        self.pagesets.is_empty() && self.free_lists.is_empty()
+        self.pagesets.is_empty() && self.free_lists.is_empty() && self.background.is_empty()
+    }
+}
+
+/// One allocation or free another process made on a program's CPU while the program
+/// ran there (`predict`'s recording).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackgroundOp {
+    /// The CPU.
+    pub cpu: usize,
+    /// The program's allocations on that CPU, inside its window, before this one.
+    pub after: u64,
+    /// The block's order.
+    pub order: u8,
+    /// The request (its migratetype: the list it takes from); for a free, the
+    /// allocation's.
+    pub gfp: Gfp,
+    /// An allocation (true) or a free of a block allocated in the window (false).
+    pub alloc: bool,
+}
+
+/// The other processes' allocations and frees replayed beside the program, each on its
+/// CPU once the program has made as many allocations there as it had in the kernel
+/// when that process made it. The kernel's pagesets are shared by every process on the
+/// CPU: `predict page_fault1 --cpus 2` on this machine, with other builds running,
+/// saw other processes take 19 576 movable pages off CPU 1's pageset while the program
+/// ran there and free 1 586 (CPU 0: 3 004 and 151), and the program refilled the list
+/// they emptied. An allocation goes through the allocator (refilling as the kernel
+/// refilled for that process); a free gives back a block such an allocation of that
+/// order and migratetype took (a free of a block allocated before is not replayed).
+/// Their refills, drains and pages are not the program's: [`Background::counters`] and
+/// [`Background::pcp_pages`] take them out of the run's figures.
+#[derive(Debug, Default)]
+pub struct Background {
+    /// Per CPU, its ops in order and the next one due.
+    ops: Vec<(Vec<BackgroundOp>, usize)>,
+    /// Blocks the allocations took, by (order, migratetype), for the frees.
+    held: std::collections::HashMap<(u8, u8), Vec<pagealloc::Frame>>,
+    /// The allocator's counters the ops moved.
+    counters: pagealloc::Counters,
+    /// Pages the ops put on the pagesets (net; negative: took off).
+    pcp: i64,
+}
+
+impl Background {
+    /// The schedule of `start`'s background ops; `None` without any.
+    pub(crate) fn of(start: &StartState) -> Option<Background> {
+        if start.background.is_empty() {
+            return None;
+        }
+        let n = start
+            .background
+            .iter()
+            .map(|o| o.cpu + 1)
+            .max()
+            .unwrap_or(0);
+        let mut ops = vec![(Vec::new(), 0); n];
+        for o in &start.background {
+            ops[o.cpu].0.push(*o);
+        }
+        Some(Background {
+            ops,
+            ..Default::default()
+        })
+    }
+
+    /// Runs `cpu`'s ops due once the program has made `done` allocations there.
+    pub(crate) fn run_to(&mut self, a: &Allocator, cpu: usize, done: u64) {
+        let Some((ops, next)) = self.ops.get_mut(cpu) else {
+            return;
+        };
+        if ops.get(*next).is_none_or(|o| o.after > done) {
+            return;
+        }
+        let (before, pcp) = (a.counters(), a.nr_pcp_pages());
+        while let Some(o) = ops.get(*next).filter(|o| o.after <= done) {
+            *next += 1;
+            let key = (o.order, o.gfp.migratetype() as u8);
+            if o.alloc {
+                if let Ok(f) = a.alloc_on(cpu, o.order, o.gfp, None) {
+                    self.held.entry(key).or_default().push(f);
+                }
+            } else if let Some(f) = self.held.get_mut(&key).and_then(Vec::pop) {
+                let _ = a.free_on(cpu, f);
+            }
+        }
+        self.counters.merge(&a.counters().since(&before));
+        self.pcp += a.nr_pcp_pages() as i64 - pcp as i64;
+    }
+
+    /// The allocator's counters the ops moved.
+    pub(crate) fn counters(&self) -> &pagealloc::Counters {
+        &self.counters
+    }
+
+    /// `pcp`, the pagesets' pages, less what the ops put there.
+    pub(crate) fn pcp_pages(&self, pcp: u64) -> u64 {
+        (pcp as i64 - self.pcp).max(0) as u64
     }
 }
 
@@ -285,12 +385,16 @@ Node 0, zone   Normal
                 used: [(0, 0), (0, 1)].into_iter().collect(),
             }],
             free_lists: Vec::new(),
+            background: Vec::new(),
         };
         let (pages, refills, drains, parked) = run(&start);
         assert_eq!(pages, high_min as u64);
         assert_eq!(refills, 1);
         assert!(drains >= 1, "a pageset started at high drains on a free");
-        assert!(parked > 0, "the started pages sit on the list no event reached");
+        assert!(
+            parked > 0,
+            "the started pages sit on the list no event reached"
+        );
         assert_eq!(run(&StartState::default()), (0, 1, 0, 0));
     }
 
@@ -346,6 +450,70 @@ Node 0, zone   Normal
         assert_eq!(lists_of(&p), [three, thp]);
     }
 
+    /// Another process's allocations on the program's CPU empty the list the program
+    /// takes from, when the program has made as many allocations as in the kernel; the
+    /// program then refills where it would not have, and the background's own refill and
+    /// pages are kept apart.
+    #[test]
+    fn background_ops_empty_the_programs_list() {
+        let mv = Gfp::MOVABLE;
+        let seeded = SeedList {
+            order: 0,
+            mt: MigrateType::Movable,
+            blocks: 100,
+        };
+        let start = |background: Vec<BackgroundOp>| StartState {
+            pagesets: vec![PagesetStart {
+                cpu: 0,
+                zone: 0,
+                count: 100,
+                high: 1000,
+                taken: vec![seeded],
+                used: [(0, 1)].into_iter().collect(),
+            }],
+            free_lists: Vec::new(),
+            background,
+        };
+        let op = |after, alloc| BackgroundOp {
+            cpu: 0,
+            after,
+            order: 0,
+            gfp: mv,
+            alloc,
+        };
+        // After the program's 10th allocation, another process takes 85 pages and
+        // then frees one of them.
+        let mut ops: Vec<BackgroundOp> = (0..85).map(|_| op(10, true)).collect();
+        ops.push(op(10, false));
+        // The program: 20 allocations.
+        let program = |st: &StartState| {
+            let a = Allocator::new(&Layout::single(262_144, 1), Config::default()).unwrap();
+            apply(&a, st).unwrap();
+            let mut bg = Background::of(st);
+            let before = a.counters();
+            for i in 0..20u64 {
+                if let Some(bg) = bg.as_mut() {
+                    bg.run_to(&a, 0, i);
+                }
+                a.alloc_on(0, 0, mv, None).unwrap();
+            }
+            let all = a.counters().since(&before);
+            let pcp = a.nr_pcp_pages();
+            a.validate().unwrap();
+            (all, bg, pcp)
+        };
+        let (alone, none, _) = program(&start(Vec::new()));
+        assert!(none.is_none());
+        assert_eq!(alone.pcp_refill, 0, "100 seeded pages serve 20 allocations");
+        let (all, bg, pcp) = program(&start(ops));
+        let bg = bg.unwrap();
+        // 10 + 84 off the list: the program's 17th allocation refills.
+        assert_eq!(bg.counters().pcp_refill, 0);
+        assert_eq!(all.since(bg.counters()).pcp_refill, 1);
+        // The pagesets less the other process's 84 pages taken.
+        assert_eq!(bg.pcp_pages(pcp), pcp + 84);
+    }
+
     /// Free lists started as a kernel's hold the rest of the zone: the allocator's free
     /// pages are the kernel's.
     #[test]
@@ -359,6 +527,7 @@ Node 0, zone   Normal
                 shape: None,
                 free: 65_536,
             }],
+            background: Vec::new(),
         };
         apply(&a, &start).unwrap();
         assert_eq!(a.nr_free_pages(), 65_536);
