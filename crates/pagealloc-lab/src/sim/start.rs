@@ -43,6 +43,18 @@ impl StartState {
     }
 }
 
+/// What a run's replay command adds when the run began from a start state, which
+/// `pagealloc sim` cannot load: a shell comment (the command still runs, without it)
+/// that says so and how to get one.
+pub(crate) fn replay_note(start: &StartState) -> String {
+    format!(
+        " # started from `pagealloc predict`'s recorded kernel state ({} pagesets, {} zones' free lists, {} other processes' ops), which this command does not carry: `pagealloc predict WORKLOAD --cpus N` records and simulates a new one",
+        start.pagesets.len(),
+        start.free_lists.len(),
+        start.background.len()
+    )
+}
+
 /// One allocation or free another process made on a program's CPU while the program
 /// ran there (`predict`'s recording).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -512,6 +524,29 @@ Node 0, zone   Normal
         assert_eq!(all.since(bg.counters()).pcp_refill, 1);
         // The pagesets less the other process's 84 pages taken.
         assert_eq!(bg.pcp_pages(pcp), pcp + 84);
+    }
+
+    /// A run from a start state says in its replay command that the command does not
+    /// carry it.
+    #[test]
+    fn the_replay_command_names_the_start_state() {
+        use crate::sim::{replay_command, SimOptions};
+        let w = crate::workload::build("page_fault1", crate::workload::Scale::Full, &[]).unwrap();
+        let m = crate::sim::Machine::by_name("host").unwrap();
+        let mut o = SimOptions::new(m, Config::default());
+        let plain = replay_command(w.as_ref(), &o);
+        assert!(!plain.contains('#'), "{plain}");
+        o.start.background.push(BackgroundOp {
+            cpu: 0,
+            after: 0,
+            order: 0,
+            gfp: Gfp::MOVABLE,
+            alloc: true,
+        });
+        let cmd = replay_command(w.as_ref(), &o);
+        assert!(cmd.starts_with(&plain), "{cmd}");
+        assert!(cmd.contains("# started from `pagealloc predict`"), "{cmd}");
+        assert!(cmd.contains("1 other processes' ops"), "{cmd}");
     }
 
     /// Free lists started as a kernel's hold the rest of the zone: the allocator's free
