@@ -163,7 +163,7 @@ fn list_events(ev: &[Event], spans: &[(u64, u64)]) -> Vec<start::ListEvent> {
 
 /// The other processes' allocations and frees of pageset orders on the program's CPUs
 /// while the program ran there (from its first task's window start to its last one's
-/// end on that CPU), each with the program's allocations on that CPU before it
+/// end on that CPU), each with the program's allocations and frees on that CPU before it
 /// ([`start::Background`]), and a note of their totals. A free is kept when its block
 /// was allocated by such an op (an earlier one, on any of these CPUs).
 fn background(
@@ -189,7 +189,7 @@ fn background(
             .get(&e.pid)
             .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&t));
         if mine {
-            if e.kind == EventKind::Alloc {
+            if matches!(e.kind, EventKind::Alloc | EventKind::Free) {
                 *done.entry(e.cpu).or_default() += 1;
             }
             continue;

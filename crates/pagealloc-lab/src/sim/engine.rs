@@ -553,7 +553,8 @@ impl Engine<'_> {
             .as_mut()
             .filter(|_| drivers[cpu].measuring())
         {
-            bg.run_to(&self.a, cpu, drivers[cpu].measured().allocs.iter().sum());
+            let m = drivers[cpu].measured();
+            bg.run_to(&self.a, cpu, m.allocs.iter().chain(&m.frees).sum());
         }
         if !self.released.is_empty() {
             let now = self.cpus[cpu].time;

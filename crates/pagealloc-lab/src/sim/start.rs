@@ -61,7 +61,8 @@ pub(crate) fn replay_note(start: &StartState) -> String {
 pub struct BackgroundOp {
     /// The CPU.
     pub cpu: usize,
-    /// The program's allocations on that CPU, inside its window, before this one.
+    /// The program's allocations and frees on that CPU, inside its window, before this
+    /// one.
     pub after: u64,
     /// The block's order.
     pub order: u8,
@@ -73,8 +74,8 @@ pub struct BackgroundOp {
 }
 
 /// The other processes' allocations and frees replayed beside the program, each on its
-/// CPU once the program has made as many allocations there as it had in the kernel
-/// when that process made it. The kernel's pagesets are shared by every process on the
+/// CPU once the program has made as many allocations and frees there as it had in the
+/// kernel when that process made it. The kernel's pagesets are shared by every process on the
 /// CPU: `predict page_fault1 --cpus 2` on this machine, with other builds running,
 /// saw other processes take 19 576 movable pages off CPU 1's pageset while the program
 /// ran there and free 1 586 (CPU 0: 3 004 and 151), and the program refilled the list
@@ -117,7 +118,7 @@ impl Background {
         })
     }
 
-    /// Runs `cpu`'s ops due once the program has made `done` allocations there.
+    /// Runs `cpu`'s ops due once the program has made `done` allocations and frees there.
     pub(crate) fn run_to(&mut self, a: &Allocator, cpu: usize, done: u64) {
         let Some((ops, next)) = self.ops.get_mut(cpu) else {
             return;
