@@ -157,7 +157,7 @@ fn list_events(ev: &[Event], spans: &[(u64, u64)]) -> Vec<start::ListEvent> {
             .unwrap_or(usize::MAX)
     };
     let cached = |o: u8| o <= 3 || o == 9;
-    let untraced = crate::trace::replay::untraced::refill_starts(ev, zone_of, cached);
+    let untraced = crate::trace::untraced::refill_starts(ev, zone_of, cached);
     crate::trace::lists::list_events(ev, zone_of, cached, &untraced).events
 }
 

@@ -143,12 +143,12 @@ impl Background {
     }
 
     /// The allocator's counters the ops moved.
-    pub(crate) fn counters(&self) -> &pagealloc::Counters {
+    pub fn counters(&self) -> &pagealloc::Counters {
         &self.counters
     }
 
     /// `pcp`, the pagesets' pages, less what the ops put there.
-    pub(crate) fn pcp_pages(&self, pcp: u64) -> u64 {
+    pub fn pcp_pages(&self, pcp: u64) -> u64 {
         (pcp as i64 - self.pcp).max(0) as u64
     }
 }

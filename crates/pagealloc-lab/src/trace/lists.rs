@@ -3,13 +3,13 @@
 //!
 //! # How
 //! The kernel's `/proc/zoneinfo` gives each pageset's `count`, not its lists. The events
-//! show what each (CPU, zone, order, migratetype) list gained and lost ([`list_events`]):
+//! show what each (CPU, zone, order, migratetype) list gained and lost (`list_events`):
 //! an allocation of a cached order takes a block off the list of its migratetype, a free
 //! puts one back on the list of the type it was allocated as (a block allocated before
 //! the stream: its pageblock's type as the events name it, else Movable), each block of a
 //! refill (`mm_page_alloc_zone_locked`, `percpu_refill`) adds one to the list it names,
 //! each drained block (`mm_page_pcpu_drain`) takes one off, and the blocks the list lost
-//! without an event before a refill of it (the untraced allocations, `replay::untraced`)
+//! without an event before a refill of it (the untraced allocations, `trace::untraced`)
 //! take theirs at that refill. The deepest a list's running sum goes below zero
 //! ([`depths`]) is the blocks it held at the start: the kernel refills a list only when it
 //! is empty, so those blocks were there.
@@ -27,8 +27,55 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use pagealloc::{MigrateType, SeedList};
 
 use super::format::{self, Event, EventKind};
-use super::replay::untraced::RefillStart;
-use super::replay::{Freed, Live};
+use super::untraced::RefillStart;
+
+/// Blocks the kernel handed out and has not freed, by first pfn. A block the kernel
+/// split (`split_page`: one allocation, its pages freed one by one) is freed in
+/// pagealloc when its last page is.
+pub(crate) struct Live<T> {
+    pub(crate) blocks: HashMap<u64, (u8, u64, T)>,
+}
+
+/// What a free found.
+pub(crate) enum Freed<T> {
+    /// The whole block (or its last page): free this.
+    Whole(T),
+    /// A page of a split block whose other pages are still out.
+    Part,
+    /// Nothing the trace allocated.
+    Unknown,
+}
+
+impl<T> Live<T> {
+    pub(crate) fn new() -> Self {
+        Live {
+            blocks: HashMap::new(),
+        }
+    }
+    pub(crate) fn insert(&mut self, pfn: u64, order: u8, v: T) -> Option<T> {
+        self.blocks
+            .insert(pfn, (order, 1u64 << order.min(20), v))
+            .map(|x| x.2)
+    }
+    pub(crate) fn free(&mut self, pfn: u64, order: u8) -> Freed<T> {
+        for o in order..=pagealloc::MAX_ORDER {
+            let head = pfn & !((1u64 << o) - 1);
+            let Some(b) = self.blocks.get_mut(&head) else {
+                continue;
+            };
+            if b.0 < o || (b.0 == order && head != pfn) {
+                continue;
+            }
+            b.1 = b.1.saturating_sub(1u64 << order.min(20));
+            if b.1 == 0 {
+                let (_, _, v) = self.blocks.remove(&head).expect("present");
+                return Freed::Whole(v);
+            }
+            return Freed::Part;
+        }
+        Freed::Unknown
+    }
+}
 
 /// One change of a pageset list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,6 +33,7 @@ pub mod pagetype;
 pub mod record;
 pub mod replay;
 pub mod start;
+pub(crate) mod untraced;
 
 use std::fmt;
 

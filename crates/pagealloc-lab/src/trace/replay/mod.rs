@@ -31,14 +31,15 @@
 //! 4. The kernel refills a list only when it is empty, and some of its allocations emit
 //!    no event (`alloc_pages_bulk`): at the first event of each kernel refill run, what
 //!    pagealloc's copy of that list still holds is taken off as allocations
-//!    ([`Allocator::take_from_pcp_list`]; `untraced` finds the runs and the kernel pfns
+//!    ([`Allocator::take_from_pcp_list`]; trace::untraced finds the runs and the kernel pfns
 //!    left on the list, which then name the frames taken).
 //!
 //! # Files
 //! This file builds and runs the replay; `trips` has the two sides' trips (the kernel's
-//! events, pagealloc's counters), the kernel's live blocks, the request flags, the
+//! events, pagealloc's counters), the request flags, the
 //! preset for a release and the tick plan; `report` the report, its tables and files;
-//! `untraced` the kernel's lists as its events show them.
+//! trace::untraced the kernel's lists as its events show them, trace::lists the kernel's
+//! blocks still out and the pagesets' lists at the start.
 //! The start state is built with trace::freelists (the zones' free lists) and
 //! trace::start (`free_count`).
 //!
@@ -46,7 +47,6 @@
 
 mod report;
 mod trips;
-pub(crate) mod untraced;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -56,13 +56,14 @@ use pagealloc::os::zoneinfo::KernelZoneinfo;
 use pagealloc::{Allocator, Config, Frame, ManualPlatform};
 
 use super::format::{self, Event, EventKind, Header};
+use super::lists::{Freed, Live};
+use super::untraced;
 use super::{TraceError, DEFAULT_CONFIG};
 use crate::twin::layout;
 use report::line;
 pub use report::{side_by_side, text, write_files, Line, ReplayReport};
 pub use trips::{gfp_of, kernel_trips, preset_for, Side, Trip};
 use trips::{push_trips, Cause, TickPlan};
-pub(crate) use trips::{Freed, Live};
 
 /// Relative tolerance of a verdict.
 pub const TOLERANCE: f64 = 0.05;

@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::super::format::{Event, EventKind};
+use super::format::{Event, EventKind};
 
 /// A pageset list: (CPU, zone, order, migratetype).
 pub(crate) type ListKey = (u32, usize, u8, i8);
