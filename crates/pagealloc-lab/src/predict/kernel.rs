@@ -125,15 +125,19 @@ pub fn measure(
     match pagealloc::os::zoneinfo::KernelZoneinfo::parse(&h.start.zoneinfo) {
         Ok(zi) => {
             let mut pagesets = start::from_zoneinfo(&zi, opts.cpus);
-            let taken = start::depths(list_events(&ev, &start::zone_spans(&zi), opts.cpus));
+            let lists = start::depths(list_events(&ev, &start::zone_spans(&zi)));
             for p in &mut pagesets {
-                if let Some((_, l)) = taken.iter().find(|(k, _)| *k == (p.cpu, p.zone)) {
-                    p.taken.clone_from(l);
+                if let Some(l) = lists.get(&(p.cpu, p.zone)) {
+                    p.taken.clone_from(&l.taken);
+                    p.used.clone_from(&l.used);
                 }
             }
+            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus);
+            k.notes.push(note);
             k.start = StartState {
                 pagesets,
                 free_lists: start::free_lists_of(&zi, &h.start.pagetypeinfo),
+                background,
             }
         }
         Err(e) => k.notes.push(format!(
@@ -143,47 +147,91 @@ pub fn measure(
     Ok(k)
 }
 
-/// Every process's page events on CPUs `0..cpus` as changes to their pagesets' lists
-/// (`trace replay` reads the lists the same way): an allocation of a pcp order takes a
-/// block, a free gives one back to the list of the type it was allocated as (a block
-/// allocated before the recording: its pageblock's type as the events show it, else
-/// Movable), a refill's block adds one, a drained block takes one. `spans`: each
-/// allocator zone's pfns.
-fn list_events<'a>(
-    ev: &'a [Event],
-    spans: &'a [(u64, u64)],
+/// Every process's page events as changes to their pagesets' lists, read as `trace
+/// replay` reads its start ([`crate::trace::lists::list_events`], the untraced
+/// allocations at the kernel's refills included). `spans`: each allocator zone's pfns.
+fn list_events(ev: &[Event], spans: &[(u64, u64)]) -> Vec<start::ListEvent> {
+    let zone_of = |pfn: u64| {
+        spans
+            .iter()
+            .position(|&(a, b)| (a..b).contains(&pfn))
+            .unwrap_or(usize::MAX)
+    };
+    let cached = |o: u8| o <= 3 || o == 9;
+    let untraced = crate::trace::untraced::refill_starts(ev, zone_of, cached);
+    crate::trace::lists::list_events(ev, zone_of, cached, &untraced).events
+}
+
+/// The other processes' allocations and frees of pageset orders on the program's CPUs
+/// while the program ran there (from its first task's window start to its last one's
+/// end on that CPU), each with the program's allocations and frees on that CPU before it
+/// ([`start::Background`]), and a note of their totals. A free is kept when its block
+/// was allocated by such an op (an earlier one, on any of these CPUs).
+fn background(
+    ev: &[Event],
+    t0: u64,
+    prog: &ProgramResult,
     cpus: u32,
-) -> impl Iterator<Item = start::ListEvent> + 'a {
-    let block_mt = crate::trace::format::pageblock_types(ev);
-    let mut live: HashMap<u64, i8> = HashMap::new();
-    ev.iter().filter_map(move |e| {
-        if e.cpu >= cpus || !e.kind.is_page() {
-            return None;
+) -> (Vec<start::BackgroundOp>, String) {
+    let cached = |o: u8| o <= 3 || o == 9;
+    let mut span: HashMap<u32, (u64, u64)> = HashMap::new();
+    for t in &prog.tasks {
+        let s = span.entry(t.cpu).or_insert((u64::MAX, 0));
+        *s = (s.0.min(t.start_ns), s.1.max(t.end_ns));
+    }
+    let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
+    let mut done: HashMap<u32, u64> = HashMap::new();
+    let mut live: HashMap<u64, (u8, i8, u64)> = HashMap::new();
+    let mut out = Vec::new();
+    let (mut allocs, mut frees, mut unseen) = (0u64, 0u64, 0u64);
+    for e in ev.iter().filter(|e| e.cpu < cpus) {
+        let t = e.ts + t0;
+        let mine = win
+            .get(&e.pid)
+            .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&t));
+        if mine {
+            if matches!(e.kind, EventKind::Alloc | EventKind::Free) {
+                *done.entry(e.cpu).or_default() += 1;
+            }
+            continue;
         }
-        let zone = spans.iter().position(|&(a, b)| (a..b).contains(&e.pfn))?;
-        let (mt, delta) = match e.kind {
+        let inside = span.get(&e.cpu).is_some_and(|s| (s.0..=s.1).contains(&t));
+        if !inside || !cached(e.order) {
+            continue;
+        }
+        let after = done.get(&e.cpu).copied().unwrap_or(0);
+        match e.kind {
             EventKind::Alloc => {
-                live.insert(e.pfn, e.mt);
-                (e.mt, -1)
+                live.insert(e.pfn, (e.order, e.mt, e.aux));
+                allocs += 1;
+                out.push(start::BackgroundOp {
+                    cpu: e.cpu as usize,
+                    after,
+                    order: e.order,
+                    gfp: crate::trace::replay::gfp_of(e.aux, e.mt),
+                    alloc: true,
+                });
             }
-            EventKind::Free => {
-                let mt = live
-                    .remove(&e.pfn)
-                    .unwrap_or_else(|| block_mt.get(&(e.pfn >> 9)).copied().unwrap_or(1));
-                (mt, 1)
-            }
-            EventKind::ZoneLocked if e.aux != 0 => (e.mt, 1),
-            EventKind::PcpuDrain => (e.mt, -1),
-            _ => return None,
-        };
-        Some(start::ListEvent {
-            cpu: e.cpu as usize,
-            zone,
-            order: e.order,
-            mt: u8::try_from(mt).ok()?,
-            delta,
-        })
-    })
+            EventKind::Free => match live.remove(&e.pfn) {
+                Some((order, mt, aux)) if order == e.order => {
+                    frees += 1;
+                    out.push(start::BackgroundOp {
+                        cpu: e.cpu as usize,
+                        after,
+                        order,
+                        gfp: crate::trace::replay::gfp_of(aux, mt),
+                        alloc: false,
+                    });
+                }
+                _ => unseen += 1,
+            },
+            _ => {}
+        }
+    }
+    let note = format!(
+        "kernel: other processes on the program's CPUs while it ran: {allocs} allocations and {frees} frees of their blocks (replayed beside it in the simulator), {unseen} frees of blocks allocated before (not replayed)"
+    );
+    (out, note)
 }
 
 /// Runs the program without the recorder (`predict-program`, as the recorder would run

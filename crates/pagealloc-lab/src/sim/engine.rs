@@ -246,6 +246,8 @@ struct Engine<'a> {
     measured_after: Option<u32>,
     /// Counters and page-cache totals when the measured barrier opened.
     window_base: Option<(Counters, u64, u64)>,
+    /// `predict`: the other processes' ops on the program's CPUs (sim::start).
+    background: Option<super::start::Background>,
     locks: Vec<ZoneLock>,
     nzones: usize,
     /// The machine's caches: every reported allocator line and every page-data touch.
@@ -342,6 +344,7 @@ pub(crate) fn simulate(
         released: Vec::new(),
         measured_after: workload.measured_after(),
         window_base: None,
+        background: super::start::Background::of(&spec.start),
         locks: vec![
             ZoneLock {
                 free_at: 0,
@@ -546,6 +549,14 @@ impl Engine<'_> {
     /// Steps `cpu`'s driver once, then completes the barrier it may have opened.
     fn step(&mut self, drivers: &mut [CpuDriver<Frame>], cpu: usize) -> Result<(), EngineError> {
         drivers[cpu].step(self)?;
+        if let Some(bg) = self
+            .background
+            .as_mut()
+            .filter(|_| drivers[cpu].measuring())
+        {
+            let m = drivers[cpu].measured();
+            bg.run_to(&self.a, cpu, m.allocs.iter().chain(&m.frees).sum());
+        }
         if !self.released.is_empty() {
             let now = self.cpus[cpu].time;
             for w in std::mem::take(&mut self.released) {
@@ -563,8 +574,14 @@ impl Engine<'_> {
         Ok(())
     }
 
+    /// The pagesets' pages, less what `predict`'s background ops put there.
+    fn pcp_pages(&self) -> u64 {
+        let p = self.a.nr_pcp_pages();
+        self.background.as_ref().map_or(p, |b| b.pcp_pages(p))
+    }
+
     fn finish(mut self, drivers: &[CpuDriver<Frame>]) -> EngineOutput {
-        let pcp = self.a.nr_pcp_pages();
+        let pcp = self.pcp_pages();
         self.out.pcp_peak = self.out.pcp_peak.max(pcp);
         self.out.pcp_final = pcp;
         self.out.huge.2 = super::free_pageblocks(&self.a);
@@ -573,6 +590,9 @@ impl Engine<'_> {
         let (base, cache_alloc, cache_free) =
             self.window_base.unwrap_or((self.base_counters, 0, 0));
         self.out.counters = self.a.counters().since(&base);
+        if let Some(bg) = &self.background {
+            self.out.counters = self.out.counters.since(bg.counters());
+        }
         self.out.cache_alloc_pages -= cache_alloc;
         self.out.cache_free_pages -= cache_free;
         self.out.makespan_ns = self.cpus.iter().map(|v| v.end).max().unwrap_or(0);

@@ -243,6 +243,9 @@ pub fn replay_command(workload: &dyn Workload, opts: &SimOptions) -> String {
         let items: Vec<String> = c.list().iter().map(|(k, v)| format!("{k}={v}")).collect();
         cmd += &format!(" --cost {}", items.join(","));
     }
+    if !opts.start.is_empty() {
+        cmd += &start::replay_note(&opts.start);
+    }
     cmd
 }
 

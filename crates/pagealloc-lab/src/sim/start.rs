@@ -8,16 +8,17 @@
 //! kernel's `/proc/zoneinfo` tells no list apart, and whether the pages there were the
 //! program's to take varies: `predict page_fault1` at one CPU began on a pageset of
 //! 8 619 pages (`high` 30 149) and still refilled 46 times in 65 536 faults, and in
-//! another run on 34 005 pages took them all without one refill. So, as `trace replay`
-//! does, each list gets the blocks the recorded events take from it before it is
-//! refilled ([`depths`]; the THP list's too where the config has one), and the rest of
-//! the count goes on a list the run does not take from (order-0 Reclaimable): it counts
-//! towards `high` (what sizes refills and starts drains) and leaves by drains only.
+//! another run on 34 005 pages took them all without one refill. So each list gets the
+//! blocks the recorded events take from it before it is refilled ([`depths`]; the THP
+//! list's too where the config has one), and the rest of the count goes on a list no
+//! event touches: `trace replay`'s own reading of its start ([`crate::trace::lists`]).
 //! The zones' free lists are seeded by `trace replay`'s own
 //! [`crate::trace::freelists::seed_zone`] from the start `/proc/pagetypeinfo`.
 
+use std::collections::BTreeSet;
+
 use pagealloc::os::zoneinfo::KernelZoneinfo;
-use pagealloc::{Allocator, MigrateType, PagesetSeed, SeedError, SeedList};
+use pagealloc::{Allocator, Gfp, PagesetSeed, SeedError, SeedList};
 
 use crate::trace::freelists::{self, Shape};
 
@@ -30,12 +31,125 @@ pub struct StartState {
     /// not on a pageset or on these lists is held for the whole run (the memory the
     /// rest of the system used), and the headroom model is off.
     pub free_lists: Vec<ZoneFreeStart>,
+    /// What the other processes on the program's CPUs did to those CPUs' pagesets while
+    /// the program ran ([`Background`]), in the order they did it.
+    pub background: Vec<BackgroundOp>,
 }
 
 impl StartState {
     /// Nothing to start: the simulator's own start state.
     pub fn is_empty(&self) -> bool {
-        self.pagesets.is_empty() && self.free_lists.is_empty()
+        self.pagesets.is_empty() && self.free_lists.is_empty() && self.background.is_empty()
+    }
+}
+
+/// What a run's replay command adds when the run began from a start state, which
+/// `pagealloc sim` cannot load: a shell comment (the command still runs, without it)
+/// that says so and how to get one.
+pub(crate) fn replay_note(start: &StartState) -> String {
+    format!(
+        " # started from `pagealloc predict`'s recorded kernel state ({} pagesets, {} zones' free lists, {} other processes' ops), which this command does not carry: `pagealloc predict WORKLOAD --cpus N` records and simulates a new one",
+        start.pagesets.len(),
+        start.free_lists.len(),
+        start.background.len()
+    )
+}
+
+/// One allocation or free another process made on a program's CPU while the program
+/// ran there (`predict`'s recording).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackgroundOp {
+    /// The CPU.
+    pub cpu: usize,
+    /// The program's allocations and frees on that CPU, inside its window, before this
+    /// one.
+    pub after: u64,
+    /// The block's order.
+    pub order: u8,
+    /// The request (its migratetype: the list it takes from); for a free, the
+    /// allocation's.
+    pub gfp: Gfp,
+    /// An allocation (true) or a free of a block allocated in the window (false).
+    pub alloc: bool,
+}
+
+/// The other processes' allocations and frees replayed beside the program, each on its
+/// CPU once the program has made as many allocations and frees there as it had in the
+/// kernel when that process made it. The kernel's pagesets are shared by every process on the
+/// CPU: `predict page_fault1 --cpus 2` on this machine, with other builds running,
+/// saw other processes take 19 576 movable pages off CPU 1's pageset while the program
+/// ran there and free 1 586 (CPU 0: 3 004 and 151), and the program refilled the list
+/// they emptied. An allocation goes through the allocator (refilling as the kernel
+/// refilled for that process); a free gives back a block such an allocation of that
+/// order and migratetype took (a free of a block allocated before is not replayed).
+/// Their refills, drains and pages are not the program's: [`Background::counters`] and
+/// [`Background::pcp_pages`] take them out of the run's figures.
+#[derive(Debug, Default)]
+pub struct Background {
+    /// Per CPU, its ops in order and the next one due.
+    ops: Vec<(Vec<BackgroundOp>, usize)>,
+    /// Blocks the allocations took, by (order, migratetype), for the frees.
+    held: std::collections::HashMap<(u8, u8), Vec<pagealloc::Frame>>,
+    /// The allocator's counters the ops moved.
+    counters: pagealloc::Counters,
+    /// Pages the ops put on the pagesets (net; negative: took off).
+    pcp: i64,
+}
+
+impl Background {
+    /// The schedule of `start`'s background ops; `None` without any.
+    pub(crate) fn of(start: &StartState) -> Option<Background> {
+        if start.background.is_empty() {
+            return None;
+        }
+        let n = start
+            .background
+            .iter()
+            .map(|o| o.cpu + 1)
+            .max()
+            .unwrap_or(0);
+        let mut ops = vec![(Vec::new(), 0); n];
+        for o in &start.background {
+            ops[o.cpu].0.push(*o);
+        }
+        Some(Background {
+            ops,
+            ..Default::default()
+        })
+    }
+
+    /// Runs `cpu`'s ops due once the program has made `done` allocations and frees there.
+    pub(crate) fn run_to(&mut self, a: &Allocator, cpu: usize, done: u64) {
+        let Some((ops, next)) = self.ops.get_mut(cpu) else {
+            return;
+        };
+        if ops.get(*next).is_none_or(|o| o.after > done) {
+            return;
+        }
+        let (before, pcp) = (a.counters(), a.nr_pcp_pages());
+        while let Some(o) = ops.get(*next).filter(|o| o.after <= done) {
+            *next += 1;
+            let key = (o.order, o.gfp.migratetype() as u8);
+            if o.alloc {
+                if let Ok(f) = a.alloc_on(cpu, o.order, o.gfp, None) {
+                    self.held.entry(key).or_default().push(f);
+                }
+            } else if let Some(f) = self.held.get_mut(&key).and_then(Vec::pop) {
+                let _ = a.free_on(cpu, f);
+            }
+        }
+        self.counters.merge(&a.counters().since(&before));
+        self.pcp += a.nr_pcp_pages() as i64 - pcp as i64;
+    }
+
+    /// The allocator's counters the ops moved.
+    pub fn counters(&self) -> &pagealloc::Counters {
+        &self.counters
+    }
+
+    /// `pcp`, the pagesets' pages, less what the ops put there.
+    pub fn pcp_pages(&self, pcp: u64) -> u64 {
+        (pcp as i64 - self.pcp).max(0) as u64
     }
 }
 
@@ -65,9 +179,11 @@ pub struct PagesetStart {
     /// Its `high`.
     pub high: i32,
     /// The blocks the run takes from its lists before they are refilled (the recorded
-    /// events' list depths, [`depths`]), as far as `count` holds them; the rest of
-    /// `count` goes on a list the run does not take from.
+    /// events' list depths, [`depths`]); the rest of `count` goes on a list no event
+    /// touches ([`crate::trace::lists::seed_lists`]).
     pub taken: Vec<SeedList>,
+    /// Every (order, migratetype) list the recorded events touched on this pageset.
+    pub used: BTreeSet<(u8, u8)>,
 }
 
 /// The pagesets of CPUs `0..cpus` in every populated zone of `zi`. Zone indices are the
@@ -90,6 +206,7 @@ pub fn from_zoneinfo(zi: &KernelZoneinfo, cpus: u32) -> Vec<PagesetStart> {
                     count: p.count.clamp(0, i64::from(u32::MAX)) as u32,
                     high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
                     taken: Vec::new(),
+                    used: BTreeSet::new(),
                 });
             }
             zone += 1;
@@ -110,56 +227,7 @@ pub fn zone_spans(zi: &KernelZoneinfo) -> Vec<(u64, u64)> {
     out
 }
 
-/// One page event for [`depths`]: CPU, zone index, order, migratetype (-1: unknown)
-/// and what it did to its pageset list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ListEvent {
-    /// The CPU.
-    pub cpu: usize,
-    /// The allocator's zone index.
-    pub zone: usize,
-    /// The block's order.
-    pub order: u8,
-    /// Its migratetype (0 Unmovable, 1 Movable, 2 Reclaimable).
-    pub mt: u8,
-    /// Blocks the list gained (a free, a refill's block: +1) or lost (an allocation, a
-    /// drained block: −1).
-    pub delta: i8,
-}
-
-/// Per pageset, the blocks each list of orders 0-3 and 9 (the THP lists) lost below
-/// where it began before
-/// its own refills and frees made up for them (the deepest its running sum went, as
-/// `trace replay` reads its pagesets' lists off a trace): those blocks were on the list
-/// when the events began.
-pub fn depths(ev: impl IntoIterator<Item = ListEvent>) -> Vec<((usize, usize), Vec<SeedList>)> {
-    use std::collections::BTreeMap;
-    let mut run: BTreeMap<(usize, usize, u8, u8), (i64, i64)> = BTreeMap::new();
-    for e in ev {
-        if (e.order > 3 && e.order != 9) || e.mt > 2 {
-            continue;
-        }
-        let r = run.entry((e.cpu, e.zone, e.order, e.mt)).or_insert((0, 0));
-        r.0 += i64::from(e.delta);
-        r.1 = r.1.min(r.0);
-    }
-    let mts = [
-        MigrateType::Unmovable,
-        MigrateType::Movable,
-        MigrateType::Reclaimable,
-    ];
-    let mut out: BTreeMap<(usize, usize), Vec<SeedList>> = BTreeMap::new();
-    for ((cpu, zone, order, mt), (_, min)) in run {
-        if min < 0 {
-            out.entry((cpu, zone)).or_default().push(SeedList {
-                order,
-                mt: mts[usize::from(mt)],
-                blocks: (-min).min(i64::from(u32::MAX)) as u32,
-            });
-        }
-    }
-    out.into_iter().collect()
-}
+pub use crate::trace::lists::{depths, ListEvent, PagesetLists};
 
 /// Each populated zone's free lists in `zi` as the kernel's start
 /// `/proc/pagetypeinfo` (`pagetypeinfo`, empty: none) shows them, zones numbered as in
@@ -182,42 +250,16 @@ pub fn free_lists_of(zi: &KernelZoneinfo, pagetypeinfo: &str) -> Vec<ZoneFreeSta
     out
 }
 
-/// The lists `p` starts with: its `taken` blocks, as many as `count` holds (smallest
-/// orders first), and the rest of `count` on order-0 Reclaimable, or order-0 Unmovable
-/// where the run takes from that list.
+/// The lists `p` starts with: `trace replay`'s ([`crate::trace::lists::seed_lists`]):
+/// its `taken` blocks, the rest of `count` parked on a list no event of the run touches.
 fn lists_of(p: &PagesetStart) -> Vec<SeedList> {
-    let mut left = u64::from(p.count);
-    let mut out = Vec::new();
-    let mut taken = p.taken.clone();
-    taken.sort_unstable_by_key(|l| (l.order, l.mt as u8));
-    for l in taken {
-        let blocks = u64::from(l.blocks).min(left >> l.order);
-        if blocks > 0 {
-            left -= blocks << l.order;
-            out.push(SeedList {
-                blocks: blocks as u32,
-                ..l
-            });
-        }
-    }
-    if left > 0 {
-        let used = |mt| out.iter().any(|l| l.order == 0 && l.mt == mt);
-        let mt = if used(MigrateType::Reclaimable) {
-            MigrateType::Unmovable
-        } else {
-            MigrateType::Reclaimable
-        };
-        if let Some(l) = out.iter_mut().find(|l| l.order == 0 && l.mt == mt) {
-            l.blocks += left as u32;
-        } else {
-            out.push(SeedList {
-                order: 0,
-                mt,
-                blocks: left as u32,
-            });
-        }
-    }
-    out
+    crate::trace::lists::seed_lists(
+        u64::from(p.count),
+        &PagesetLists {
+            taken: p.taken.clone(),
+            used: p.used.clone(),
+        },
+    )
 }
 
 /// Applies `start` to `a`: the pagesets through [`Allocator::seed_pageset`], then the
@@ -266,7 +308,7 @@ pub(crate) fn apply(a: &Allocator, start: &StartState) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pagealloc::{Config, Gfp, Layout};
+    use pagealloc::{Config, Gfp, Layout, MigrateType};
 
     /// DMA unpopulated, DMA32 and Normal populated, two CPUs each.
     const ZI: &str = "\
@@ -310,6 +352,7 @@ Node 0, zone   Normal
             count,
             high,
             taken: Vec::new(),
+            used: BTreeSet::new(),
         };
         assert_eq!(from_zoneinfo(&zi, 1), [p(0, 0, 7, 40), p(0, 1, 300, 4000)]);
         assert_eq!(from_zoneinfo(&zi, 2).len(), 4);
@@ -351,20 +394,26 @@ Node 0, zone   Normal
                 count: high_min as u32,
                 high: high_min,
                 taken: Vec::new(),
+                // The run's events reach order-0 Unmovable and Movable.
+                used: [(0, 0), (0, 1)].into_iter().collect(),
             }],
             free_lists: Vec::new(),
+            background: Vec::new(),
         };
         let (pages, refills, drains, parked) = run(&start);
         assert_eq!(pages, high_min as u64);
         assert_eq!(refills, 1);
         assert!(drains >= 1, "a pageset started at high drains on a free");
-        assert!(parked > 0, "the started pages sit on the Reclaimable list");
+        assert!(
+            parked > 0,
+            "the started pages sit on the list no event reached"
+        );
         assert_eq!(run(&StartState::default()), (0, 1, 0, 0));
     }
 
     /// A list's depth is the deepest its running sum went; the blocks go first, the rest
-    /// of the count is parked on order-0 Reclaimable, and a count too small for the
-    /// depths cuts them.
+    /// of the count is parked on order 0 of a type no event reached, and a count too
+    /// small for the depths keeps them.
     #[test]
     fn depths_fill_lists_first_and_park_the_rest() {
         let ev = |delta, order, mt| ListEvent {
@@ -374,14 +423,13 @@ Node 0, zone   Normal
             mt,
             delta,
         };
-        // Movable order 0: -1 -1 +1 -1 -1 (min -3), then a refill; order 9 ignored.
+        // Movable order 0: -1 -1 +1 -1 -1 (min -3), then a refill; a THP taken.
         let mut v: Vec<ListEvent> = [-1, -1, 1, -1, -1, 1, 1, 1]
             .iter()
             .map(|&d| ev(d, 0, 1))
             .collect();
         v.push(ev(-1, 9, 1));
-        v.push(ev(-1, 5, 1)); // no pcp order: ignored
-        v.push(ev(1, 0, 0)); // a free only: no depth
+        v.push(ev(1, 0, 0)); // a free only: no depth, but the list is reached
         let d = depths(v);
         let three = SeedList {
             order: 0,
@@ -393,22 +441,113 @@ Node 0, zone   Normal
             mt: MigrateType::Movable,
             blocks: 1,
         };
-        assert_eq!(d, [((0, 1), vec![three, thp])]);
+        let lists = &d[&(0, 1)];
+        assert_eq!(lists.taken, [three, thp]);
         let mut p = PagesetStart {
             cpu: 0,
             zone: 1,
-            count: 10,
-            high: 100,
-            taken: vec![three, thp],
+            count: 600,
+            high: 1000,
+            taken: lists.taken.clone(),
+            used: lists.used.clone(),
         };
+        // Unmovable and Movable order 0 are reached: the rest goes on Reclaimable.
         let parked = |blocks| SeedList {
             order: 0,
             mt: MigrateType::Reclaimable,
             blocks,
         };
-        assert_eq!(lists_of(&p), [three, parked(7)]);
+        assert_eq!(lists_of(&p), [three, thp, parked(85)]);
+        // A count below the depths keeps them (they time the refills).
         p.count = 2;
-        assert_eq!(lists_of(&p), [SeedList { blocks: 2, ..three }]);
+        assert_eq!(lists_of(&p), [three, thp]);
+    }
+
+    /// Another process's allocations on the program's CPU empty the list the program
+    /// takes from, when the program has made as many allocations as in the kernel; the
+    /// program then refills where it would not have, and the background's own refill and
+    /// pages are kept apart.
+    #[test]
+    fn background_ops_empty_the_programs_list() {
+        let mv = Gfp::MOVABLE;
+        let seeded = SeedList {
+            order: 0,
+            mt: MigrateType::Movable,
+            blocks: 100,
+        };
+        let start = |background: Vec<BackgroundOp>| StartState {
+            pagesets: vec![PagesetStart {
+                cpu: 0,
+                zone: 0,
+                count: 100,
+                high: 1000,
+                taken: vec![seeded],
+                used: [(0, 1)].into_iter().collect(),
+            }],
+            free_lists: Vec::new(),
+            background,
+        };
+        let op = |after, alloc| BackgroundOp {
+            cpu: 0,
+            after,
+            order: 0,
+            gfp: mv,
+            alloc,
+        };
+        // After the program's 10th allocation, another process takes 85 pages and
+        // then frees one of them.
+        let mut ops: Vec<BackgroundOp> = (0..85).map(|_| op(10, true)).collect();
+        ops.push(op(10, false));
+        // The program: 20 allocations.
+        let program = |st: &StartState| {
+            let a = Allocator::new(&Layout::single(262_144, 1), Config::default()).unwrap();
+            apply(&a, st).unwrap();
+            let mut bg = Background::of(st);
+            let before = a.counters();
+            for i in 0..20u64 {
+                if let Some(bg) = bg.as_mut() {
+                    bg.run_to(&a, 0, i);
+                }
+                a.alloc_on(0, 0, mv, None).unwrap();
+            }
+            let all = a.counters().since(&before);
+            let pcp = a.nr_pcp_pages();
+            a.validate().unwrap();
+            (all, bg, pcp)
+        };
+        let (alone, none, _) = program(&start(Vec::new()));
+        assert!(none.is_none());
+        assert_eq!(alone.pcp_refill, 0, "100 seeded pages serve 20 allocations");
+        let (all, bg, pcp) = program(&start(ops));
+        let bg = bg.unwrap();
+        // 10 + 84 off the list: the program's 17th allocation refills.
+        assert_eq!(bg.counters().pcp_refill, 0);
+        assert_eq!(all.since(bg.counters()).pcp_refill, 1);
+        // The pagesets less the other process's 84 pages taken.
+        assert_eq!(bg.pcp_pages(pcp), pcp + 84);
+    }
+
+    /// A run from a start state says in its replay command that the command does not
+    /// carry it.
+    #[test]
+    fn the_replay_command_names_the_start_state() {
+        use crate::sim::{replay_command, SimOptions};
+        let w = crate::workload::build("page_fault1", crate::workload::Scale::Full, &[]).unwrap();
+        let m = crate::sim::Machine::by_name("host").unwrap();
+        let mut o = SimOptions::new(m, Config::default());
+        let plain = replay_command(w.as_ref(), &o);
+        assert!(!plain.contains('#'), "{plain}");
+        o.start.background.push(BackgroundOp {
+            cpu: 0,
+            after: 0,
+            order: 0,
+            gfp: Gfp::MOVABLE,
+            alloc: true,
+        });
+        let cmd = replay_command(w.as_ref(), &o);
+        assert!(cmd.starts_with(&plain), "{cmd}");
+        assert!(cmd.contains("# started from `pagealloc predict`"), "{cmd}");
+        assert!(cmd.contains("1 other processes' ops"), "{cmd}");
     }
 
     /// Free lists started as a kernel's hold the rest of the zone: the allocator's free
@@ -424,6 +563,7 @@ Node 0, zone   Normal
                 shape: None,
                 free: 65_536,
             }],
+            background: Vec::new(),
         };
         apply(&a, &start).unwrap();
         assert_eq!(a.nr_free_pages(), 65_536);

@@ -28,10 +28,12 @@
 
 pub mod format;
 pub mod freelists;
+pub mod lists;
 pub mod pagetype;
 pub mod record;
 pub mod replay;
 pub mod start;
+pub(crate) mod untraced;
 
 use std::fmt;
 

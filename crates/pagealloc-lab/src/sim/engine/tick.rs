@@ -33,7 +33,7 @@ impl Engine<'_> {
     pub(super) fn housekeeping(&mut self, t: u64) {
         while self.next_sample <= t || self.next_tick <= t {
             if self.next_sample <= self.next_tick {
-                let pcp = self.a.nr_pcp_pages();
+                let pcp = self.pcp_pages();
                 self.out.pcp_peak = self.out.pcp_peak.max(pcp);
                 self.out.pcp_final = pcp;
                 let h = crate::sim::free_pageblocks(&self.a);

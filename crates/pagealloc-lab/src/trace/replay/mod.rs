@@ -31,14 +31,15 @@
 //! 4. The kernel refills a list only when it is empty, and some of its allocations emit
 //!    no event (`alloc_pages_bulk`): at the first event of each kernel refill run, what
 //!    pagealloc's copy of that list still holds is taken off as allocations
-//!    ([`Allocator::take_from_pcp_list`]; `untraced` finds the runs and the kernel pfns
+//!    ([`Allocator::take_from_pcp_list`]; trace::untraced finds the runs and the kernel pfns
 //!    left on the list, which then name the frames taken).
 //!
 //! # Files
 //! This file builds and runs the replay; `trips` has the two sides' trips (the kernel's
-//! events, pagealloc's counters), the kernel's live blocks, the request flags, the
+//! events, pagealloc's counters), the request flags, the
 //! preset for a release and the tick plan; `report` the report, its tables and files;
-//! `untraced` the kernel's lists as its events show them.
+//! trace::untraced the kernel's lists as its events show them, trace::lists the kernel's
+//! blocks still out and the pagesets' lists at the start.
 //! The start state is built with trace::freelists (the zones' free lists) and
 //! trace::start (`free_count`).
 //!
@@ -46,7 +47,6 @@
 
 mod report;
 mod trips;
-mod untraced;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -56,12 +56,14 @@ use pagealloc::os::zoneinfo::KernelZoneinfo;
 use pagealloc::{Allocator, Config, Frame, ManualPlatform};
 
 use super::format::{self, Event, EventKind, Header};
+use super::lists::{Freed, Live};
+use super::untraced;
 use super::{TraceError, DEFAULT_CONFIG};
 use crate::twin::layout;
 use report::line;
 pub use report::{side_by_side, text, write_files, Line, ReplayReport};
 pub use trips::{gfp_of, kernel_trips, preset_for, Side, Trip};
-use trips::{push_trips, Cause, Freed, Live, TickPlan};
+use trips::{push_trips, Cause, TickPlan};
 
 /// Relative tolerance of a verdict.
 pub const TOLERANCE: f64 = 0.05;
@@ -164,60 +166,19 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     let thp = built.config.thp;
     let mut notes = Vec::new();
 
-    // Pageblock → migratetype as the trace shows it (for frees of unknown blocks).
-    let block_mt = super::format::pageblock_types(ev);
     // Blocks freed before being allocated in the trace, and each list's depth: per
     // (CPU, zone, order, migratetype), the deepest the stream takes the list below
     // where it started (allocations served without a refill), counting the kernel's own
-    // refills and drains.
+    // refills and drains and the blocks its lists lost without an event (trace::lists,
+    // the reading `predict`'s simulator starts from too).
     let zone_of = |pfn: u64| a.zone_of_pfn(pagealloc::Pfn(pfn)).unwrap_or(usize::MAX);
-    let mut live: Live<i8> = Live::new();
-    let mut pre: Vec<(u64, u8, i8)> = Vec::new();
     // The kernel's refill runs, each with the blocks its list lost without an event
     // (untraced): allocated there, so a later free of one is no block from before the
     // trace, and taken off the list's depth.
     let starts = untraced::refill_starts(ev, zone_of, |o| pcp_cached(o, thp));
-    type ListKey = untraced::ListKey;
-    let mut depth: HashMap<ListKey, (i64, i64)> = HashMap::new(); // (running, min)
-    let mut bump = |k: ListKey, d: i64| {
-        let e = depth.entry(k).or_insert((0, 0));
-        e.0 += d;
-        e.1 = e.1.min(e.0);
-    };
-    for (i, e) in ev.iter().enumerate() {
-        let key = |mt: i8| (e.cpu, zone_of(e.pfn), e.order, mt.max(0));
-        if let Some(st) = starts.get(&i) {
-            for &p in &st.lost {
-                live.insert(p, st.list.2, st.list.3);
-            }
-            bump(st.list, -(st.lost.len() as i64));
-        }
-        match e.kind {
-            EventKind::Alloc => {
-                live.insert(e.pfn, e.order, e.mt);
-                if pcp_cached(e.order, thp) {
-                    bump(key(e.mt), -1);
-                }
-            }
-            EventKind::Free => {
-                let mt = match live.free(e.pfn, e.order) {
-                    Freed::Whole(mt) => mt,
-                    Freed::Part => continue,
-                    Freed::Unknown => {
-                        let mt = block_mt.get(&(e.pfn >> 9)).copied().unwrap_or(1);
-                        pre.push((e.pfn, e.order, mt));
-                        mt
-                    }
-                };
-                if pcp_cached(e.order, thp) {
-                    bump(key(mt), 1);
-                }
-            }
-            EventKind::ZoneLocked if e.aux != 0 => bump(key(e.mt), 1),
-            EventKind::PcpuDrain => bump(key(e.mt), -1),
-            _ => {}
-        }
-    }
+    let reading = super::lists::list_events(ev, zone_of, |o| pcp_cached(o, thp), &starts);
+    let pre = reading.before;
+    let depth = super::lists::depths(reading.events);
     let pre_pages: u64 = pre.iter().map(|p| 1u64 << p.1).sum();
     let normal = zi
         .populated()
@@ -295,43 +256,14 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             if c >= ncpus {
                 continue;
             }
-            let mut lists = Vec::new();
-            let mut used = std::collections::HashSet::new();
-            let mut have = 0i64;
-            for (&(cpu, zz, order, mt), &(_, min)) in &depth {
-                if cpu as usize != c || zz != z {
-                    continue;
-                }
-                used.insert((order, mt));
-                if min < 0 && (mt as usize) < mts.len() {
-                    lists.push(pagealloc::SeedList {
-                        order,
-                        mt: mts[mt as usize],
-                        blocks: (-min) as u32,
-                    });
-                    have += -min << order;
-                }
-            }
-            lists.sort_unstable_by_key(|l| (l.order, l.mt as u8));
-            let rest = p.count - have;
-            if rest > 0 {
-                // Order 0 of a type the stream does not use here, else the order-3 list
-                // of the least used type (blocks of 8 pages, rounded up).
-                let park = (0..3i8)
-                    .find(|&m| !used.contains(&(0, m)))
-                    .map(|m| (0u8, m))
-                    .or_else(|| {
-                        (0..3i8)
-                            .find(|&m| !used.contains(&(3, m)))
-                            .map(|m| (3u8, m))
-                    })
-                    .unwrap_or((0, 2));
-                lists.push(pagealloc::SeedList {
-                    order: park.0,
-                    mt: mts[park.1 as usize],
-                    blocks: ((rest + (1 << park.0) - 1) >> park.0) as u32,
+            // Each list the blocks the stream takes from it before its first refill,
+            // the rest of the kernel's count parked where the stream never reaches.
+            let lists = depth
+                .get(&(c, z))
+                .map(|l| super::lists::seed_lists(p.count.max(0) as u64, l))
+                .unwrap_or_else(|| {
+                    super::lists::seed_lists(p.count.max(0) as u64, &Default::default())
                 });
-            }
             let batch = u64::from(a.pcp_info(c, z).map_or(1, |i| i.batch.max(1) as u32));
             let alloc_factor = first_refill
                 .get(&(c as u32, z))

@@ -1,6 +1,6 @@
 //! The two sides' trips: the kernel's read off its events ([`kernel_trips`]), pagealloc's
-//! off its counters around each operation ([`push_trips`]); the kernel's blocks still out
-//! ([`Live`]), the request flags ([`gfp_of`]), the preset that fits a release
+//! off its counters around each operation ([`push_trips`]), the request flags
+//! ([`gfp_of`]), the preset that fits a release
 //! ([`preset_for`]) and when each CPU's decay tick runs ([`TickPlan`]).
 
 use std::collections::HashMap;
@@ -70,54 +70,6 @@ pub fn preset_for(release: &str) -> (Option<String>, String) {
         (None, "older than 6.0: no preset models its pagesets")
     };
     (p, format!("kernel {release}: {why}"))
-}
-
-/// Blocks the kernel handed out and has not freed, by first pfn. A block the kernel
-/// split (`split_page`: one allocation, its pages freed one by one) is freed in
-/// pagealloc when its last page is.
-pub(super) struct Live<T> {
-    pub(super) blocks: HashMap<u64, (u8, u64, T)>,
-}
-
-/// What a free found.
-pub(super) enum Freed<T> {
-    /// The whole block (or its last page): free this.
-    Whole(T),
-    /// A page of a split block whose other pages are still out.
-    Part,
-    /// Nothing the trace allocated.
-    Unknown,
-}
-
-impl<T> Live<T> {
-    pub(super) fn new() -> Self {
-        Live {
-            blocks: HashMap::new(),
-        }
-    }
-    pub(super) fn insert(&mut self, pfn: u64, order: u8, v: T) -> Option<T> {
-        self.blocks
-            .insert(pfn, (order, 1u64 << order.min(20), v))
-            .map(|x| x.2)
-    }
-    pub(super) fn free(&mut self, pfn: u64, order: u8) -> Freed<T> {
-        for o in order..=pagealloc::MAX_ORDER {
-            let head = pfn & !((1u64 << o) - 1);
-            let Some(b) = self.blocks.get_mut(&head) else {
-                continue;
-            };
-            if b.0 < o || (b.0 == order && head != pfn) {
-                continue;
-            }
-            b.1 = b.1.saturating_sub(1u64 << order.min(20));
-            if b.1 == 0 {
-                let (_, _, v) = self.blocks.remove(&head).expect("present");
-                return Freed::Whole(v);
-            }
-            return Freed::Part;
-        }
-        Freed::Unknown
-    }
 }
 
 /// The kernel's trips per CPU.

@@ -17,23 +17,23 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::super::format::{Event, EventKind};
+use super::format::{Event, EventKind};
 
 /// A pageset list: (CPU, zone, order, migratetype).
-pub(super) type ListKey = (u32, usize, u8, i8);
+pub(crate) type ListKey = (u32, usize, u8, i8);
 
 /// The first event of a refill run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct RefillStart {
+pub(crate) struct RefillStart {
     /// The list the run fills.
-    pub(super) list: ListKey,
+    pub(crate) list: ListKey,
     /// Kernel pfns the events left on it, which the kernel's list no longer held.
-    pub(super) lost: Vec<u64>,
+    pub(crate) lost: Vec<u64>,
 }
 
 /// Per event index: the refill runs' first events ([`RefillStart`]). `zone_of` maps a pfn
 /// to its zone, `cached` says which orders the pagesets hold.
-pub(super) fn refill_starts(
+pub(crate) fn refill_starts(
     ev: &[Event],
     zone_of: impl Fn(u64) -> usize,
     cached: impl Fn(u8) -> bool,
