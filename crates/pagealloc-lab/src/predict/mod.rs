@@ -187,6 +187,7 @@ pub fn sim_workload(
                 ("turn_messages", work::TCP_TURN_MESSAGES.into()),
                 ("send_protocol_ns", work::TCP_SEND_PROTOCOL_NS.into()),
                 ("recv_protocol_ns", work::TCP_RECV_PROTOCOL_NS.into()),
+                ("recv_on_sender_pct", work::TCP_RECV_ON_SENDER_PCT.into()),
                 (
                     "cross_copy_in_ns_per_kib",
                     work::CROSS_COPY_IN_NS_PER_KIB.into(),

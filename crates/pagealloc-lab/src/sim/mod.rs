@@ -434,6 +434,12 @@ fn row_of(
     for (cpu, &n) in out.sleeps.iter().enumerate().filter(|(_, &n)| n > 0) {
         r.extra.insert(format!("sleeps_cpu{cpu}"), n as f64);
     }
+    for (cpu, c) in out.measured_per_cpu.iter().enumerate() {
+        if c.compute_ns > 0 {
+            r.extra
+                .insert(format!("compute_s_cpu{cpu}"), c.compute_ns as f64 * 1e-9);
+        }
+    }
     for (i, &(wait, trips)) in out.wait_by_tick.iter().enumerate() {
         r.extra.insert(format!("tick{i}_wait_s"), wait * 1e-9);
         r.extra.insert(format!("tick{i}_trips"), trips as f64);

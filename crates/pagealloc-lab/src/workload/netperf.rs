@@ -89,6 +89,11 @@ define_params! {
         /// the backlog, freeing the ulpevent, the window updates), ns: the live TCP
         /// reader's.
         recv_protocol_ns: u64 = 600, full 5_040;
+        /// With the ends on two CPUs: share of `recv_protocol_ns` the sender's CPU
+        /// does instead of the receiver's, % (`stream.rs`, `Sender`: TCP over loopback
+        /// transmits and receives a running writer's segments on the writer's CPU).
+        /// 0 keeps all of it on the receiver.
+        recv_on_sender_pct: u32 = 0, full 0;
         /// With both ends on one CPU (a pair on a 1-CPU run): messages the writer
         /// queues before the woken reader preempts it; 0: until the buffer is full.
         turn_messages: u32 = 0, full 0;
@@ -167,6 +172,7 @@ impl Netperf {
             send_protocol_ns: p.send_protocol_ns * u64::from(writes),
             recv_protocol_ns: p.recv_protocol_ns * u64::from(writes),
             sender_free_pct: p.sender_free_pct.min(100),
+            recv_on_sender_pct: p.recv_on_sender_pct.min(100),
             skb_starts: 0,
             turn_messages: p.turn_messages,
             shared_switch_ns: p.shared_switch_ns,

@@ -64,6 +64,9 @@ pub(crate) struct StreamShape {
     /// The protocol's work per message on the sender and on the receiver, ns.
     pub(crate) send_protocol_ns: u64,
     pub(crate) recv_protocol_ns: u64,
+    /// Ends on two CPUs: share of `recv_protocol_ns` the sender's CPU does instead of
+    /// the receiver's, % (see [`Sender`]); both ends on one CPU: none.
+    pub(crate) recv_on_sender_pct: u32,
     /// Share of messages whose blocks the sender's CPU frees, %: the receiver copies
     /// them out and hands them back, and the sender frees what has come back after each
     /// message it sends, without waiting (see [`Sender`]); 0: the receiver frees every
@@ -117,6 +120,14 @@ impl StreamShape {
         let p = u64::from(self.sender_free_pct.min(100));
         let j = u64::from(j);
         (j + 1) * p / 100 > j * p / 100
+    }
+
+    /// The receive protocol's work per message charged on the sender's CPU and on the
+    /// receiver's: `recv_on_sender_pct` of it and the rest (they add up to
+    /// `recv_protocol_ns`).
+    fn recv_protocol_split(&self) -> (u64, u64) {
+        let on_sender = self.recv_protocol_ns * u64::from(self.recv_on_sender_pct.min(100)) / 100;
+        (on_sender, self.recv_protocol_ns - on_sender)
     }
 
     /// Blocks the receiver hands back over the whole stream.
@@ -255,6 +266,7 @@ impl StreamShape {
     fn shared_cpu(&self) -> Box<dyn CpuScript> {
         let shape = StreamShape {
             sender_free_pct: 0,
+            recv_on_sender_pct: 0,
             cross_copy_in_ns_per_kib: 0,
             cross_copy_out_ns_per_kib: 0,
             ..*self
@@ -315,6 +327,16 @@ pub(crate) fn order_for(bytes: u64) -> u32 {
 /// ([`Phase::TryRecv`]), and frees it; only after its last message does it wait for
 /// the rest. The live kernel freed 89-99.7 % of the stream's order-3 fragments on the
 /// sender's CPU in softirq (docs/predict.md).
+///
+/// With the ends on two CPUs the sender also does `recv_on_sender_pct` of the receive
+/// protocol's work, as TCP over loopback does: a writer running beside its reader
+/// transmits its segments itself (`tcp_sendmsg` → `tcp_write_xmit`; on one CPU the
+/// reader's ACK mostly pushes them, `tcp_data_snd_check` in the reader's softirq),
+/// loopback delivers them in the transmitting CPU's `NET_RX` softirq (`tcp_v4_rcv`
+/// into the reader's queue when the reader does not own the socket), and the writer
+/// processes the ACKs that arrived while it owned its own socket in `release_sock`.
+/// CPU-clock profiles of the live two-CPU stream against the one-CPU one put 1.3-2.1 µs
+/// per 16 KiB write more of this work on the writer (docs/predict.md, predict/work.rs).
 ///
 /// Neither end can wait on the other forever: the sender waits only on a full inbox of
 /// the receiver (woken at `resume`), the receiver only on an empty one; the receiver's
@@ -425,7 +447,8 @@ impl Program for Sender {
         compute(out, s.syscall_ns);
         let skbs = s.skbs();
         let total = s.message_bytes();
-        let mut done = 0;
+        let (recv_here, _) = s.recv_protocol_split();
+        let (mut done, mut done_recv) = (0, 0);
         for skb in &skbs {
             for (slots, p) in &skb.parts {
                 out.push_back(Phase::Fill(
@@ -443,7 +466,8 @@ impl Program for Sender {
             compute(out, CrossCopy::ns(skb.bytes(), s.cross_copy_in_ns_per_kib));
             compute(
                 out,
-                share(s.send_protocol_ns, &mut done, skb.bytes(), total),
+                share(s.send_protocol_ns, &mut done, skb.bytes(), total)
+                    + share(recv_here, &mut done_recv, skb.bytes(), total),
             );
             out.push_back(Phase::Send {
                 slots: skb.slots.clone(),
@@ -484,6 +508,7 @@ impl Program for Receiver {
         out.push_back(Phase::Recv(skbs[0].slots.clone()));
         compute(out, s.syscall_ns);
         let total = s.message_bytes();
+        let (_, recv_here) = s.recv_protocol_split();
         let mut done = 0;
         for (i, skb) in skbs.iter().enumerate() {
             if i > 0 {
@@ -505,10 +530,7 @@ impl Program for Receiver {
             } else {
                 out.push_back(Phase::Free(skb.slots.clone()));
             }
-            compute(
-                out,
-                share(s.recv_protocol_ns, &mut done, skb.bytes(), total),
-            );
+            compute(out, share(recv_here, &mut done, skb.bytes(), total));
         }
         true
     }
