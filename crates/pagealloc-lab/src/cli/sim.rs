@@ -103,16 +103,17 @@ impl CostOpts {
 /// Options of `pagealloc calibrate`.
 ///
 /// Two parts, chosen by flag: `--kbuild` (the default when neither is given) and
-/// `--sweep`. Both start with the zone-lock trip residuals fitted to the batch sweep.
+/// `--sweep`. Both start with the batch sweep's fit (the per-line cost under the zone
+/// lock and the tracer's in-window cost, beside the trips' measured fixed costs).
 #[derive(Debug, Args)]
 #[command(
-    after_long_help = "Parts: no flag or --kbuild: the trip residuals' fit, then the \
-kbuild grid. --sweep: the trip residuals' fit, then the simulated batch sweep beside the \
+    after_long_help = "Parts: no flag or --kbuild: the batch sweep's fit, then the \
+kbuild grid. --sweep: the batch sweep's fit, then the simulated batch sweep beside the \
 published one (no kbuild grid; --tasks, --computes and --headrooms are unused). \
 --kbuild --sweep: all of it."
 )]
 pub struct CalibrateArgs {
-    /// Run the kbuild grid (after the trip residuals' fit). The default when --sweep is
+    /// Run the kbuild grid (after the batch sweep's fit). The default when --sweep is
     /// not given; with --sweep, give it to run both.
     #[arg(long)]
     pub kbuild: bool,

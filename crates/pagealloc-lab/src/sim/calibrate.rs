@@ -5,10 +5,12 @@
 //! Two published data sets (docs/sim-cost-model.md §4):
 //! 1. The **batch sweep** (page_fault1 with high = 2 × batch, no free scaling) gives the
 //!    time of one zone-lock trip as a function of the pages it moves, for Sapphire
-//!    Rapids and Ice Lake. The simulator charges a trip the latencies of the allocator
-//!    lines it touches (through the cache hierarchy); [`fit_trip_residuals`] fits what
-//!    is left — a residual per trip and direction and an instruction cost per line —
-//!    and [`refit`] prints them with every point's residual.
+//!    Rapids and Ice Lake, timed with function_graph. The simulator charges a trip the
+//!    latencies of the allocator lines it touches (through the cache hierarchy) and a
+//!    fixed cost per trip measured on the live kernel ([`live`]);
+//!    [`fit_trip_residuals`] fits what is left — an instruction cost per line and the
+//!    tracer's own cost in each timed window — and [`refit`] prints them with every
+//!    point's residual.
 //! 2. The **kbuild table** (spr-2s-224, one socket, `make -j112`, base → patch10)
 //!    constrains what the batch sweep cannot: how much work a task does between faults
 //!    (kbuild's `compute_ns_per_page`) and the free memory at the start. [`refit`]
@@ -29,6 +31,7 @@ use crate::Row;
 pub use crate::workload::{KBUILD_COMPUTE_NS_PER_PAGE, KBUILD_HEADROOM_MIB};
 
 mod kbuild;
+pub mod live;
 mod sweep;
 
 pub use kbuild::*;
@@ -73,11 +76,11 @@ pub struct Refit {
     pub best: Option<GridPoint>,
 }
 
-/// Refits the free parameters: the zone-lock residuals from the batch sweep of both
-/// calibration machines ([`fit_trip_residuals`]), then kbuild's compute per page and the
+/// Refits the free parameters: the per-line cost and the tracer's in-window cost from
+/// the batch sweep of both calibration machines ([`fit_trip_residuals`]), then kbuild's compute per page and the
 /// free memory at the start over a grid, each point a kbuild ablation with `tasks`
 /// tasks on spr-2s-224 (the full table uses 896; 224 keeps the fit to a few minutes),
-/// once per seed, with SPR's refitted residuals. The best point has the most steps in
+/// once per seed, with SPR's refitted per-line cost. The best point has the most steps in
 /// the published direction with every seed, then the least mean [`kbuild_error`].
 /// Each point's configs run `jobs` at a time ([`SimOptions::jobs`]; 0: the host's
 /// parallelism). `progress` gets one line per grid point. No `computes` or no
@@ -107,6 +110,7 @@ pub fn refit(
         refill_trip_ns: fit.refill_trip_ns,
         drain_trip_ns: fit.drain_trip_ns,
         locked_line_ns: fit.locked_line_ns,
+        fgraph_ns: fit.fgraph_ns,
         ..spr.cost
     };
     let mut grid = Vec::new();
@@ -163,20 +167,20 @@ pub fn refit_report(r: &Refit) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "batch sweep: zone-lock hold = hand-off + the lines on the core's fill buffers (cache hierarchy, overlapped misses) + trip residual + line cost × lines (ns)"
+        "batch sweep: zone-lock hold = hand-off + the lines on the core's fill buffers (cache hierarchy, overlapped misses) + the trip's fixed cost (measured on the live kernel) + line cost × lines; published latency = hold + function_graph's in-window cost (ns)"
     );
     for t in &r.trips {
         let m = Machine::by_name(t.machine).expect("known machine");
         let _ = writeln!(
             s,
-            "  {:<10} fitted: refill_trip_ns {:.1}, drain_trip_ns {:.1}, locked_line_ns {:.2}   (in use: {:.1}, {:.1}, {:.2})",
+            "  {:<10} measured: refill_trip_ns {:.1}, drain_trip_ns {:.1}; fitted: locked_line_ns {:.2}, fgraph_ns {:.1}   (in use: {:.2}, {:.1})",
             t.machine,
             t.refill_trip_ns,
             t.drain_trip_ns,
             t.locked_line_ns,
-            m.cost.refill_trip_ns,
-            m.cost.drain_trip_ns,
-            m.cost.locked_line_ns
+            t.fgraph_ns,
+            m.cost.locked_line_ns,
+            m.cost.fgraph_ns
         );
         for &(dir, batch, publ, lines, a, fitted) in &t.points {
             let _ = writeln!(
@@ -187,8 +191,8 @@ pub fn refit_report(r: &Refit) -> String {
         }
         let _ = writeln!(
             s,
-            "      (each latency includes function_graph's in-window cost, fgraph_ns {:.0} ns per trip, which holds and virtual time do not)",
-            m.cost.fgraph_ns
+            "      (each latency includes function_graph's in-window cost, fgraph_ns {:.0} ns per trip; the sweep's CPUs pay it outside the lock, other workloads never)",
+            t.fgraph_ns
         );
         for &(batch, publ, sim) in &t.throughput {
             let _ = writeln!(

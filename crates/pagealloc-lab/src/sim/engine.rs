@@ -107,7 +107,8 @@ pub(crate) struct EngineSpec {
     pub(crate) headroom_pages: Option<u64>,
     /// The run models a function_graph measurement of the two zone-lock functions: each
     /// recorded trip latency also contains the tracer's in-window cost
-    /// (`CostModel::fgraph_ns`); virtual time and holds do not.
+    /// (`CostModel::fgraph_ns`), and the CPU pays it after each trip, outside the lock;
+    /// holds do not contain it.
     pub(crate) fgraph_timed: bool,
     /// The start state ([`super::start`]): pagesets and free lists; empty: each
     /// pageset starts empty at its initial `high`.

@@ -25,7 +25,7 @@
 //! `tests/sim_host.rs` times a pointer chase on this machine and checks the figures
 //! against it.
 //!
-//! The cost model (fast-path instructions, trip residuals, hand-offs) is the calibrated
+//! The cost model (fast-path instructions, trip costs, hand-offs) is the calibrated
 //! Ice Lake model with its instruction costs scaled by the clock ratio, and the lock
 //! hand-offs set to two core-to-core transfers (the lock's line and the zone's); it is
 //! provisional until the simulator is calibrated on this machine against the kernel.
@@ -326,9 +326,11 @@ pub fn read_host() -> Result<Machine, String> {
 }
 
 /// The host's cost model: Ice Lake's calibrated model, its instruction costs
-/// (`alloc_fast_ns`, `free_fast_ns`, `zone_check_ns`, trip residuals, per-line cost)
-/// scaled by Ice Lake's clock over the host's, each lock hand-off two core-to-core
-/// transfers (the lock's line and the zone's) within an LLC domain or across two.
+/// (`alloc_fast_ns`, `free_fast_ns`, `zone_check_ns`, the trips' fixed costs, per-line
+/// cost) scaled by Ice Lake's clock over the host's, each lock hand-off two core-to-core
+/// transfers (the lock's line and the zone's) within an LLC domain or across two. The
+/// trips' fixed costs are this project's guest's own measurement
+/// ([`super::machine::LIVE_TRIP_NS`]), which Ice Lake takes at the clocks' ratio.
 pub fn host_cost(c: &CacheSpec) -> CostModel {
     let k = ICX_CACHES.ghz / c.ghz;
     CostModel {

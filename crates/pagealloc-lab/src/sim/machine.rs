@@ -45,12 +45,12 @@ pub struct CostModel {
     /// The rest of a page fault around a movable (user) allocation: trap, page-table
     /// update, accounting, return; charged once per movable allocation, ns.
     pub fault_ns: f64,
-    /// Residual per zone-lock trip of a refill (`rmqueue_bulk`) or a direct allocation:
-    /// what a trip costs beyond the lines it touches (`__rmqueue`'s set-up, the zone
-    /// counter update `__mod_zone_page_state`, function calls), ns. Fitted to the batch
-    /// sweep after the tracer's share (`fgraph_ns`) is taken out.
+    /// Fixed cost per zone-lock trip of a refill (`rmqueue_bulk`) or a direct allocation:
+    /// what a trip costs beyond the lines it touches (the lock taken and released with
+    /// interrupts saved and restored, the set-up, function calls), ns. Measured on the
+    /// live kernel ([`LIVE_TRIP_NS`]), not fitted.
     pub refill_trip_ns: f64,
-    /// The same for a drain (`free_pcppages_bulk`) or a direct free, ns. Fitted.
+    /// The same for a drain (`free_pcppages_bulk`) or a direct free, ns. Measured.
     pub drain_trip_ns: f64,
     /// Instructions per allocator line accessed under the zone lock (list and counter
     /// updates around each access), ns. Fitted: the batch sweep's slope left after the
@@ -75,9 +75,11 @@ pub struct CostModel {
     pub switch_ns: f64,
     /// The function_graph tracer's own cost inside the window it times, per traced
     /// call (the entry event written after the call time is taken, the return
-    /// trampoline before the return time is), ns. Added only to the trip latency a run
-    /// reports when the run models a function_graph measurement (the batch sweep's
-    /// latency columns, [`super::fgraph_timed`]); never to virtual time or to a hold.
+    /// trampoline before the return time is), ns: fitted to the batch sweep, what its
+    /// published latencies hold beyond the trips' measured cost and their lines. Only a
+    /// run that models a function_graph measurement ([`super::fgraph_timed`]: the batch
+    /// sweep) adds it, to each trip latency it reports and to the CPU's time after the
+    /// trip; never to a hold.
     pub fgraph_ns: f64,
 }
 
@@ -176,12 +178,16 @@ impl CostModel {
     }
 }
 
-/// function_graph's cost inside its own timed window, per traced call, ns: the
-/// durations it reports for functions with next to no body (`idle_cpu()` 0.061 µs,
-/// `clear_buddies()` 0.052 µs, `rcu_note_context_switch()` 0.050 µs in Brendan Gregg's
-/// perf-tools `funcgraph` examples, an x86 server; 52 ns is their median).
-/// docs/sim-cost-model.md §4.1.
-pub const FGRAPH_NS: f64 = 52.0;
+/// The fixed cost of one zone-lock trip on the live kernel, refill and drain, ns: what a
+/// trip costs beyond its blocks (the lock with interrupts saved and restored, the set-up,
+/// the first block's extra), from the recorder's timestamps of trips of 63–206 blocks in
+/// page_fault1 on this project's 2-vCPU AMD EPYC guest (Linux 6.18), the median of 14
+/// and 11 recordings ([`super::calibrate::live`], docs/sim-cost-model.md §4.1).
+pub const LIVE_TRIP_NS: (f64, f64) = (280.0, 241.0);
+
+/// The clock [`LIVE_TRIP_NS`] was measured at (the guest's TSC rate), GHz; the
+/// published machines take it at the ratio of their clocks.
+pub const LIVE_GHZ: f64 = 2.6;
 
 /// Instructions of one extra zone checked and found full by a zonelist walk, measured
 /// with callgrind on `examples/hotpath` (`full3` − `full1`, per pair, / 2).
@@ -196,25 +202,37 @@ pub const FAST_PAIR_INSNS: f64 = 254.0;
 /// machines scale it as they scale the fast path. docs/sim-cost-model.md §3.
 pub const ZONE_CHECK_NS: f64 = ZONE_CHECK_INSNS * (60.0 + 50.0) / FAST_PAIR_INSNS;
 
-/// Sapphire Rapids (Xeon 8480+ class, 2 sockets, 224 threads). The zone-lock
-/// parameters are the least-squares fit of the published batch sweep (see
-/// [`super::calibrate`]); the hand-off and touch costs are fitted to the kbuild table
-/// or taken from typical figures (docs/sim-cost-model.md says which).
+/// The batch sweep's fit ([`super::calibrate::fit_trip_residuals`], `pagealloc
+/// calibrate --sweep`, seed 1): instructions per line under the lock and
+/// function_graph's in-window cost per timed trip, SPR and ICX, ns.
+pub const SPR_LOCKED_LINE_NS: f64 = 2.21;
+/// See [`SPR_LOCKED_LINE_NS`].
+pub const SPR_FGRAPH_NS: f64 = 625.1;
+/// See [`SPR_LOCKED_LINE_NS`].
+pub const ICX_LOCKED_LINE_NS: f64 = 1.98;
+/// See [`SPR_LOCKED_LINE_NS`].
+pub const ICX_FGRAPH_NS: f64 = 461.7;
+
+/// Sapphire Rapids (Xeon 8480+ class, 2 sockets, 224 threads, 2.0 GHz). The trips'
+/// fixed costs are the live kernel's ([`LIVE_TRIP_NS`]) at the clocks' ratio; the
+/// per-line cost and the tracer's cost are the least-squares fit of the published
+/// batch sweep (see [`super::calibrate`]); the hand-off and touch costs are fitted to
+/// the kbuild table or taken from typical figures (docs/sim-cost-model.md says which).
 pub const SPR_COST: CostModel = CostModel {
     alloc_fast_ns: 60.0,
     free_fast_ns: 50.0,
     zone_check_ns: ZONE_CHECK_NS,
     fault_ns: 1500.0,
-    refill_trip_ns: 1207.2,
-    drain_trip_ns: 644.1,
-    locked_line_ns: 2.21,
+    refill_trip_ns: LIVE_TRIP_NS.0 * LIVE_GHZ / 2.0,
+    drain_trip_ns: LIVE_TRIP_NS.1 * LIVE_GHZ / 2.0,
+    locked_line_ns: SPR_LOCKED_LINE_NS,
     handoff_socket_ns: 120.0,
     handoff_remote_ns: 300.0,
     message_ns: 120.0,
     wake_ns: 600.0,
     wakeup_ns: 1_500.0,
     switch_ns: 500.0,
-    fgraph_ns: FGRAPH_NS,
+    fgraph_ns: SPR_FGRAPH_NS,
 };
 
 /// Ice Lake (Xeon 8358 class, 2 sockets, 128 threads): batch-sweep fit as for SPR.
@@ -223,16 +241,16 @@ pub const ICX_COST: CostModel = CostModel {
     free_fast_ns: 50.0,
     zone_check_ns: ZONE_CHECK_NS,
     fault_ns: 1012.0,
-    refill_trip_ns: 586.5,
-    drain_trip_ns: 792.2,
-    locked_line_ns: 1.98,
+    refill_trip_ns: LIVE_TRIP_NS.0 * LIVE_GHZ / 2.6,
+    drain_trip_ns: LIVE_TRIP_NS.1 * LIVE_GHZ / 2.6,
+    locked_line_ns: ICX_LOCKED_LINE_NS,
     handoff_socket_ns: 110.0,
     handoff_remote_ns: 280.0,
     message_ns: 110.0,
     wake_ns: 600.0,
     wakeup_ns: 1_500.0,
     switch_ns: 500.0,
-    fgraph_ns: FGRAPH_NS,
+    fgraph_ns: ICX_FGRAPH_NS,
 };
 
 /// Skylake-SP (2 sockets, 112 threads): no calibration data; Ice Lake's values scaled

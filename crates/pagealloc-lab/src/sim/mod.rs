@@ -254,8 +254,9 @@ pub fn replay_command(workload: &dyn Workload, opts: &SimOptions) -> String {
 /// the pcp batch scale factor to avoid too long latency": the code under the zone lock
 /// was extracted from `rmqueue_bulk` and `free_pcppages_bulk` into two functions whose
 /// run time function_graph reported). Its rows' trip latencies then contain the
-/// tracer's in-window cost (`CostModel::fgraph_ns`) once per trip; its throughput
-/// (will-it-scale's own count) and every other workload do not.
+/// tracer's in-window cost (`CostModel::fgraph_ns`) once per trip, and its CPUs pay it
+/// (the published throughput is taken as measured with the tracer on: one table per
+/// run); no other workload does.
 pub fn fgraph_timed(workload: &str) -> bool {
     workload == "batch_sweep"
 }

@@ -85,10 +85,10 @@ pub(super) const ENTRY: Entry = Entry::new(NAME, |n, s, o| scaled(n, s, o, Kbuil
     .calibrated(&[("compute_ns_per_page", KBUILD_COMPUTE_NS_PER_PAGE)]);
 
 /// kbuild's `compute_ns_per_page` fitted to the published table (§4.2 of
-/// docs/sim-cost-model.md): 5500 ns of work per page, of which `fault_ns` (1500 on SPR)
+/// docs/sim-cost-model.md): 4500 ns of work per page, of which `fault_ns` (1500 on SPR)
 /// is charged by the cost model at each fault; the simulator runs kbuild with it unless
 /// `-p` overrides it.
-pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 4000;
+pub const KBUILD_COMPUTE_NS_PER_PAGE: u64 = 3000;
 
 /// kbuild's free memory at the start of the build, MiB above the high watermark of each
 /// zone (the headroom model, docs/sim-cost-model.md §3; fitted, §4.2, to the published

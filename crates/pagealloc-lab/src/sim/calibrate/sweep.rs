@@ -1,6 +1,7 @@
 //! The batch sweep: the published zone-lock trip latencies (commit 52166607ecc9) and the
-//! fit of the cost model's trip residuals and per-line cost to them
-//! (docs/sim-cost-model.md §4.1, §4.4).
+//! fit of the cost model's per-line cost and of the tracer's in-window cost to them,
+//! with the trips' fixed costs measured on the live kernel (docs/sim-cost-model.md
+//! §4.1, §4.4).
 
 use super::*;
 
@@ -100,19 +101,24 @@ pub fn least_squares(points: &[(f64, f64)]) -> LineFit {
     }
 }
 
-/// The zone-lock residuals of one machine, fitted to the batch sweep: a trip's hold in
-/// the simulator is its hand-off, plus the latencies of the allocator lines it touches
-/// (the cache hierarchy's), plus these. ns.
+/// The batch sweep's fit of one machine: a trip's hold in the simulator is its
+/// hand-off, the latencies of the allocator lines it touches (the cache hierarchy's),
+/// `locked_line_ns` per line and the trip's fixed cost measured on the live kernel
+/// (`refill_trip_ns`, `drain_trip_ns`, not fitted: [`super::live`]); the published
+/// latencies add function_graph's own cost inside each timed window, `fgraph_ns`,
+/// fitted here. ns.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TripFit {
     /// Machine name.
     pub machine: &'static str,
-    /// Residual per refill trip (`CostModel::refill_trip_ns`).
+    /// Fixed cost per refill trip (`CostModel::refill_trip_ns`), measured, as used.
     pub refill_trip_ns: f64,
-    /// Residual per drain trip (`CostModel::drain_trip_ns`).
+    /// Fixed cost per drain trip (`CostModel::drain_trip_ns`), measured, as used.
     pub drain_trip_ns: f64,
-    /// Instructions per line under the lock (`CostModel::locked_line_ns`).
+    /// Instructions per line under the lock (`CostModel::locked_line_ns`), fitted.
     pub locked_line_ns: f64,
+    /// function_graph's cost inside each timed window (`CostModel::fgraph_ns`), fitted.
+    pub fgraph_ns: f64,
     /// Per published point: (direction, batch, published ns, lines per trip, the
     /// lines' time on the core's fill buffers in ns, fitted ns).
     pub points: Vec<(&'static str, u32, f64, f64, f64, f64)>,
@@ -177,30 +183,31 @@ fn weighted_ls<const N: usize>(rows: &[([f64; N], f64, f64)]) -> [f64; N] {
     b
 }
 
-/// Fits the zone-lock residuals of `machine` to its published batch sweep: the sweep
-/// runs in the simulator twice with the residuals at zero and the per-line cost at 0
-/// and 1 ns, which gives each point's line time `A` (the hierarchy's latencies,
-/// overlapped as `sim/overlap.rs` schedules them) and lines per trip `L`; then
-/// published ≈ `fgraph_ns` + trip + A + line × L, by least squares on the relative
-/// error, with one trip residual per direction and one per-line cost, none negative (a
-/// coefficient that would be is fixed at zero: the lines' latencies alone already
-/// exceed the published figure). `fgraph_ns` is function_graph's own cost inside the
-/// window it times, a published figure, not fitted: the published latencies contain
-/// it, holds do not. A third run with the fitted residuals gives the throughput
-/// column beside the published one ([`TripFit::throughput`]), which the fit does not
-/// use.
+/// Fits `machine`'s batch sweep: the sweep runs in the simulator twice with the trips'
+/// fixed costs and the tracer at zero and the per-line cost at 0 and 1 ns, which gives
+/// each point's line time `A` (the hierarchy's latencies, overlapped as
+/// `sim/overlap.rs` schedules them) and lines per trip `L`; then published ≈
+/// `fgraph_ns` + trip + A + line × L, with `trip` the machine's measured fixed cost of
+/// that direction (`CostModel::refill_trip_ns`, `drain_trip_ns`), by least squares on
+/// the relative error for `fgraph_ns` (the tracer's in-window cost, one for both
+/// directions: the same tracer times both functions) and the per-line cost, neither
+/// negative (a coefficient that would be is fixed at zero). A third run with the fitted
+/// values gives the throughput column beside the published one
+/// ([`TripFit::throughput`]), which the fit does not use.
 ///
 /// # Errors
 /// A failed run.
 pub fn fit_trip_residuals(machine: &Machine, seed: u64) -> Result<TripFit, SimError> {
-    let run_with = |refill: f64, drain: f64, line_ns: f64| -> Result<Vec<Row>, SimError> {
+    let run_with = |trips: bool, line_ns: f64, fgraph: f64| -> Result<Vec<Row>, SimError> {
         let mut o = SimOptions::new(machine.clone(), Config::default());
         o.seed = seed;
         o.cpus = Some(1);
+        let t = if trips { 1.0 } else { 0.0 };
         o.cost = Some(CostModel {
-            refill_trip_ns: refill,
-            drain_trip_ns: drain,
+            refill_trip_ns: machine.cost.refill_trip_ns * t,
+            drain_trip_ns: machine.cost.drain_trip_ns * t,
             locked_line_ns: line_ns,
+            fgraph_ns: fgraph,
             ..machine.cost
         });
         batch_sweep(
@@ -210,8 +217,14 @@ pub fn fit_trip_residuals(machine: &Machine, seed: u64) -> Result<TripFit, SimEr
             &|_| {},
         )
     };
-    let (r0, r1) = (run_with(0.0, 0.0, 0.0)?, run_with(0.0, 0.0, 1.0)?);
-    let fg = machine.cost.fgraph_ns;
+    let (r0, r1) = (run_with(false, 0.0, 0.0)?, run_with(false, 1.0, 0.0)?);
+    let trip_of = |dir: &str| {
+        if dir == "refill" {
+            machine.cost.refill_trip_ns
+        } else {
+            machine.cost.drain_trip_ns
+        }
+    };
     let mut pts = Vec::new();
     for p in PUBLISHED_SWEEP.iter().filter(|p| p.machine == machine.name) {
         let find = |rows: &[Row]| {
@@ -239,47 +252,52 @@ pub fn fit_trip_residuals(machine: &Machine, seed: u64) -> Result<TripFit, SimEr
             let (Some(l0), Some(l1)) = (lat0, lat1) else {
                 continue;
             };
-            // The tracer's in-window cost is in every reported latency (the sweep is
-            // `fgraph_timed`); `a` is the lines' own time.
-            let a = l0 * 1000.0 - fg;
+            // With no trip cost, no tracer and no per-line cost, a latency is the
+            // lines' own time.
+            let a = l0 * 1000.0;
             let lines = (l1 - l0) * 1000.0;
             pts.push((dir, p.batch, publ * 1000.0, lines, a));
         }
     }
     // Non-negative least squares by elimination: a coefficient that comes out negative
-    // (no physical meaning: the lines' latencies alone exceed the published figure) is
-    // fixed at zero and the others refitted.
-    let mut free = [true; 3];
-    let mut b = [0.0; 3];
-    for _ in 0..3 {
-        let rows: Vec<([f64; 3], f64, f64)> = pts
+    // is fixed at zero and the other refitted.
+    let mut free = [true; 2];
+    let mut b = [0.0; 2];
+    for _ in 0..2 {
+        let rows: Vec<([f64; 2], f64, f64)> = pts
             .iter()
             .map(|&(dir, _, publ, lines, a)| {
-                let r = f64::from(u8::from(dir == "refill"));
-                let x = [r, 1.0 - r, lines];
+                let x = [1.0, lines];
                 let x = std::array::from_fn(|k| if free[k] { x[k] } else { 0.0 });
-                (x, publ - fg - a, 1.0 / (publ * publ))
+                (x, publ - trip_of(dir) - a, 1.0 / (publ * publ))
             })
             .collect();
         b = weighted_ls(&rows);
-        match (0..3).find(|&k| free[k] && b[k] < 0.0) {
+        match (0..2).find(|&k| free[k] && b[k] < 0.0) {
             Some(k) => free[k] = false,
             None => break,
         }
     }
-    for k in 0..3 {
+    for k in 0..2 {
         if !free[k] {
             b[k] = 0.0;
         }
     }
+    let [fgraph, line] = b;
     let points = pts
         .iter()
         .map(|&(dir, batch, publ, lines, a)| {
-            let t = if dir == "refill" { b[0] } else { b[1] };
-            (dir, batch, publ, lines, a, fg + t + a + b[2] * lines)
+            (
+                dir,
+                batch,
+                publ,
+                lines,
+                a,
+                fgraph + trip_of(dir) + a + line * lines,
+            )
         })
         .collect();
-    let fitted = run_with(b[0], b[1], b[2])?;
+    let fitted = run_with(true, line, fgraph)?;
     let throughput = PUBLISHED_SWEEP
         .iter()
         .filter(|p| p.machine == machine.name)
@@ -296,9 +314,10 @@ pub fn fit_trip_residuals(machine: &Machine, seed: u64) -> Result<TripFit, SimEr
         .collect();
     Ok(TripFit {
         machine: machine.name,
-        refill_trip_ns: b[0],
-        drain_trip_ns: b[1],
-        locked_line_ns: b[2],
+        refill_trip_ns: machine.cost.refill_trip_ns,
+        drain_trip_ns: machine.cost.drain_trip_ns,
+        locked_line_ns: line,
+        fgraph_ns: fgraph,
         points,
         throughput,
     })

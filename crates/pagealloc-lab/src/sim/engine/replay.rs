@@ -252,6 +252,11 @@ impl Engine<'_> {
             };
             record_ns(h, round_ns(t.hold + traced));
         }
-        end
+        // The tracer's in-window work is the CPU's, outside the lock.
+        if self.spec.fgraph_timed && call != Call::Background {
+            end + self.spec.cost.fgraph_ns
+        } else {
+            end
+        }
     }
 }
