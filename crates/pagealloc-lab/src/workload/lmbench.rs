@@ -13,7 +13,7 @@
 //! orders per write, every one freed by the reader on its own CPU. The kernel queues
 //! them as two skbs (at most `UNIX_SKB_FRAGS_SZ`, 32 KiB, of fragments each: the
 //! order-3 block, then the rest), waking the reader for each; `skb_frag_bytes` models
-//! that (0 by default: one skb per chunk). The writer copies
+//! that (full scale: two skbs; the small default: one skb per chunk). The writer copies
 //! the payload from user space into them; the reader copies it out in `read` and frees
 //! the blocks, one after the other. Both sides pay a system call and the socket's
 //! bookkeeping; docs/sim-cost-model.md gives the source of each cost. Score: bytes
@@ -55,8 +55,9 @@ define_params! {
         head_bytes: u32 = 4_096, full 4_096;
         /// Fragment bytes one skb carries at most (`UNIX_SKB_FRAGS_SZ`, 32 KiB on the
         /// live kernel: `unix_stream_sendmsg` sends a 64 KiB write as two skbs, the
-        /// reader woken for each); 0: one skb per chunk (the earlier model).
-        skb_frag_bytes: u32 = 0, full 0;
+        /// reader woken for each; full scale too: the published 6.6-era kernels split
+        /// the same way); 0: one skb per chunk.
+        skb_frag_bytes: u32 = 0, full 32_768;
         /// The writer's socket buffer, bytes: `net.core.wmem_default` (212 992;
         /// bw_unix's `socketpair` sets no `SO_SNDBUF`). The writer may queue a chunk
         /// while the chunks in flight take less than this (`sock_alloc_send_pskb`).
