@@ -24,6 +24,25 @@ fn desktop(name: &str, params: &[(&str, &str)], cost: &str) -> Row {
     sim::run(&*w, &o).unwrap_or_else(|e| panic!("{name} {params:?} {cost}: {e}"))
 }
 
+/// `w` on two unpinned threads of the real allocator (no latency, no sampling, 16 Ki
+/// frames).
+fn on_two_threads(w: &dyn pagealloc_lab::workload::Workload) -> Row {
+    pagealloc_lab::exec::run_named(
+        w,
+        "pagealloc",
+        &Config::default(),
+        &pagealloc_lab::exec::ExecOptions {
+            latency: false,
+            sample_ms: 0,
+            pin: false,
+            ..pagealloc_lab::exec::ExecOptions::new(2)
+        },
+        Some(1 << 14),
+    )
+    .expect("threads run it")
+    .row()
+}
+
 fn idle(r: &Row) -> f64 {
     r.extra["idle_pct"]
 }
@@ -126,7 +145,6 @@ fn wakeups_cost_idle_time_and_cpu_time() {
 /// pair's time is idle (spinning, it would be none).
 #[test]
 fn a_sleeping_receiver_is_idle_on_threads() {
-    use pagealloc_lab::exec::{self, ExecOptions};
     let w = workload::by_name(
         "netperf",
         &kv(&[
@@ -136,20 +154,7 @@ fn a_sleeping_receiver_is_idle_on_threads() {
         ]),
     )
     .unwrap();
-    let r = exec::run_named(
-        &*w,
-        "pagealloc",
-        &Config::default(),
-        &ExecOptions {
-            latency: false,
-            sample_ms: 0,
-            pin: false,
-            ..ExecOptions::new(2)
-        },
-        Some(1 << 14),
-    )
-    .unwrap()
-    .row();
+    let r = on_two_threads(&*w);
     println!("threads, 200 µs sender: idle {:.1} %", idle(&r));
     assert!(idle(&r) > 35.0, "idle {:.1} %", idle(&r));
 }
@@ -215,20 +220,7 @@ fn netperf_sender_frees_its_share_of_the_fragments() {
     assert_eq!(r.extra["free_blocks_o3"], 4.0 * 400.0);
     let writes = r.score.unwrap() * r.extra["elapsed_s"];
     assert!((writes - 3200.0).abs() < 1.0, "{writes}");
-    let t = pagealloc_lab::exec::run_named(
-        &*w,
-        "pagealloc",
-        &Config::default(),
-        &pagealloc_lab::exec::ExecOptions {
-            latency: false,
-            sample_ms: 0,
-            pin: false,
-            ..pagealloc_lab::exec::ExecOptions::new(2)
-        },
-        Some(1 << 14),
-    )
-    .expect("threads run it")
-    .row();
+    let t = on_two_threads(&*w);
     assert_eq!(t.extra["pgalloc"], t.extra["pgfree"]);
     assert_eq!(t.extra["pgalloc"], 400.0 * 8.0);
 }
@@ -339,20 +331,7 @@ fn tcp_hand_back_never_deadlocks() {
         let w = workload::build("netperf", Scale::Laptop, &kv(&q)).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let h = std::thread::spawn(move || {
-            let t = pagealloc_lab::exec::run_named(
-                &*w,
-                "pagealloc",
-                &Config::default(),
-                &pagealloc_lab::exec::ExecOptions {
-                    latency: false,
-                    sample_ms: 0,
-                    pin: false,
-                    ..pagealloc_lab::exec::ExecOptions::new(2)
-                },
-                Some(1 << 14),
-            )
-            .expect("threads run it")
-            .row();
+            let t = on_two_threads(&*w);
             let _ = tx.send(t);
         });
         let t = rx
