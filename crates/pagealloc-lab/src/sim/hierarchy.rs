@@ -616,7 +616,9 @@ impl Hierarchy {
                 let mut row = RowStamps(&mut self.indexed_stamps, j * MAX_SHARERS);
                 self.state.shared_access(me, le, &mut row, home, write)
             } else {
-                self.map_access(me, line, home, write)
+                let (level, after) = self.map_access(*me, line, home, write);
+                *me = after;
+                level
             }
         };
         let s = &mut self.state;
@@ -627,14 +629,21 @@ impl Hierarchy {
         }
     }
 
-    /// [`Hierarchy::access`] of a line of the hash map. Out of line: few lines are (the
-    /// dense and indexed ones are most), and the map's code inlined into the replay's
-    /// loop made it keep fewer values in registers.
+    /// [`Hierarchy::access`] of a line of the hash map, and `me` after it. Out of line:
+    /// few lines are (the dense and indexed ones are most), and the map's code inlined
+    /// into the replay's loop made it keep fewer values in registers. `me` by value: a
+    /// reference would keep the caller's copy in memory.
     #[inline(never)]
-    fn map_access(&mut self, me: &mut Me, line: u64, home: u32, write: bool) -> Level {
+    fn map_access(&mut self, mut me: Me, line: u64, home: u32, write: bool) -> (Level, Me) {
         let le = self.lines.entry(line).or_default();
-        self.state
-            .shared_access(me, le, &mut MapStamps(&mut self.shared, line), home, write)
+        let level = self.state.shared_access(
+            &mut me,
+            le,
+            &mut MapStamps(&mut self.shared, line),
+            home,
+            write,
+        );
+        (level, me)
     }
 
     /// CPU `cpu` reads (or writes) `span`, page by page: each page is served whole from
