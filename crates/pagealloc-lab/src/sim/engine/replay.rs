@@ -111,9 +111,10 @@ struct Run<'a> {
 /// when the streamer had it coming) to the fill buffers; in a trip it adds `line_ns`
 /// to the hold's instructions.
 ///
-/// Out of line: the references of `r` are function arguments, which the compiler knows
-/// do not alias (in the caller they are fields of one engine, reloaded after every store).
-#[inline(never)]
+/// The references of `r` are arguments, which the compiler knows do not alias (in the
+/// caller they are fields of one engine), also once inlined (out of line, 0.4 % more
+/// instructions in callgrind's `sim kbuild -p tasks=112`).
+#[inline(always)]
 fn run_lines(r: Run<'_>, cpu: usize, l2_ns: f64, line_ns: f64, xs: &[Rec]) -> usize {
     let Run {
         mem,
