@@ -359,6 +359,47 @@ struct Core {
     node: u32,
 }
 
+/// The CPU that accesses, with its record and its socket's LLC clock as they stand
+/// ([`State::me`]): held in locals while it accesses, stored back after
+/// ([`State::put`]), its clocks are not reloaded from the tables at every line.
+#[derive(Clone, Copy, Debug)]
+struct Me {
+    cpu: usize,
+    core: Core,
+    llc: u64,
+}
+
+impl Me {
+    /// The CPU's L1 and L2 clocks as an entry's second word keeps them (not dirty).
+    #[inline]
+    fn stamps(&self) -> u64 {
+        let c = self.core;
+        u64::from(c.l1_clock) | u64::from(c.l2_clock & L2_MASK) << L2_SHIFT
+    }
+}
+
+/// A run of line accesses by one CPU ([`Hierarchy::lines`]): its clocks stay in the run
+/// and are stored back when it is dropped.
+pub(crate) struct LineRun<'a> {
+    h: &'a mut Hierarchy,
+    me: Me,
+}
+
+impl LineRun<'_> {
+    /// [`Hierarchy::access`] by the run's CPU.
+    #[inline(always)]
+    pub(crate) fn access(&mut self, line: u64, home: u32, write: bool) -> Charge {
+        self.h.access_as(&mut self.me, line, home, write)
+    }
+}
+
+impl Drop for LineRun<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.h.state.put(&self.me);
+    }
+}
+
 /// Everything but the entries: capacities, clocks, costs, counters.
 #[derive(Debug)]
 struct State {
@@ -544,6 +585,22 @@ impl Hierarchy {
     /// own, apart from the page keys of [`Hierarchy::touch`].
     #[inline]
     pub fn access(&mut self, cpu: usize, line: u64, home: u32, write: bool) -> Charge {
+        let mut me = self.state.me(cpu);
+        let c = self.access_as(&mut me, line, home, write);
+        self.state.put(&me);
+        c
+    }
+
+    /// CPU `cpu`'s clocks, for a run of line accesses by it ([`LineRun`]).
+    #[inline]
+    pub(crate) fn lines(&mut self, cpu: usize) -> LineRun<'_> {
+        let me = self.state.me(cpu);
+        LineRun { h: self, me }
+    }
+
+    /// [`Hierarchy::access`] by the CPU whose clocks `me` holds.
+    #[inline(always)]
+    fn access_as(&mut self, me: &mut Me, line: u64, home: u32, write: bool) -> Charge {
         let i = line.wrapping_sub(self.dense_base) as usize;
         let level = if i < self.dense_count {
             let e = if self.stride == 2 {
@@ -551,22 +608,17 @@ impl Hierarchy {
             } else {
                 &mut self.dense[i]
             };
-            self.state.visit(cpu, e, 1, home, write)
+            self.state.visit(me, e, 1, home, write)
         } else {
             let j = line.wrapping_sub(self.indexed_base) as usize;
             if j < self.indexed_count {
                 let le = &mut self.indexed[j];
                 let mut row = RowStamps(&mut self.indexed_stamps, j * MAX_SHARERS);
-                self.state.shared_access(cpu, le, &mut row, home, write)
+                self.state.shared_access(me, le, &mut row, home, write)
             } else {
-                let le = self.lines.entry(line).or_default();
-                self.state.shared_access(
-                    cpu,
-                    le,
-                    &mut MapStamps(&mut self.shared, line),
-                    home,
-                    write,
-                )
+                let (level, after) = self.map_access(*me, line, home, write);
+                *me = after;
+                level
             }
         };
         let s = &mut self.state;
@@ -575,6 +627,23 @@ impl Hierarchy {
             level,
             ns: s.latency[level as usize],
         }
+    }
+
+    /// [`Hierarchy::access`] of a line of the hash map, and `me` after it. Out of line:
+    /// few lines are (the dense and indexed ones are most), and the map's code inlined
+    /// into the replay's loop made it keep fewer values in registers. `me` by value: a
+    /// reference would keep the caller's copy in memory.
+    #[inline(never)]
+    fn map_access(&mut self, mut me: Me, line: u64, home: u32, write: bool) -> (Level, Me) {
+        let le = self.lines.entry(line).or_default();
+        let level = self.state.shared_access(
+            &mut me,
+            le,
+            &mut MapStamps(&mut self.shared, line),
+            home,
+            write,
+        );
+        (level, me)
     }
 
     /// CPU `cpu` reads (or writes) `span`, page by page: each page is served whole from
@@ -618,13 +687,15 @@ impl Hierarchy {
     }
 
     fn touch_page(&mut self, cpu: usize, page: u64, lines: u64, home: u32, write: bool) -> Charge {
+        let mut me = self.state.me(cpu);
         let level = if page < self.nframes as u64 {
             let e = &mut self.frames[self.stride * page as usize];
-            self.state.visit(cpu, e, lines, home, write)
+            self.state.visit(&mut me, e, lines, home, write)
         } else {
             let e = self.pages.entry(page).or_default();
-            self.state.visit(cpu, e, lines, home, write)
+            self.state.visit(&mut me, e, lines, home, write)
         };
+        self.state.put(&me);
         let s = &mut self.state;
         s.counters.data_lines[level as usize] += lines;
         s.data_all += lines;
@@ -644,12 +715,13 @@ impl State {
     #[inline]
     fn shared_access<S: Stamps>(
         &mut self,
-        cpu: usize,
+        me: &mut Me,
         le: &mut LineEntry,
         st: &mut S,
         home: u32,
         write: bool,
     ) -> Level {
+        let cpu = me.cpu;
         let owner = (le.e[0] >> OWNER_SHIFT) as usize;
         let (word, bit) = (cpu / 64, 1u64 << (cpu % 64));
         if write {
@@ -663,16 +735,16 @@ impl State {
             } else {
                 le.sharers = [0; 4];
             }
-            self.visit(cpu, &mut le.e, 1, home, true)
+            self.visit(me, &mut le.e, 1, home, true)
         } else if owner == 0 || owner == cpu + 1 || cpu >= MAX_SHARERS {
             // First touch or the owner's own read: as any line.
-            self.visit(cpu, &mut le.e, 1, home, false)
+            self.visit(me, &mut le.e, 1, home, false)
         } else if le.e[1] & DIRTY != 0 {
             // A modified line: the reader takes it over, the writer's copy is written
             // back and stays as a shared one (MESI's M -> S).
             let o = owner - 1;
             let stamps = le.e[1] & !DIRTY;
-            let level = self.visit(cpu, &mut le.e, 1, home, false);
+            let level = self.visit(me, &mut le.e, 1, home, false);
             if o < MAX_SHARERS {
                 le.sharers[o / 64] |= 1 << (o % 64);
                 st.set(o, stamps);
@@ -683,12 +755,12 @@ impl State {
         } else {
             let stamps = st.get(cpu);
             let level = if le.sharers[word] & bit != 0 {
-                self.reread(cpu, &le.e, &stamps, home)
+                self.reread(me, &le.e, &stamps, home)
             } else {
-                self.share(cpu, &le.e, home)
+                self.share(me, &le.e, home)
             };
             le.sharers[word] |= bit;
-            st.set(cpu, self.stamps(cpu));
+            st.set(cpu, me.stamps());
             level
         }
     }
@@ -701,46 +773,60 @@ impl State {
         now.wrapping_sub(at) & LLC_MASK < self.llc_lines.saturating_sub(n - 1)
     }
 
-    /// Is an entry stamped `w1` in CPU `cpu`'s L2, for an access of `n` lines?
+    /// Is an entry stamped `w1` in the L2 of the CPU `me` holds, for an access of `n`
+    /// lines?
     #[inline(always)]
-    fn in_l2(&self, cpu: usize, w1: u64, n: u64) -> bool {
+    fn in_l2(&self, me: &Me, w1: u64, n: u64) -> bool {
         let at = (w1 >> L2_SHIFT) as u32 & L2_MASK;
-        let d = self.core[cpu].l2_clock.wrapping_sub(at) & L2_MASK;
+        let d = me.core.l2_clock.wrapping_sub(at) & L2_MASK;
         u64::from(d) < self.l2_lines.saturating_sub(n - 1)
     }
 
     /// Classifies an access of `n` lines of entry `e` by `cpu` and moves the entry to
     /// `cpu` (its private caches and its socket's LLC, most recently used).
     #[inline(always)]
-    fn visit(&mut self, cpu: usize, e: &mut Entry, n: u64, home: u32, write: bool) -> Level {
+    fn visit(&mut self, me: &mut Me, e: &mut Entry, n: u64, home: u32, write: bool) -> Level {
+        let cpu = me.cpu;
         let owner = (e[0] >> OWNER_SHIFT) as usize;
         let dirty = write || (owner == cpu + 1 && e[1] & DIRTY != 0);
-        let (level, stamps, llc) = self.serve(cpu, e, n, home);
+        let (level, stamps, llc) = self.serve(me, e, n, home);
         e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (llc & LLC_MASK);
         e[1] = stamps | if dirty { DIRTY } else { 0 };
         level
     }
-    /// `cpu`'s L1 and L2 clocks as an entry's second word keeps them (not dirty).
-    #[inline]
-    fn stamps(&self, cpu: usize) -> u64 {
-        let c = self.core[cpu];
-        u64::from(c.l1_clock) | u64::from(c.l2_clock & L2_MASK) << L2_SHIFT
+    /// CPU `cpu`'s record and its socket's LLC clock, to access lines with
+    /// ([`State::put`] them back after).
+    #[inline(always)]
+    fn me(&self, cpu: usize) -> Me {
+        let core = self.core[cpu];
+        Me {
+            cpu,
+            core,
+            llc: self.llc_clock[usize::from(core.socket)],
+        }
+    }
+
+    /// Stores the clocks of `me` ([`State::me`]).
+    #[inline(always)]
+    fn put(&mut self, me: &Me) {
+        self.core[me.cpu] = me.core;
+        self.llc_clock[usize::from(me.core.socket)] = me.llc;
     }
 
     /// A read by sharer `cpu` of its shared copy, inserted at `stamps`
     /// ([`Hierarchy::shared`]): an L1 or L2 hit while the copy is still there (an L2
     /// hit brings it back into L1), else served as a new sharer's read
     /// ([`State::share`]).
-    #[inline]
-    fn reread(&mut self, cpu: usize, e: &Entry, stamps: &u64, home: u32) -> Level {
-        let d1 = self.core[cpu].l1_clock.wrapping_sub(*stamps as u32);
+    #[inline(always)]
+    fn reread(&mut self, me: &mut Me, e: &Entry, stamps: &u64, home: u32) -> Level {
+        let d1 = me.core.l1_clock.wrapping_sub(*stamps as u32);
         if u64::from(d1) < self.l1_lines {
             Level::L1
-        } else if self.in_l2(cpu, *stamps, 1) {
-            self.core[cpu].l1_clock = self.core[cpu].l1_clock.wrapping_add(1);
+        } else if self.in_l2(me, *stamps, 1) {
+            me.core.l1_clock = me.core.l1_clock.wrapping_add(1);
             Level::L2
         } else {
-            self.share(cpu, e, home)
+            self.share(me, e, home)
         }
     }
 
@@ -748,8 +834,8 @@ impl State {
     /// of from now on ([`LineEntry::sharers`]): classified as [`State::visit`] would,
     /// the misses inserted into `cpu`'s caches, the owner left as it is.
     #[inline]
-    fn share(&mut self, cpu: usize, e: &Entry, home: u32) -> Level {
-        self.serve(cpu, e, 1, home).0
+    fn share(&mut self, me: &mut Me, e: &Entry, home: u32) -> Level {
+        self.serve(me, e, 1, home).0
     }
 
     /// Where an access of `n` lines of `e` by `cpu` is served from, and the insertion of
@@ -761,13 +847,13 @@ impl State {
     /// One pass that reads `cpu`'s record and its socket's LLC clock once (the replay's
     /// hottest code: every reported line comes here).
     #[inline(always)]
-    fn serve(&mut self, cpu: usize, e: &Entry, n: u64, home: u32) -> (Level, u64, u64) {
+    fn serve(&mut self, me: &mut Me, e: &Entry, n: u64, home: u32) -> (Level, u64, u64) {
+        let cpu = me.cpu;
         let (w0, w1) = (e[0], e[1]);
         let owner = (w0 >> OWNER_SHIFT) as usize;
         let llc_at = w0 & LLC_MASK;
-        let c = self.core[cpu];
-        let s = usize::from(c.socket);
-        let llc_now = self.llc_clock[s];
+        let c = me.core;
+        let llc_now = me.llc;
         let llc_cap = self.llc_lines.saturating_sub(n - 1);
         let l2_cap = self.l2_lines.saturating_sub(n - 1);
         let in_l2 = |clock: u32| {
@@ -818,15 +904,15 @@ impl State {
         let (mut l1, mut l2, mut llc) = (c.l1_clock, c.l2_clock, llc_now);
         if level != Level::L1 {
             l1 = l1.wrapping_add(n32);
-            self.core[cpu].l1_clock = l1;
+            me.core.l1_clock = l1;
             if level > Level::L2 {
                 l2 = l2.wrapping_add(n32);
-                self.core[cpu].l2_clock = l2;
+                me.core.l2_clock = l2;
             }
         }
         if !in_this_llc {
             llc += n;
-            self.llc_clock[s] = llc;
+            me.llc = llc;
         }
         (
             level,
