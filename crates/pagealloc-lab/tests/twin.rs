@@ -389,3 +389,46 @@ fn cli_short_live_run_or_one_line_why_not() {
         other => panic!("status {other:?}: {err}"),
     }
 }
+
+/// Pagesets sized while the zone's watermark was boosted keep the boosted `high_min`
+/// after the boost is gone (`low_wmark_pages` includes the boost; zoneinfo shows only
+/// today's): the sizing line says at which boost, and only a whole number of
+/// pageblocks (or the cap) explains it.
+#[test]
+fn high_min_sized_at_a_boost_is_recognised_and_only_then() {
+    let text = std::fs::read_to_string(fixture("zoneinfo-2cpu-6.18.txt")).unwrap();
+    let b = build(
+        &KernelZoneinfo::parse(&text).unwrap(),
+        &VM_2CPU,
+        &cpus(&[0, 0]),
+    )
+    .unwrap();
+    let a = Allocator::new(&b.layout, b.config.clone()).unwrap();
+    let ours = model::sizing(&a, &b);
+    let normal_high_min = |kernel_high_min: &str| {
+        // Normal: low 20164, 2 CPUs: 10082 at no boost; 5 pageblocks: (20164 + 2560) / 2.
+        let z = KernelZoneinfo::parse(&text.replace("high_min: 10082", kernel_high_min)).unwrap();
+        compare::sizing(&z, &ours)
+            .into_iter()
+            .find(|l| l.group == "node 0 Normal" && l.what == "high_min")
+            .unwrap()
+    };
+    let l = normal_high_min("high_min: 10082");
+    assert_eq!((l.verdict, l.ours.as_str()), (Verdict::Agree, "10082"));
+    let l = normal_high_min("high_min: 11362");
+    assert_eq!(l.verdict, Verdict::Agree, "{l:?}");
+    assert!(
+        l.ours
+            .starts_with("11362 (sized at a watermark boost of 2560 pages"),
+        "{l:?}"
+    );
+    // 2562 or 2563 pages of boost: not a whole number of pageblocks.
+    let l = normal_high_min("high_min: 11363");
+    assert_eq!(l.verdict, Verdict::Differ, "{l:?}");
+    // Above the cap (1.5 × high 25558 = 38337 pages: at most 29250).
+    let l = normal_high_min("high_min: 40000");
+    assert_eq!(l.verdict, Verdict::Differ, "{l:?}");
+    // The cap itself: (20164 + 38337) / 2.
+    let l = normal_high_min("high_min: 29250");
+    assert!(l.ours.contains("boost of 38337 pages"), "{l:?}");
+}

@@ -145,22 +145,95 @@ pub fn sizing(k: &KernelZoneinfo, ours: &[ZoneSizing]) -> Vec<Line> {
             ("high_min", |p| p.2, |k| k.high_min.unwrap_or(-1)),
             ("high_max", |p| p.3, |k| k.high_max.unwrap_or(-1)),
         ];
+        let wmarks_agree = kw == oz.wmark;
         for (name, get_o, get_k) in fields {
             let ok = kz
                 .pagesets
                 .iter()
                 .all(|p| ours_of(p.cpu).is_some_and(|o| get_o(o) == get_k(p)));
+            let mut ours_text =
+                distinct(kz.pagesets.iter().filter_map(|p| ours_of(p.cpu)).map(get_o));
+            let mut verdict = Verdict::of(ok);
+            if !ok && name == "high_min" && wmarks_agree {
+                let cpus: Option<Vec<(i64, i64, i64)>> = kz
+                    .pagesets
+                    .iter()
+                    .map(|p| ours_of(p.cpu).map(|o| (o.1, o.2, get_k(p))))
+                    .collect();
+                let boost = cpus
+                    .and_then(|c| boost_at_sizing(oz.wmark[1], oz.wmark[2], oz.boost_factor, &c));
+                if let Some(b) = boost {
+                    let at: Vec<i64> = kz
+                        .pagesets
+                        .iter()
+                        .filter_map(|p| ours_of(p.cpu))
+                        .map(|o| highsize_at(oz.wmark[1], b, o.1, o.2).unwrap_or(o.2))
+                        .collect();
+                    ours_text = format!(
+                        "{} (sized at a watermark boost of {b} pages; {ours_text} at none)",
+                        distinct(at.into_iter())
+                    );
+                    verdict = Verdict::Agree;
+                }
+            }
             out.push(line(
                 &g,
                 name,
                 distinct(kz.pagesets.iter().map(get_k)),
-                distinct(kz.pagesets.iter().filter_map(|p| ours_of(p.cpu)).map(get_o)),
+                ours_text,
                 "exact, every CPU",
-                Verdict::of(ok),
+                verdict,
             ));
         }
     }
     out
+}
+
+/// `high_min` of a pageset whose `high_min` at no boost is `h0` (batch `batch`) had
+/// its zone been sized while the watermark boost was `boost`: `zone_highsize` divides
+/// the low watermark *with* the boost (`low_wmark_pages`) by the node's CPUs, found
+/// from `h0` (`None` when `h0` is the 4-batch floor or no CPU count gives it).
+fn highsize_at(low: u64, boost: u64, batch: i64, h0: i64) -> Option<i64> {
+    let floor = batch.saturating_mul(4);
+    if h0 <= floor || h0 <= 0 {
+        return None;
+    }
+    let h = h0 as u64;
+    // low / n == h  <=>  low / (h + 1) < n <= low / h
+    let n = low / (h + 1) + 1;
+    if n == 0 || low / n != h {
+        return None;
+    }
+    Some((((low + boost) / n).min(i64::MAX as u64) as i64).max(floor))
+}
+
+/// The watermark boost at the kernel's last pageset sizing that makes pagealloc's
+/// `high_min` the kernel's on every CPU, if one does. `high_min` is `zone_highsize`
+/// of the low watermark with the boost of that moment (`low_wmark_pages`), which
+/// /proc/zoneinfo does not keep: pagesets sized while a fragmenting fallback had
+/// boosted the zone (a write of `vm.percpu_pagelist_high_fraction`, CPU or memory
+/// hotplug) keep a larger `high_min` after the boost is gone. A boost is a whole
+/// number of pageblocks (`boost_watermark` adds one at a time) up to `max_boost` (the
+/// high watermark × `watermark_boost_factor` / 10000, at least a pageblock), or
+/// `max_boost` itself; docs/mechanisms.md §6.1. `cpus`: per CPU (batch, pagealloc's
+/// `high_min` at no boost, the kernel's).
+fn boost_at_sizing(low: u64, high: u64, factor: u64, cpus: &[(i64, i64, i64)]) -> Option<u64> {
+    let pb = pagealloc::frame::PAGEBLOCK_PAGES;
+    if factor == 0 || cpus.is_empty() {
+        return None;
+    }
+    let max_boost = (high.saturating_mul(factor) / 10000).max(pb);
+    let mut b = 0;
+    while b < max_boost {
+        b = (b + pb).min(max_boost);
+        if cpus
+            .iter()
+            .all(|&(batch, h0, k)| highsize_at(low, b, batch, h0) == Some(k))
+        {
+            return Some(b);
+        }
+    }
+    None
 }
 
 /// What one CPU's samples show.

@@ -70,6 +70,9 @@ pub struct ZoneSizing {
     pub wmark: [u64; 3],
     /// Per CPU of the layout: (cpu, batch, high_min, high_max).
     pub pcp: Vec<(usize, i64, i64, i64)>,
+    /// `vm.watermark_boost_factor` of the config it was built with (the kernel's
+    /// default, 15000, unless the config says otherwise).
+    pub boost_factor: u64,
 }
 
 /// pagealloc's run.
@@ -103,6 +106,7 @@ pub fn sizing(a: &Allocator, b: &BuiltLayout) -> Vec<ZoneSizing> {
                 node: b.zones[z].0,
                 name: b.zones[z].1.clone(),
                 wmark: [zi.wmark[0], zi.wmark[1], zi.wmark[2]],
+                boost_factor: u64::from(b.config.watermark_boost_factor),
                 pcp: (0..a.nr_cpus())
                     .map(|c| {
                         let p = pcp_info(a, c, z);
