@@ -177,12 +177,11 @@ pub fn sim_workload(
                 ("messages", s.count),
                 ("message_bytes", s.extra),
                 ("frag_bytes", 32_768),
-                // The reader hands every consumed fragment back to the writer's CPU
-                // (`skb_attempt_defer_free`), whose softirq frees it; the reader frees
-                // it itself only when that list is full, which a writer that is never
-                // preempted does not let happen (the live kernel, at load 8: 89-99.7 %
-                // of the fragments freed on the writer's CPU in softirq).
-                ("sender_free_pct", 100),
+                // The reader hands the consumed fragments back to the writer's CPU
+                // (`skb_attempt_defer_free`), whose softirq frees them; it frees one
+                // itself when that list is full (`work`).
+                ("sender_free_pct", work::TCP_SENDER_FREE_PCT.into()),
+                ("slab_every_writes", work::TCP_SLAB_EVERY_WRITES.into()),
                 ("rcvbuf_bytes", work::TCP_BUFFER_BYTES.into()),
                 ("turn_messages", work::TCP_TURN_MESSAGES.into()),
                 ("send_protocol_ns", work::TCP_SEND_PROTOCOL_NS.into()),
@@ -194,7 +193,7 @@ pub fn sim_workload(
                 ),
                 (
                     "cross_copy_out_ns_per_kib",
-                    work::CROSS_COPY_OUT_NS_PER_KIB.into(),
+                    work::TCP_CROSS_COPY_OUT_NS_PER_KIB.into(),
                 ),
             ]),
         ),

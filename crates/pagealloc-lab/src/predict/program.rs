@@ -433,7 +433,9 @@ where
     });
     let reader = std::thread::spawn(move || -> Result<TaskWindow, String> {
         pin(reader_cpu)?;
-        let mut buf = vec![0u8; bytes.max(PAGE)];
+        // Written before the window: a zeroed buffer's pages would be faulted in by the
+        // first reads, inside it.
+        let mut buf = vec![1u8; bytes.max(PAGE)];
         let want = messages * bytes as u64;
         barrier.wait();
         let start = mono_ns();

@@ -23,58 +23,73 @@ pub const UNMAP_WORK_NS: u32 = 265;
 /// 2 MiB, mostly its zeroing: ~14 GB/s here; batches 0.222-0.324) less the
 /// simulator's 34.3 µs less the unmap.
 pub const THP_FAULT_WORK_NS: u32 = 117_000;
-/// AF_UNIX, per 64 KiB message and side: kernel 12.7 µs per message at one CPU (both
-/// ends, half each; batches 11.5-14.6) less the simulator's 6.07 µs with no protocol
-/// work.
-pub const UNIX_PROTOCOL_NS: u32 = 3_300;
+/// AF_UNIX, per 64 KiB message and side: kernel 12.25 µs per message at one CPU on a
+/// quiet machine (both ends, half each; the least-CPU runs of four sessions, load
+/// 1.2-3.0, 15:05-15:13 UTC: 13.0, 11.7, 10.6, 12.8), less the simulator's 6.06 µs
+/// with no protocol work. (At load 8-14 the same method gave 3 300: every kernel cost
+/// was higher.)
+pub const UNIX_PROTOCOL_NS: u32 = 3_100;
 /// AF_UNIX on one CPU: messages the writer queues before the woken reader preempts it
-/// (the kernel switched 0.91-0.95 times per message: two hand-overs per two messages).
+/// (the kernel switched 0.85-0.93 times per message: two hand-overs per two messages).
 pub const UNIX_TURN_MESSAGES: u32 = 2;
-/// TCP over loopback, per 16 KiB write, writer side: the kernel's writer took 28 % of
-/// the 8.25 µs per write at one CPU (batches 7.5-10.0; the receive path runs mostly in
-/// the reader's context), less half the simulator's 1.80 µs with no protocol work.
-pub const TCP_SEND_PROTOCOL_NS: u32 = 1_410;
-/// The same, reader side: 72 % of 8.25 µs less half of 1.80 µs.
-pub const TCP_RECV_PROTOCOL_NS: u32 = 5_040;
+/// TCP over loopback, per 16 KiB write, writer side: the quiet kernel's writer took
+/// 1.63-1.64 of the 6.70-6.88 µs per write at one CPU (the least-CPU runs of the four
+/// sessions, median 6.74; the receive path runs in the reader's context), less half
+/// the simulator's 1.47 µs with no protocol work.
+pub const TCP_SEND_PROTOCOL_NS: u32 = 910;
+/// The same, reader side: 5.06-5.24 µs (median 5.10) less half of 1.47 µs.
+pub const TCP_RECV_PROTOCOL_NS: u32 = 4_370;
 
 /// TCP over loopback with the ends on two CPUs: share of the reader's protocol work
-/// (`TCP_RECV_PROTOCOL_NS`) the writer's CPU does instead, %. Two pairs of CPU-clock
-/// profiles (`perf record -e cpu-clock -F 20000 -g`, per thread, 200 000 writes, load
-/// 8-10) of the two-CPU stream against the one-CPU one, each category's share of the
-/// thread's samples times the run's CPU per write, the writer: its own transmits
-/// (`tcp_write_xmit` in `tcp_sendmsg`) 0.25 → 0.93 and 0.27 → 1.30 µs, the ACKs from
-/// its backlog (`__release_sock`) 0 → 0.32 and 0 → 0.61, its softirq's receive of its
-/// segments (`tcp_v4_rcv` under `net_rx_action`, not the deferred frees) 0.01 → 0.28
-/// and 0.02 → 0.45: 1.27 and 2.07 µs more, 25 % and 41 % of the reader's 5.04 µs; their
-/// mean. On one CPU the reader's ACK pushes the queued segments in its own softirq
-/// (`__tcp_push_pending_frames`: 0.96-1.23 µs of the reader's).
-pub const TCP_RECV_ON_SENDER_PCT: u32 = 33;
+/// (`TCP_RECV_PROTOCOL_NS`) the writer's CPU does instead, %. The quiet kernel's
+/// least-CPU two-CPU runs of the four sessions: writer 6.42, 6.72, 5.14, 5.62 µs per
+/// write (median 6.02), reader 2.76, 3.04, 3.59, 2.61 (2.90), against 1.64 / 5.10 at
+/// one CPU. Less what the other terms charge at two CPUs (the copy in, +80 ns/KiB:
+/// 1.28 µs; the wakes at 0.21 sleeps per write: 1.18 µs on the writer, 0.77 on the
+/// reader), the writer gained 1.92 µs (44 % of 4.37) and the reader lost 2.97 µs
+/// (68 %); their mean. The per-category profiles at load 8-10 (`perf record -e
+/// cpu-clock -F 20000 -g`, per thread) gave 25 % and 41 %: the writer's own transmits
+/// (`tcp_write_xmit` in `tcp_sendmsg`), the ACKs from its backlog (`__release_sock`)
+/// and its softirq's receive of its segments (`tcp_v4_rcv` under `net_rx_action`);
+/// on one CPU the reader's ACK pushes the queued segments in its own softirq
+/// (`__tcp_push_pending_frames`).
+pub const TCP_RECV_ON_SENDER_PCT: u32 = 55;
 /// A stream's copy when its ends run on two CPUs, per KiB, beyond what the simulator's
 /// `host` hierarchy charges (it streams another core's lines about as fast as its own
-/// L2). A CPU-clock profile of the two-CPU AF_UNIX stream (`perf record -e cpu-clock
-/// -F 4000`, load 13; the guest has no PMU) against the one-CPU one, each symbol's share
-/// times the untraced CPU per write (31.0 and 13.35 µs): the writer's
-/// `_copy_from_iter` 7.5 against 1.8 µs per 64 KiB write, 5.7 µs more: 89 ns per KiB
-/// copied (the simulator copies the 60 KiB in page blocks; the head's 4 KiB go to slab
-/// memory, not modelled). Two threads copying through a
-/// 4 MiB ring of buffers on the two vCPUs (one line moves between them in 165 ns one
-/// way) showed the same term, 2-11 µs per 64 KiB with the load.
-pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 89;
-/// The reader's `_copy_to_iter`, the same way: 3.7 against 1.7 µs per write.
-pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 31;
+/// L2). CPU-clock profiles of the two-CPU streams against the one-CPU ones on a quiet
+/// machine (`perf record -e cpu-clock -F 4000 -g -- pagealloc predict-program W
+/// --cpus N`, load 1.8, 15:13 UTC; the guest has no PMU), each symbol's share of its
+/// thread's samples times the thread's CPU per write in a run without perf: the
+/// writer's `_copy_from_iter` 1.78 → 6.68 µs per 64 KiB AF_UNIX write (+77 ns per KiB)
+/// and 0.75 → 2.09 µs per 16 KiB TCP write (+84 ns per KiB); their mean. (At load 13
+/// the AF_UNIX profile gave +89.) The simulator copies the 60 KiB of AF_UNIX fragments
+/// in page blocks; the head's 4 KiB go to slab memory, not modelled. One line moves
+/// between the two vCPUs in 165 ns one way (a ping-pong).
+pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 80;
+/// The AF_UNIX reader's `_copy_to_iter`, the same way: 1.19 → 1.96 µs per write, +12 ns
+/// per KiB (31 at load 13).
+pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 12;
+/// The TCP reader's `_copy_to_iter`, the same way: 1.17 → 0.48 µs per write, cheaper at
+/// two CPUs (at one the reader copies 8 MiB of queued writes that have left the L2 by
+/// then): no term.
+pub const TCP_CROSS_COPY_OUT_NS_PER_KIB: u32 = 0;
 /// A wakeup across the vCPUs, the waker's CPU (`try_to_wake_up` and the IPI, which in
 /// this KVM guest exits to the hypervisor): the writer's `_raw_spin_unlock_irqrestore`
-/// in the same profiles, 5.0 µs per write at two CPUs, with 0.43 sleeps per write
-/// (`sched_switch`, traced runs); the same local wakeup at one CPU costs 0.9 µs. Two
-/// threads passing a byte through two pipes across the vCPUs used 21-28 µs of CPU each
-/// per round trip (a wakeup sent, a sleep and wakeup taken).
-pub const WAKE_NS: u32 = 11_000;
-/// The sleeper's switches out and back in (the cost model's `switch_ns`): the tasks'
-/// `finish_task_switch` at two CPUs, 2.9 µs per write at 0.43 sleeps.
-pub const SWITCH_NS: u32 = 6_700;
+/// (where the samples of the interrupts-off section land: the guest's CPU clock samples
+/// on a timer) in the same quiet profiles, +1.95 µs per AF_UNIX write at 0.344 reader
+/// sleeps per write and +1.14 µs per TCP write at 0.207 (the runs without perf the
+/// CPU was taken from): 5.7 and 5.5 µs per wakeup. (At load 13: 11 µs.)
+pub const WAKE_NS: u32 = 5_600;
+/// The sleeper's switches out and back in (the cost model's `switch_ns`): the readers'
+/// `finish_task_switch` in the same profiles, +1.12 µs per AF_UNIX write at 0.344
+/// sleeps and +0.83 µs per TCP write at 0.207: 3.3 and 4.0 µs. (At load 13: 6.7 µs.)
+pub const SWITCH_NS: u32 = 3_650;
 /// From the wakeup to the woken reader running: `sched_waking` to its `sched_switch`
-/// in the two-CPU streams, medians of five traced runs 12-17 µs.
-pub const WAKEUP_NS: u32 = 14_000;
+/// (`perf record -e sched:sched_waking -e sched:sched_switch -C 0,1`, only these two
+/// events, 15:18 UTC, load 6): the AF_UNIX reader's median 16 µs (1 352 wakeups, tenth
+/// percentile 14), the TCP reader's 14 µs (5 745, 13); the recorder's `--wakeups`
+/// gave 11-30 µs, the tracer's own cost included.
+pub const WAKEUP_NS: u32 = 15_000;
 /// TCP over loopback: the send buffer the writer fills before it sleeps, bytes, given
 /// to the simulated stream as its receive buffer (its window is half of it). The live
 /// writer slept once per 230-270 writes of 16 KiB at two CPUs (0.004 per write,
@@ -84,3 +99,17 @@ pub const TCP_BUFFER_BYTES: u32 = 8 << 20;
 /// TCP on one CPU: messages (of two 16 KiB writes) the writer queues before the reader
 /// runs: the kernel switched 0.02 times per write, a hand-over each way per 100 writes.
 pub const TCP_TURN_MESSAGES: u32 = 50;
+/// TCP with the ends on two CPUs: share of the order-3 fragments freed on the writer's
+/// CPU, %. The reader queues a consumed skb on its allocating CPU's deferred-free list
+/// (`skb_attempt_defer_free`) and frees it itself when the list is full; the quiet
+/// kernel freed 98.1, 95.8, 84.9 and 96.4 % of the program's blocks on the writer's CPU
+/// (four sessions; median 96). The rest, freed on the reader's CPU, are what the
+/// writer's pageset refills (the kernel: 56 pages a trip).
+pub const TCP_SENDER_FREE_PCT: u32 = 96;
+/// TCP with the ends on two CPUs: writes per new order-1 slab page of the skb caches
+/// (`allocate_slab` under `tcp_stream_alloc_skb` on the writer's CPU, `discard_slab`
+/// mostly on the reader's: a `perf record -e kmem:mm_page_alloc -g` of 131 072 writes).
+/// The quiet kernel took 1.16e-3, 3.48e-3, 2.75e-3 and under 1e-4 per write in four
+/// sessions (the slabs' state decides), none at one CPU: the median, 1.96e-3, one per
+/// 512 writes.
+pub const TCP_SLAB_EVERY_WRITES: u32 = 512;

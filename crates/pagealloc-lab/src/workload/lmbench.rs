@@ -181,6 +181,7 @@ impl Lmbench {
             shared_switch_ns: p.shared_switch_ns,
             cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
             cross_copy_out_ns_per_kib: p.cross_copy_out_ns_per_kib,
+            slab_every: 0,
         };
         Ok(Lmbench { params, shape })
     }

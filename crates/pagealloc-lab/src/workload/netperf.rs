@@ -111,6 +111,12 @@ define_params! {
         /// scale (Ice Lake's hierarchy streams a modified line from a peer core at
         /// 50 ns / 16, slower than the measured cross-core read scales to).
         cross_copy_out_ns_per_kib: u64 = 0, full 0;
+        /// TCP with the ends on two CPUs: writes per new slab page of the skb caches,
+        /// one order-1 unmovable block the writer's CPU takes and the reader's frees
+        /// (`stream.rs`, `StreamShape::slab`); 0: none, as with both ends on one CPU.
+        /// The live kernel took one per 200 to over 10 000 writes of 16 KiB, varying
+        /// with the slabs' state (docs/predict.md).
+        slab_every_writes: u32 = 0, full 0;
     }
 }
 
@@ -178,6 +184,11 @@ impl Netperf {
             shared_switch_ns: p.shared_switch_ns,
             cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
             cross_copy_out_ns_per_kib: p.cross_copy_out_ns_per_kib,
+            slab_every: if p.slab_every_writes == 0 {
+                0
+            } else {
+                (p.slab_every_writes / writes).max(1)
+            },
         };
         Ok(Netperf { params, shape })
     }
@@ -238,8 +249,9 @@ impl Workload for Netperf {
 
     fn work_units(&self, counts: &OpCounts) -> f64 {
         // Messages received: with blocks handed back to the sender, its `Recv`s are not
-        // messages; every message is copied in and out once per block.
-        let messages = if self.params.sender_free_pct > 0 {
+        // messages, nor are a slab page's; every message is copied in and out once per
+        // block.
+        let messages = if self.params.sender_free_pct > 0 || self.shape.slab_every > 0 {
             counts.copies as f64 / (2.0 * f64::from(self.shape.blocks))
         } else {
             counts.recvs as f64

@@ -116,6 +116,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("skb_frag_bytes", MAX_BYTES, "bytes"),
     ("skb_overhead_bytes", MAX_BYTES, "bytes"),
     ("slab_blocks_max", MAX_COUNT, "blocks"),
+    ("slab_every_writes", MAX_COUNT, "writes"),
     ("sndbuf_bytes", MAX_BYTES, "bytes"),
     ("stack_order", 10.0, "order"),
     ("shared_switch_ns", MAX_NS, "ns"),

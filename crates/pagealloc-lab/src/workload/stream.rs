@@ -88,6 +88,11 @@ pub(crate) struct StreamShape {
     /// Ends on two CPUs: the receiver's copy out of lines the sender's core wrote, per
     /// KiB, ns, beyond the hierarchy's charge.
     pub(crate) cross_copy_out_ns_per_kib: u64,
+    /// Ends on two CPUs: every this many messages (0: never) the sender also takes one
+    /// order-1 unmovable block before the message's parts, a new slab page of the skb
+    /// caches, and sends it after the message's first skb; the receiver frees it (see
+    /// [`StreamShape::slab`]). Both ends on one CPU: never.
+    pub(crate) slab_every: u32,
 }
 
 /// The cost of a stream's copies when its ends run on two CPUs, beyond what the cache
@@ -128,6 +133,24 @@ impl StreamShape {
     fn recv_protocol_split(&self) -> (u64, u64) {
         let on_sender = self.recv_protocol_ns * u64::from(self.recv_on_sender_pct.min(100)) / 100;
         (on_sender, self.recv_protocol_ns - on_sender)
+    }
+
+    /// Whether message `j` (0-based) carries a slab page: one per `slab_every`.
+    ///
+    /// The objects of TCP's skbs (`skbuff_fclone_cache`, the heads from `kmalloc`) come
+    /// from slabs of order 1. With both ends on one CPU they are freed on the CPU that
+    /// took them and the slabs are reused; with the writer on one CPU and the reader
+    /// freeing on the other, the writer's CPU now and then finds no partial slab and
+    /// takes a new page (`allocate_slab` under `tcp_stream_alloc_skb`), and a slab
+    /// emptied by remote frees is given back (`discard_slab` from `__put_partials`),
+    /// mostly on the reader's CPU (docs/predict.md).
+    fn slab(&self, j: u32) -> bool {
+        self.slab_every > 0 && (j + 1) % self.slab_every == 0
+    }
+
+    /// The slot a slab page is carried in (after the message's blocks), if any.
+    fn slab_slot(&self) -> Option<std::ops::Range<Slot>> {
+        (self.slab_every > 0).then_some(self.blocks..self.blocks + 1)
     }
 
     /// Blocks the receiver hands back over the whole stream.
@@ -269,6 +292,7 @@ impl StreamShape {
             recv_on_sender_pct: 0,
             cross_copy_in_ns_per_kib: 0,
             cross_copy_out_ns_per_kib: 0,
+            slab_every: 0,
             ..*self
         };
         let writer = Sender::script(shape, 0);
@@ -378,7 +402,8 @@ impl Sender {
     /// The slots returned blocks are taken into.
     fn back(&self) -> std::ops::Range<Slot> {
         let s = self.shape;
-        s.blocks..s.blocks + s.inbox_capacity().max(1) as Slot
+        let start = s.slab_slot().map_or(s.blocks, |r| r.end);
+        start..start + s.inbox_capacity().max(1) as Slot
     }
 }
 
@@ -410,11 +435,12 @@ impl CpuScript for Counted {
 
 impl Program for Sender {
     fn slot_count(&self) -> Slot {
-        // The message's blocks, and an inbox's worth for the blocks handed back.
+        // The message's blocks, a slab page's, and an inbox's worth for the blocks
+        // handed back.
         if self.shape.sender_free_pct > 0 {
             self.back().end
         } else {
-            self.shape.blocks
+            self.shape.slab_slot().map_or(self.shape.blocks, |r| r.end)
         }
     }
 
@@ -443,13 +469,20 @@ impl Program for Sender {
             }
             return true;
         }
+        let j = s.messages - self.left;
         self.left -= 1;
         compute(out, s.syscall_ns);
         let skbs = s.skbs();
         let total = s.message_bytes();
         let (recv_here, _) = s.recv_protocol_split();
         let (mut done, mut done_recv) = (0, 0);
-        for skb in &skbs {
+        let slab = s.slab_slot().filter(|_| s.slab(j));
+        if let Some(r) = &slab {
+            out.push_back(Phase::Fill(
+                Fill::new(r.clone(), 1, MigrateKind::Unmovable).retry(RETRY_FOREVER, s.backoff_ns),
+            ));
+        }
+        for (i, skb) in skbs.iter().enumerate() {
             for (slots, p) in &skb.parts {
                 out.push_back(Phase::Fill(
                     Fill::new(slots.clone(), p.order, MigrateKind::Unmovable)
@@ -473,6 +506,12 @@ impl Program for Sender {
                 slots: skb.slots.clone(),
                 to_cpu: self.to_cpu,
             });
+            if let Some(r) = slab.clone().filter(|_| i == 0) {
+                out.push_back(Phase::Send {
+                    slots: r,
+                    to_cpu: self.to_cpu,
+                });
+            }
         }
         if s.sender_free_pct > 0 {
             // The transmit's softirq frees what the receiver has handed back so far.
@@ -493,7 +532,7 @@ struct Receiver {
 
 impl Program for Receiver {
     fn slot_count(&self) -> Slot {
-        self.shape.blocks
+        self.shape.slab_slot().map_or(self.shape.blocks, |r| r.end)
     }
 
     fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
@@ -506,6 +545,11 @@ impl Program for Receiver {
         let skbs = s.skbs();
         // The first skb wakes the reader; its `read` takes the rest as they come.
         out.push_back(Phase::Recv(skbs[0].slots.clone()));
+        if let Some(r) = s.slab_slot().filter(|_| s.slab(j)) {
+            // The slab page the writer took: emptied by the reader's frees, given back.
+            out.push_back(Phase::Recv(r.clone()));
+            out.push_back(Phase::Free(r));
+        }
         compute(out, s.syscall_ns);
         let total = s.message_bytes();
         let (_, recv_here) = s.recv_protocol_split();
