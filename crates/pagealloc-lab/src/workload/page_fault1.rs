@@ -69,8 +69,9 @@ define_params! {
         /// LRU), one `Compute` of blocks × this before the loop's frees, ns; 0 (the
         /// default): none.
         unmap_work_ns: u32 = 0, full 0;
-        /// 1: each unmap takes the live kernel's mmu_gather pages ([`gather_pages`];
-        /// order 0, unmovable, freed at its end) and, where it frees page tables
+        /// 1: each unmap takes the live kernel's mmu_gather pages (one once 7 blocks
+        /// are gathered, one per 509 more, at most 19; order 0, unmovable, freed at its
+        /// end) and, where it frees page tables
         /// (`pte_tables` with order 0), the page of their RCU batch, freed with them
         /// (`pagealloc predict`'s events: 9 + 1 per 16 MiB unmap, 1 per 8 THPs);
         /// 0: none (the published tables' model, and the default).
