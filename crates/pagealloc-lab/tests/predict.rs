@@ -192,3 +192,40 @@ fn runs_give_each_figure_its_median() {
     let m = Figures::median_of(&[f(1.0, 0.0), f(2.0, 1.0)]);
     assert_eq!((m.rate, m.refills_per_op), (1.5, 0.5));
 }
+
+/// The live kernel and the simulator on one `munmap` of 256 MiB at 1 CPU: beside the
+/// 65 536 pages it frees, the unmap allocates its mmu_gather's 19 batch pages and its
+/// page tables' RCU batch page (order 0, unmovable), on both sides (root and tracefs;
+/// skipped, saying so, without them).
+#[test]
+fn live_munmap_takes_its_gather_pages_on_both_sides() {
+    let root = pagealloc_lab::trace::record::tracefs_root();
+    if let Err(e) = pagealloc_lab::trace::record::check_host(&root) {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let o = pagealloc(
+        &[
+            "predict",
+            "parallel_free",
+            "--cpus",
+            "1",
+            "--pages",
+            "65536",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("one JSON object per line"))
+        .find(|l| l["metric"] == "blocks allocated/op, order 0")
+        .unwrap_or_else(|| panic!("no order-0 allocation line in {text}"));
+    let pages = 65_536.0;
+    assert_eq!(line["sim"].as_f64(), Some(20.0 / pages), "{line}");
+    // The program's task may also take a page of its own in its window (a COW fault).
+    let kernel = line["kernel"].as_f64().expect("a kernel figure") * pages;
+    assert!((19.5..=23.5).contains(&kernel), "{kernel} blocks: {line}");
+}

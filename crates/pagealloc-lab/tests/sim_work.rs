@@ -87,3 +87,57 @@ fn a_stream_runs_both_ends_on_one_cpu() {
         x(&full, "cpu_time_s")
     );
 }
+
+/// `gather_pages=1`: each unmap takes the live kernel's mmu_gather pages (one after 7
+/// blocks and one per 509 more, at most 19) and, freeing 4 KiB pages' tables, their RCU
+/// batch's page, and gives them all back: the allocator's own counters show 9 + 1 more
+/// order-0 blocks per 16 MiB loop, 1 per 8 THPs, 19 + 1 per 256 MiB unmap; 0 (the
+/// default) leaves the trace as it was.
+#[test]
+fn an_unmap_takes_its_gather_pages() {
+    let base = [
+        ("pages_per_loop", "4096"),
+        ("loops", "2"),
+        ("pte_tables", "1"),
+    ];
+    let plain = run("page_fault1", 1, &base);
+    let mut with = base.to_vec();
+    with.push(("gather_pages", "1"));
+    let gathered = run("page_fault1", 1, &with);
+    assert_eq!(x(&plain, "alloc_blocks_o0"), 2.0 * (4096.0 + 8.0));
+    assert_eq!(
+        x(&gathered, "alloc_blocks_o0"),
+        2.0 * (4096.0 + 8.0 + 9.0 + 1.0)
+    );
+    assert_eq!(
+        x(&gathered, "free_blocks_o0"),
+        x(&gathered, "alloc_blocks_o0")
+    );
+    let mut zero = base.to_vec();
+    zero.push(("gather_pages", "0"));
+    assert_eq!(run("page_fault1", 1, &zero).trace_hash, plain.trace_hash);
+    let thp = run(
+        "thp_mix",
+        1,
+        &[
+            ("pages_per_loop", "4096"),
+            ("loops", "2"),
+            ("thp_cpus", "1"),
+            ("break_pages_per_cpu", "16"),
+            ("pte_tables", "1"),
+            ("gather_pages", "1"),
+        ],
+    );
+    assert_eq!(x(&thp, "alloc_blocks_o9"), 16.0);
+    // Counted from the measured window (after the prelude): per loop 8 deposited
+    // tables and one gather page (a THP's table is freed at once: no RCU batch).
+    assert_eq!(x(&thp, "alloc_blocks_o0"), 2.0 * (8.0 + 1.0));
+    let free = run(
+        "parallel_free",
+        1,
+        &[("region_pages", "65536"), ("gather_pages", "1")],
+    );
+    // Counted from the munmap: the faults before it are not.
+    assert_eq!(x(&free, "alloc_blocks_o0"), 19.0 + 1.0);
+    assert_eq!(x(&free, "free_blocks_o0"), 65536.0 + 19.0 + 1.0);
+}

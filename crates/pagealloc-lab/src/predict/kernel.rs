@@ -14,6 +14,10 @@ use crate::trace::record::{self, RecordOptions};
 use crate::trace::replay::kernel_trips;
 use crate::trace::TraceError;
 
+/// `CONFIG_PCP_BATCH_SCALE_MAX` of the kernels `predict` models (the Kconfig default,
+/// as the `linux-6.18` preset has it): bounds `free_count` in its reading.
+const PCP_BATCH_SCALE_MAX: u8 = 5;
+
 /// What the kernel did.
 #[derive(Clone, Debug, Default)]
 pub struct KernelMeasure {
@@ -125,12 +129,35 @@ pub fn measure(
     match pagealloc::os::zoneinfo::KernelZoneinfo::parse(&h.start.zoneinfo) {
         Ok(zi) => {
             let mut pagesets = start::from_zoneinfo(&zi, opts.cpus);
-            let lists = start::depths(list_events(&ev, &start::zone_spans(&zi)));
+            let spans = start::zone_spans(&zi);
+            let lists = start::depths(list_events(&ev, &spans));
+            // The refill scale and the recent frees each pageset began with, as `trace
+            // replay` reads them: the first order-0 refill (`batch << alloc_factor`)
+            // and the first drain on a free.
+            let zone_of = |pfn: u64| {
+                spans
+                    .iter()
+                    .position(|&(a, b)| (a..b).contains(&pfn))
+                    .unwrap_or(usize::MAX)
+            };
+            let bh = start::batches(&zi, opts.cpus);
+            let first = crate::trace::start::first_refills(&ev, zone_of);
+            let free_counts = crate::trace::start::free_counts(
+                &ev,
+                zone_of,
+                |o| o <= 3 || o == 9,
+                |c, z| bh.get(&(c, z)).copied().unwrap_or((1, 0)),
+                PCP_BATCH_SCALE_MAX,
+            );
             for p in &mut pagesets {
                 if let Some(l) = lists.get(&(p.cpu, p.zone)) {
                     p.taken.clone_from(&l.taken);
                     p.used.clone_from(&l.used);
                 }
+                let key = (p.cpu as u32, p.zone);
+                let batch = bh.get(&key).map_or(1, |b| b.0.max(1) as u64);
+                p.alloc_factor = crate::trace::start::alloc_factor_of(first.get(&key), batch);
+                p.free_count = free_counts.get(&key).copied().unwrap_or(0);
             }
             let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus);
             k.notes.push(note);
@@ -234,12 +261,36 @@ fn background(
     (out, note)
 }
 
-/// Runs the program without the recorder (`predict-program`, as the recorder would run
-/// it) and returns what it reports: the times of a run the tracer does not slow.
-///
-/// # Errors
-/// [`TraceError::Failed`] when the program could not run or failed.
-pub fn run_untraced(opts: &PredictOptions) -> Result<ProgramResult, TraceError> {
+/// Runs of the faulting programs (`page_fault1`, `parallel_free`, `thp_mix`) without
+/// the recorder that make one timing batch ([`run_untraced`]).
+pub const TIMING_BATCH: u32 = 5;
+
+/// The `SCHED_FIFO` priority of the faulting programs' runs without the recorder: their
+/// tasks, pinned one per CPU, then hold their CPUs for their whole window (no other
+/// process's task is switched in: `run_delay` 0), and the kernel's real-time
+/// throttling (`sched_rt_runtime_us`, 0.95 s a second here) still leaves the other
+/// processes their share. The lowest real-time priority: kernel threads of higher
+/// priority (the migration and watchdog threads) still preempt them. The traced runs
+/// keep the normal policy: the recorder's readers must drain the ring buffers while
+/// the program runs.
+pub const TIMING_RT_PRIORITY: i32 = 1;
+
+/// Set when the system refused [`TIMING_RT_PRIORITY`] (no `CAP_SYS_NICE`, or a
+/// `RLIMIT_RTPRIO` of 0): the runs then ran at the normal policy, and the note says so.
+static RT_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Whether program `name`'s runs without the recorder are batches at real-time
+/// priority: the faulting programs. The streams' two ends (`streams3`'s programs) wait
+/// for each other: a real-time policy would change when the woken end preempts the
+/// other on one CPU, which is what their one-CPU model takes from the kernel.
+pub fn timed_in_batches(name: &str) -> bool {
+    matches!(name, "page_fault1" | "parallel_free" | "thp_mix")
+}
+
+/// Runs the program once without the recorder (`predict-program`, as the recorder
+/// would run it), at [`TIMING_RT_PRIORITY`] when `rt`.
+fn run_once(opts: &PredictOptions, rt: bool) -> Result<ProgramResult, TraceError> {
+    use std::os::unix::process::CommandExt as _;
     let result = std::env::temp_dir().join(format!(
         "pagealloc-predict-time-{}-{}.json",
         std::process::id(),
@@ -247,17 +298,39 @@ pub fn run_untraced(opts: &PredictOptions) -> Result<ProgramResult, TraceError> 
     ));
     let _ = std::fs::remove_file(&result);
     let s = opts.size;
-    let status = std::process::Command::new(&opts.exe)
-        .arg("predict-program")
+    let mut cmd = std::process::Command::new(&opts.exe);
+    cmd.arg("predict-program")
         .arg(&opts.workload)
         .args(["--cpus", &opts.cpus.to_string()])
         .args(["--pages", &s.pages.to_string()])
         .args(["--count", &s.count.to_string()])
         .args(["--extra", &s.extra.to_string()])
         .arg("--result")
-        .arg(&result)
-        .status()
-        .map_err(|e| TraceError::Failed(format!("running {}: {e}", opts.exe.display())))?;
+        .arg(&result);
+    if rt {
+        // SAFETY: the closure runs in the forked child before exec and calls only
+        // sched_setscheduler, which is async-signal-safe, on the child itself (pid 0)
+        // with a parameter owned by the closure's frame; the policy is inherited by
+        // the program's forked tasks. No lock is involved.
+        unsafe {
+            cmd.pre_exec(|| {
+                let p = libc::sched_param {
+                    sched_priority: TIMING_RT_PRIORITY,
+                };
+                if libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let status = match cmd.status() {
+        Err(e) if rt && e.kind() == std::io::ErrorKind::PermissionDenied => {
+            RT_REFUSED.store(true, Ordering::Relaxed);
+            return run_once(opts, false);
+        }
+        r => r.map_err(|e| TraceError::Failed(format!("running {}: {e}", opts.exe.display())))?,
+    };
     let text = std::fs::read_to_string(&result);
     let _ = std::fs::remove_file(&result);
     if !status.success() {
@@ -269,6 +342,48 @@ pub fn run_untraced(opts: &PredictOptions) -> Result<ProgramResult, TraceError> 
     text.ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .ok_or_else(|| TraceError::Failed("the program wrote no result".into()))
+}
+
+/// Runs the program without the recorder and returns what it reports: the times of a
+/// run the tracer does not slow. The faulting programs ([`timed_in_batches`]) run a
+/// batch of [`TIMING_BATCH`] back to back at real-time priority and return the run of
+/// least CPU time in it: other processes only add CPU time (their cache and memory
+/// traffic, the hypervisor's), and on this shared 2-vCPU guest the CPU a fault costs
+/// moves by ±15 % from one second to the next while runs a second apart agree within
+/// a few percent (docs/sim-cost-model.md §12); the caller takes the median batch. The
+/// streams run once, at the normal policy.
+///
+/// # Errors
+/// [`TraceError::Failed`] when the program could not run or failed.
+pub fn run_untraced(opts: &PredictOptions) -> Result<ProgramResult, TraceError> {
+    if !timed_in_batches(&opts.workload) {
+        return run_once(opts, false);
+    }
+    let cpu = |p: &ProgramResult| p.tasks.iter().map(|t| t.cpu_ns).sum::<u64>();
+    let mut best: Option<ProgramResult> = None;
+    for _ in 0..TIMING_BATCH {
+        let p = run_once(opts, true)?;
+        if best.as_ref().is_none_or(|b| cpu(&p) < cpu(b)) {
+            best = Some(p);
+        }
+    }
+    best.ok_or_else(|| TraceError::Failed("no timing run".into()))
+}
+
+/// How the kernel's time lines were measured, for the notes (`batches`: the calls of
+/// [`run_untraced`]).
+pub fn timing_how(opts: &PredictOptions, batches: u32) -> String {
+    if !timed_in_batches(&opts.workload) {
+        return format!("the run of least CPU time of {batches} without the recorder");
+    }
+    let policy = if RT_REFUSED.load(Ordering::Relaxed) {
+        "at the normal policy (SCHED_FIFO was refused)".to_owned()
+    } else {
+        format!("at SCHED_FIFO priority {TIMING_RT_PRIORITY}")
+    };
+    format!(
+        "the median of {batches} batches of {TIMING_BATCH} runs without the recorder {policy}, each batch its run of least CPU time"
+    )
 }
 
 /// The time lines of one run from the program's own clocks: CPU time per operation,
@@ -405,6 +520,29 @@ pub fn analyse(
         .filter(|e| e.kind == EventKind::Free && e.in_interrupt())
         .count();
     let frees = ours.iter().filter(|e| e.kind == EventKind::Free).count();
+    // Frees in interrupt context of blocks the windows did not allocate: deferred frees
+    // of blocks from before (RCU's page-table frees, `tlb_remove_table_rcu`, in the
+    // softirq that interrupted a task of the program).
+    let (foreign_irq, foreign_pages) = {
+        let mut mine_blocks: HashSet<u64> = HashSet::new();
+        let (mut n, mut pages) = (0u64, 0u64);
+        for e in &ours {
+            match e.kind {
+                EventKind::Alloc => {
+                    mine_blocks.insert(e.pfn);
+                }
+                EventKind::Free if e.in_interrupt() && !mine_blocks.remove(&e.pfn) => {
+                    n += 1;
+                    pages += 1u64 << e.order.min(20);
+                }
+                EventKind::Free => {
+                    mine_blocks.remove(&e.pfn);
+                }
+                _ => {}
+            }
+        }
+        (n, pages)
+    };
     let mut notes = vec![
         format!(
             "kernel {}: the program's tasks were switched out {:.4} times per op ({} switches)",
@@ -413,7 +551,7 @@ pub fn analyse(
             switches
         ),
         format!(
-            "kernel: {:.1} % of the program's frees in interrupt context; zone lock(s) seen: {}",
+            "kernel: {:.1} % of the program's frees in interrupt context ({foreign_irq} of blocks the windows did not allocate, {foreign_pages} pages: deferred frees such as RCU's of page tables); zone lock(s) seen: {}",
             100.0 * interrupt_frees as f64 / frees.max(1) as f64,
             zone_locks.len()
         ),

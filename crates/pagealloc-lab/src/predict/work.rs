@@ -5,24 +5,30 @@
 //! # Source
 //! CPU time per operation of the programs run without the recorder (`pagealloc
 //! predict-program`, the task's own `CLOCK_*_CPUTIME_ID` over its window) at one CPU:
-//! in each of four or five batches of 3-5 runs the run of least CPU time (other
-//! processes only add to it), and the median of those (load average 8-14 on the 2-vCPU
-//! AMD EPYC KVM guest, 6.18, 2026-11-27; this guest exposes no PMU, so cycles and
-//! instructions are not available), less what the simulator already charges for the same operation on
+//! in batches of runs the run of least CPU time (other processes only add to it), and
+//! the median of those (each constant says when and at what load: the 2-vCPU AMD EPYC
+//! KVM guest, 6.18, 2026-11-27; this guest exposes no PMU, so cycles and instructions
+//! are not available), less what the simulator already charges for the same operation on
 //! `host` with the term at 0 (its cost model's `fault_ns`, the allocator, the page's
 //! zeroing or the copies through the cache hierarchy, the system calls). The two-CPU
 //! runs are the check (docs/sim-cost-model.md §12, docs/predict.md).
 
-/// Per 4 KiB fault: kernel 2.47 µs per page of page_fault1 (fault and unmap; batches
-/// 2.19-2.52) less the simulator's 1.224 µs less the unmap's work below.
-pub const FAULT_WORK_NS: u32 = 980;
-/// Per page unmapped: kernel 0.321 µs per page of one `munmap` of 256 MiB
-/// (parallel_free; batches 0.237-0.353) less the simulator's 0.056 µs (the frees).
-pub const UNMAP_WORK_NS: u32 = 265;
-/// Per THP fault: kernel 0.296 µs per base page of thp_mix at one CPU (152 µs per
-/// 2 MiB, mostly its zeroing: ~14 GB/s here; batches 0.222-0.324) less the
-/// simulator's 34.3 µs less the unmap.
-pub const THP_FAULT_WORK_NS: u32 = 117_000;
+/// Per 4 KiB fault: kernel 1.85 µs per page of page_fault1 (fault and unmap) less the
+/// simulator's 1.223 µs less the unmap's work below. The three constants here are
+/// measured alike (docs/sim-cost-model.md §12): `predict-program W --cpus 1` without
+/// the recorder at `SCHED_FIFO` priority 1 (as `predict` times them), 25 batches of 5
+/// runs back to back (2026-11-27 15:16-15:24 UTC, load average 4.1-8.7, other helpers
+/// building), each batch's least CPU time, the median batch (batches 1.68-2.18, middle
+/// half 1.78-1.91 µs).
+pub const FAULT_WORK_NS: u32 = 405;
+/// Per page unmapped: kernel 0.278 µs per page of one `munmap` of 256 MiB
+/// (parallel_free; batches 0.208-0.381, middle half 0.258-0.289) less the simulator's
+/// 0.056 µs (the frees).
+pub const UNMAP_WORK_NS: u32 = 222;
+/// Per THP fault: kernel 0.247 µs per base page of thp_mix at one CPU (126 µs per
+/// 2 MiB, mostly its zeroing: ~17 GB/s here; batches 0.168-0.373, middle half
+/// 0.220-0.273) less the simulator's 34.3 µs less the unmap.
+pub const THP_FAULT_WORK_NS: u32 = 92_000;
 /// AF_UNIX, per 64 KiB message and side: kernel 12.25 µs per message at one CPU on a
 /// quiet machine (both ends, half each; the least-CPU runs of four sessions, load
 /// 1.2-3.0, 15:05-15:13 UTC: 13.0, 11.7, 10.6, 12.8), less the simulator's 6.06 µs

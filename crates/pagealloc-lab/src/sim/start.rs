@@ -184,6 +184,12 @@ pub struct PagesetStart {
     pub taken: Vec<SeedList>,
     /// Every (order, migratetype) list the recorded events touched on this pageset.
     pub used: BTreeSet<(u8, u8)>,
+    /// Its order-0 refill scale (`alloc_factor`), read off the recording as `trace
+    /// replay` reads it ([`crate::trace::start::alloc_factor_of`]); 0: unknown.
+    pub alloc_factor: u8,
+    /// Its pages freed recently (`free_count`), read off the recording as `trace
+    /// replay` reads it ([`crate::trace::start::free_counts`]); 0: unknown.
+    pub free_count: i32,
 }
 
 /// The pagesets of CPUs `0..cpus` in every populated zone of `zi`. Zone indices are the
@@ -207,7 +213,37 @@ pub fn from_zoneinfo(zi: &KernelZoneinfo, cpus: u32) -> Vec<PagesetStart> {
                     high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
                     taken: Vec::new(),
                     used: BTreeSet::new(),
+                    alloc_factor: 0,
+                    free_count: 0,
                 });
+            }
+            zone += 1;
+        }
+    }
+    out
+}
+
+/// The `batch` and `high_min` of the pagesets of CPUs `0..cpus` in `zi`, per (CPU,
+/// zone), zones numbered as in [`from_zoneinfo`] (`high_min` 0 where the kernel prints
+/// none).
+pub fn batches(
+    zi: &KernelZoneinfo,
+    cpus: u32,
+) -> std::collections::HashMap<(u32, usize), (i32, i32)> {
+    let mut out = std::collections::HashMap::new();
+    let mut zone = 0;
+    for n in zi.nodes() {
+        for z in zi.populated().filter(|z| z.node == n) {
+            for p in z
+                .pagesets
+                .iter()
+                .filter(|p| (p.cpu as u64) < u64::from(cpus))
+            {
+                let c = |v: i64| v.clamp(0, i64::from(i32::MAX)) as i32;
+                out.insert(
+                    (p.cpu as u32, zone),
+                    (c(p.batch).max(1), c(p.high_min.unwrap_or(0))),
+                );
             }
             zone += 1;
         }
@@ -277,7 +313,8 @@ pub(crate) fn apply(a: &Allocator, start: &StartState) -> Result<u64, String> {
                 &PagesetSeed {
                     high: p.high,
                     lists: &lists_of(p),
-                    ..Default::default()
+                    alloc_factor: p.alloc_factor,
+                    free_count: p.free_count,
                 },
             )
         };
@@ -353,6 +390,8 @@ Node 0, zone   Normal
             high,
             taken: Vec::new(),
             used: BTreeSet::new(),
+            alloc_factor: 0,
+            free_count: 0,
         };
         assert_eq!(from_zoneinfo(&zi, 1), [p(0, 0, 7, 40), p(0, 1, 300, 4000)]);
         assert_eq!(from_zoneinfo(&zi, 2).len(), 4);
@@ -396,6 +435,8 @@ Node 0, zone   Normal
                 taken: Vec::new(),
                 // The run's events reach order-0 Unmovable and Movable.
                 used: [(0, 0), (0, 1)].into_iter().collect(),
+                alloc_factor: 0,
+                free_count: 0,
             }],
             free_lists: Vec::new(),
             background: Vec::new(),
@@ -450,6 +491,8 @@ Node 0, zone   Normal
             high: 1000,
             taken: lists.taken.clone(),
             used: lists.used.clone(),
+            alloc_factor: 0,
+            free_count: 0,
         };
         // Unmovable and Movable order 0 are reached: the rest goes on Reclaimable.
         let parked = |blocks| SeedList {
@@ -483,6 +526,8 @@ Node 0, zone   Normal
                 high: 1000,
                 taken: vec![seeded],
                 used: [(0, 1)].into_iter().collect(),
+                alloc_factor: 0,
+                free_count: 0,
             }],
             free_lists: Vec::new(),
             background,

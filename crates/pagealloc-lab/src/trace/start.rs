@@ -26,6 +26,54 @@ use std::collections::HashMap;
 
 use super::format::{Event, EventKind};
 
+/// Each pageset's first order-0 refill in the trace, pages, per (CPU, zone): a run of
+/// `mm_page_alloc_zone_locked` with `percpu_refill` and order 0 on the CPU, by any
+/// process. `zone_of` maps a pfn to pagealloc's zone.
+pub fn first_refills(ev: &[Event], zone_of: impl Fn(u64) -> usize) -> HashMap<(u32, usize), u64> {
+    let mut first_refill: HashMap<(u32, usize), u64> = HashMap::new();
+    let mut open: HashMap<u32, Option<(usize, u64)>> = HashMap::new();
+    let mut done: std::collections::HashSet<(u32, usize)> = Default::default();
+    for e in ev.iter().filter(|e| e.kind.is_page()) {
+        let refill0 = e.kind == EventKind::ZoneLocked && e.aux != 0 && e.order == 0;
+        let cur = open.entry(e.cpu).or_insert(None);
+        match (refill0, *cur) {
+            (true, Some((z, n))) if z == zone_of(e.pfn) => *cur = Some((z, n + 1)),
+            (true, _) => {
+                if let Some((z, n)) = cur.take() {
+                    if done.insert((e.cpu, z)) {
+                        first_refill.insert((e.cpu, z), n);
+                    }
+                }
+                *cur = Some((zone_of(e.pfn), 1));
+            }
+            (false, _) => {
+                if let Some((z, n)) = cur.take() {
+                    if done.insert((e.cpu, z)) {
+                        first_refill.insert((e.cpu, z), n);
+                    }
+                }
+            }
+        }
+    }
+    for (c, cur) in open {
+        if let Some((z, n)) = cur {
+            if done.insert((c, z)) {
+                first_refill.insert((c, z), n);
+            }
+        }
+    }
+    first_refill
+}
+
+/// A pageset's `alloc_factor` at the start from its first order-0 refill's pages
+/// ([`first_refills`]): `k` where they were `batch << k` (1..=7), else 0 (no refill, or
+/// one the room below `high` capped: `nr_pcp_alloc`, docs/mechanisms.md §3.5).
+pub fn alloc_factor_of(first_refill: Option<&u64>, batch: u64) -> u8 {
+    first_refill
+        .and_then(|&n| (1..=7u8).find(|&k| n == batch << k))
+        .unwrap_or(0)
+}
+
 /// One pageset's events up to its first drain on an order-0 free.
 #[derive(Default)]
 struct Walk {

@@ -69,6 +69,13 @@ define_params! {
         /// LRU), one `Compute` of blocks × this before the loop's frees, ns; 0 (the
         /// default): none.
         unmap_work_ns: u32 = 0, full 0;
+        /// 1: each unmap takes the live kernel's mmu_gather pages (one once 7 blocks
+        /// are gathered, one per 509 more, at most 19; order 0, unmovable, freed at its
+        /// end) and, where it frees page tables
+        /// (`pte_tables` with order 0), the page of their RCU batch, freed with them
+        /// (`pagealloc predict`'s events: 9 + 1 per 16 MiB unmap, 1 per 8 THPs);
+        /// 0: none (the published tables' model, and the default).
+        gather_pages: u8 = 0, full 0;
     }
 }
 
@@ -167,6 +174,30 @@ pub(super) fn pages_faulted(counts: &OpCounts, pte_tables: u8) -> f64 {
 /// Base pages one page-table page maps (x86-64: 512 PTEs).
 const PTE_SPAN_PAGES: u32 = 512;
 
+/// Blocks an unmap's mmu_gather holds before it takes its first page: its own batch of
+/// `MMU_GATHER_BUNDLE` (8) entries counts as full one entry early
+/// (`__tlb_remove_folio_pages_size` keeps a slot for a two-entry folio).
+const GATHER_FIRST: Slot = 7;
+/// Blocks per further page: a page's `MAX_GATHER_BATCH` (510 entries on x86-64) less
+/// the slot kept.
+const GATHER_PER_PAGE: Slot = 509;
+/// Pages an unmap takes at most (`MAX_GATHER_BATCH_COUNT`: 10 000 / 510); a full
+/// gather is flushed and its pages reused.
+const GATHER_MAX: Slot = 19;
+
+/// The pages an unmap of `blocks` blocks takes for its mmu_gather (`tlb_next_batch`,
+/// `__get_free_page(GFP_NOWAIT)`: order 0, unmovable), one as the entry that fills
+/// the previous batch is added, freed at the unmap's end (`tlb_finish_mmu`). The live
+/// kernel's events (docs/predict.md): 9 per 16 MiB of 4 KiB pages, 1 per 8 THPs, 19 per
+/// 256 MiB.
+pub(crate) fn gather_pages(blocks: Slot) -> Slot {
+    if blocks < GATHER_FIRST {
+        0
+    } else {
+        ((blocks - GATHER_FIRST) / GATHER_PER_PAGE + 1).min(GATHER_MAX)
+    }
+}
+
 /// The page_fault1 loop of one CPU (also thp_mix's, after its prelude).
 #[derive(Clone, Debug)]
 pub(crate) struct FaultLoop {
@@ -178,6 +209,10 @@ pub(crate) struct FaultLoop {
     /// Work per fault and per block unmapped, ns (0: none).
     fault_work_ns: u64,
     unmap_work_ns: u64,
+    /// The mmu_gather's pages per loop ([`gather_pages`]), in the slots after the
+    /// tables, then (`table_batch`) the page-table RCU batch's page.
+    gather: Slot,
+    table_batch: bool,
 }
 
 impl FaultLoop {
@@ -193,6 +228,14 @@ impl FaultLoop {
             },
             fault_work_ns: u64::from(p.fault_work_ns),
             unmap_work_ns: u64::from(p.unmap_work_ns),
+            gather: if p.gather_pages > 0 {
+                gather_pages(p.blocks())
+            } else {
+                0
+            },
+            // 4 KiB pages' tables go through `free_pgtables` → `tlb_remove_table`;
+            // a THP's deposited table is freed at once (`zap_deposited_table`).
+            table_batch: p.gather_pages > 0 && p.pte_tables > 0 && p.order == 0,
         }
     }
 
@@ -213,26 +256,51 @@ const UNMAP_BATCH: Slot = 31;
 
 /// The unmap of `slots` (held blocks): with `work_ns` > 0, each batch of
 /// [`UNMAP_BATCH`] blocks is a `Compute` of `work_ns` per block and then their frees;
-/// with 0, the frees alone, as one phase.
-pub(crate) fn unmap(slots: std::ops::Range<Slot>, work_ns: u64, out: &mut VecDeque<Phase>) {
-    if work_ns == 0 {
+/// with 0, the frees alone, as one phase. With slots in `gather` (at most
+/// [`gather_pages`] of `slots`' length) it takes the mmu_gather's pages into them: the
+/// k-th (from 0) once the batch holding block `GATHER_FIRST + k × GATHER_PER_PAGE` is
+/// handed over, all of them freed after the blocks.
+pub(crate) fn unmap(
+    slots: std::ops::Range<Slot>,
+    work_ns: u64,
+    gather: std::ops::Range<Slot>,
+    out: &mut VecDeque<Phase>,
+) {
+    if work_ns == 0 && gather.is_empty() {
         out.push_back(Phase::Free(slots));
         return;
     }
+    let mut next = gather.start;
     let mut at = slots.start;
     while at < slots.end {
         let end = (at + UNMAP_BATCH).min(slots.end);
-        out.push_back(Phase::Op(Op::Compute {
-            ns: work_ns * u64::from(end - at),
-        }));
+        if work_ns > 0 {
+            out.push_back(Phase::Op(Op::Compute {
+                ns: work_ns * u64::from(end - at),
+            }));
+        }
+        // The gather pages whose entry lies in this batch, taken before its frees.
+        while next < gather.end
+            && slots.start + GATHER_FIRST + (next - gather.start) * GATHER_PER_PAGE <= end
+        {
+            out.push_back(Phase::Fill(Fill::new(
+                next..next + 1,
+                0,
+                MigrateKind::Unmovable,
+            )));
+            next += 1;
+        }
         out.push_back(Phase::Free(at..end));
         at = end;
+    }
+    if next > gather.start {
+        out.push_back(Phase::Free(gather.start..next));
     }
 }
 
 impl Program for FaultLoop {
     fn slot_count(&self) -> Slot {
-        self.blocks + self.tables
+        self.blocks + self.tables + self.gather + Slot::from(self.table_batch)
     }
 
     fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
@@ -240,9 +308,11 @@ impl Program for FaultLoop {
             return false;
         }
         self.loops_left -= 1;
+        let extra = self.blocks + self.tables;
+        let gather = extra..extra + self.gather;
         if self.tables == 0 {
             out.push_back(self.faults(0..self.blocks));
-            unmap(0..self.blocks, self.unmap_work_ns, out);
+            unmap(0..self.blocks, self.unmap_work_ns, gather, out);
             return true;
         }
         // Each 2 MiB: its page table, then its faults.
@@ -259,8 +329,17 @@ impl Program for FaultLoop {
                 out.push_back(self.faults(first..end));
             }
         }
-        unmap(0..self.blocks, self.unmap_work_ns, out);
-        out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
+        unmap(0..self.blocks, self.unmap_work_ns, gather.clone(), out);
+        if self.table_batch {
+            // `tlb_remove_table` batches the tables in a page of its own, freed with
+            // them once the RCU grace period ends (`tlb_remove_table_rcu`).
+            let b = gather.end;
+            out.push_back(Phase::Fill(Fill::new(b..b + 1, 0, MigrateKind::Unmovable)));
+            out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
+            out.push_back(Phase::Free(b..b + 1));
+        } else {
+            out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
+        }
         true
     }
 }

@@ -39,6 +39,11 @@ define_params! {
         /// LRU, memcg; docs/sim-cost-model.md §11 gives the source of the default, §12
         /// this machine's figure).
         unmap_work_ns: u32 = UNMAP_WORK_NS, full UNMAP_WORK_NS;
+        /// 1: the unmap takes the live kernel's mmu_gather pages (page_fault1's
+        /// `gather_pages`: 19 for 256 MiB) and the page of its page tables' RCU batch,
+        /// freed at its end (`pagealloc predict`'s events: 20 order-0 unmovable
+        /// allocations per `munmap`); 0: none (the default).
+        gather_pages: u8 = 0, full 0;
     }
 }
 
@@ -98,6 +103,11 @@ impl Workload for ParallelFree {
                     return script(Once::new(0, vec![barrier.clone()]));
                 }
                 let region = 0..self.blocks;
+                let gather = if self.params.gather_pages > 0 {
+                    super::page_fault1::gather_pages(self.blocks)
+                } else {
+                    0
+                };
                 let mut phases = VecDeque::from([
                     Phase::Fill(
                         Fill::new(region.clone(), self.params.order, MigrateKind::Movable)
@@ -108,10 +118,23 @@ impl Workload for ParallelFree {
                 super::page_fault1::unmap(
                     region,
                     u64::from(self.params.unmap_work_ns),
+                    self.blocks..self.blocks + gather,
                     &mut phases,
                 );
+                let mut slots = self.blocks + gather;
+                if self.params.gather_pages > 0 {
+                    // `free_pgtables` hands the region's page tables (not modelled
+                    // here) to `tlb_remove_table`, which batches them in a page.
+                    phases.push_back(Phase::Fill(Fill::new(
+                        slots..slots + 1,
+                        0,
+                        MigrateKind::Unmovable,
+                    )));
+                    phases.push_back(Phase::Free(slots..slots + 1));
+                    slots += 1;
+                }
                 phases.push_back(Phase::Op(Op::Exit));
-                script(Once::new(self.blocks, phases.into()))
+                script(Once::new(slots, phases.into()))
             })
             .collect())
     }

@@ -81,6 +81,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("exit_jitter_ns", MAX_NS, "ns"),
     ("exit_shift", MAX_CPUS, "CPUs"),
     ("fault_work_ns", MAX_NS, "ns"),
+    ("gather_pages", 1.0, "(0 or 1)"),
     ("fill_pages", MAX_PAGES, "pages"),
     ("fragment_order", 10.0, "order"),
     ("frag_bytes", MAX_BYTES, "bytes"),

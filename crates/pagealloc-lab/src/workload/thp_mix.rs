@@ -45,6 +45,9 @@ define_params! {
         /// Work of the unmap per block (order 0 or THP), ns: page_fault1's
         /// `unmap_work_ns` (0: none).
         unmap_work_ns: u32 = 0, full 0;
+        /// 1: each unmap takes the mmu_gather's pages, as page_fault1's
+        /// `gather_pages`; 0: none (the default).
+        gather_pages: u8 = 0, full 0;
     }
 }
 
@@ -98,6 +101,7 @@ impl ThpMix {
                 self.params.fault_work_ns
             },
             unmap_work_ns: self.params.unmap_work_ns,
+            gather_pages: self.params.gather_pages,
         }
     }
 }

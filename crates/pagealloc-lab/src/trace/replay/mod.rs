@@ -202,40 +202,7 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     ];
     // Each pageset's first order-0 refill in the kernel: `batch << alloc_factor` when the
     // room below `high` did not cap it, which tells the refill scale the trace began with.
-    let mut first_refill: HashMap<(u32, usize), u64> = HashMap::new();
-    {
-        let mut open: HashMap<u32, Option<(usize, u64)>> = HashMap::new();
-        let mut done: std::collections::HashSet<(u32, usize)> = Default::default();
-        for e in ev.iter().filter(|e| e.kind.is_page()) {
-            let refill0 = e.kind == EventKind::ZoneLocked && e.aux != 0 && e.order == 0;
-            let cur = open.entry(e.cpu).or_insert(None);
-            match (refill0, *cur) {
-                (true, Some((z, n))) if z == zone_of(e.pfn) => *cur = Some((z, n + 1)),
-                (true, _) => {
-                    if let Some((z, n)) = cur.take() {
-                        if done.insert((e.cpu, z)) {
-                            first_refill.insert((e.cpu, z), n);
-                        }
-                    }
-                    *cur = Some((zone_of(e.pfn), 1));
-                }
-                (false, _) => {
-                    if let Some((z, n)) = cur.take() {
-                        if done.insert((e.cpu, z)) {
-                            first_refill.insert((e.cpu, z), n);
-                        }
-                    }
-                }
-            }
-        }
-        for (c, cur) in open {
-            if let Some((z, n)) = cur {
-                if done.insert((c, z)) {
-                    first_refill.insert((c, z), n);
-                }
-            }
-        }
-    }
+    let first_refill = super::start::first_refills(ev, zone_of);
     // Each pageset's free_count, from the kernel's first drain on a free of it.
     let free_counts = super::start::free_counts(
         ev,
@@ -265,10 +232,8 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
                     super::lists::seed_lists(p.count.max(0) as u64, &Default::default())
                 });
             let batch = u64::from(a.pcp_info(c, z).map_or(1, |i| i.batch.max(1) as u32));
-            let alloc_factor = first_refill
-                .get(&(c as u32, z))
-                .and_then(|&n| (1..=7u8).find(|&k| n == batch << k))
-                .unwrap_or(0);
+            let alloc_factor =
+                super::start::alloc_factor_of(first_refill.get(&(c as u32, z)), batch);
             a.seed_pageset(
                 c,
                 z,
