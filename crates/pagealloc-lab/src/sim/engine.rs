@@ -487,15 +487,16 @@ fn round_ns(x: f64) -> u64 {
 
 impl Engine<'_> {
     fn run(&mut self, drivers: &mut [CpuDriver<Frame>], name: &str) -> Result<(), EngineError> {
-        while let Some(Reverse(k)) = self.heap.pop() {
+        let mut next = self.heap.pop();
+        while let Some(Reverse(k)) = next {
             let (t, c) = (k >> CPU_BITS, (k & CPU_MASK) as u32);
             self.housekeeping(t);
             let cpu = c as usize;
-            loop {
+            next = loop {
                 self.step(drivers, cpu)?;
                 let v = &self.cpus[cpu];
                 if v.state != State::Runnable {
-                    break;
+                    break self.heap.pop();
                 }
                 if v.time >> (64 - CPU_BITS) != 0 {
                     return Err(EngineError::Contract(format!(
@@ -505,19 +506,22 @@ impl Engine<'_> {
                 }
                 let key = event_key(v.time, cpu as u32);
                 // Stay on this CPU while it is still the earliest (no heap round trip).
+                // Else the earliest is next, and this CPU takes its place in the heap:
+                // one sift down instead of a push and a pop (the keys are distinct, so
+                // the heap pops the same sequence either way).
                 match self.heap.peek() {
                     Some(&Reverse(top)) if top < key => {
-                        self.heap.push(Reverse(key));
-                        break;
+                        let mut top = self.heap.peek_mut().expect("peeked");
+                        break Some(std::mem::replace(&mut *top, Reverse(key)));
                     }
                     _ => {
                         if v.time >= self.next_tick || v.time >= self.next_sample {
                             self.heap.push(Reverse(key));
-                            break;
+                            break self.heap.pop();
                         }
                     }
                 }
-            }
+            };
         }
         if let Some(stuck) = self.cpus.iter().position(|v| v.state != State::Done) {
             return Err(EngineError::Contract(format!(

@@ -386,10 +386,26 @@ pub(crate) struct LineRun<'a> {
 }
 
 impl LineRun<'_> {
-    /// [`Hierarchy::access`] by the run's CPU.
+    /// [`Hierarchy::access`] by the run's CPU, the line's home node given as a [`Home`]
+    /// (looked up only if the line comes from DRAM).
     #[inline(always)]
-    pub(crate) fn access(&mut self, line: u64, home: u32, write: bool) -> Charge {
+    pub(crate) fn access(&mut self, line: u64, home: impl Home, write: bool) -> Charge {
         self.h.access_as(&mut self.me, line, home, write)
+    }
+}
+
+/// A line's home NUMA node, or how to find it: asked for only when the access is served
+/// from DRAM (the one level whose cost depends on it), so a caller whose lookup costs
+/// more than a load (a frame's node, from its PFN) pays it for those accesses alone.
+pub(crate) trait Home: Copy {
+    /// The node.
+    fn node(self) -> u32;
+}
+
+impl Home for u32 {
+    #[inline(always)]
+    fn node(self) -> u32 {
+        self
     }
 }
 
@@ -600,7 +616,7 @@ impl Hierarchy {
 
     /// [`Hierarchy::access`] by the CPU whose clocks `me` holds.
     #[inline(always)]
-    fn access_as(&mut self, me: &mut Me, line: u64, home: u32, write: bool) -> Charge {
+    fn access_as(&mut self, me: &mut Me, line: u64, home: impl Home, write: bool) -> Charge {
         let i = line.wrapping_sub(self.dense_base) as usize;
         let level = if i < self.dense_count {
             let e = if self.stride == 2 {
@@ -616,7 +632,7 @@ impl Hierarchy {
                 let mut row = RowStamps(&mut self.indexed_stamps, j * MAX_SHARERS);
                 self.state.shared_access(me, le, &mut row, home, write)
             } else {
-                let (level, after) = self.map_access(*me, line, home, write);
+                let (level, after) = self.map_access(*me, line, home.node(), write);
                 *me = after;
                 level
             }
@@ -718,7 +734,7 @@ impl State {
         me: &mut Me,
         le: &mut LineEntry,
         st: &mut S,
-        home: u32,
+        home: impl Home,
         write: bool,
     ) -> Level {
         let cpu = me.cpu;
@@ -785,7 +801,7 @@ impl State {
     /// Classifies an access of `n` lines of entry `e` by `cpu` and moves the entry to
     /// `cpu` (its private caches and its socket's LLC, most recently used).
     #[inline(always)]
-    fn visit(&mut self, me: &mut Me, e: &mut Entry, n: u64, home: u32, write: bool) -> Level {
+    fn visit(&mut self, me: &mut Me, e: &mut Entry, n: u64, home: impl Home, write: bool) -> Level {
         let cpu = me.cpu;
         let owner = (e[0] >> OWNER_SHIFT) as usize;
         let dirty = write || (owner == cpu + 1 && e[1] & DIRTY != 0);
@@ -818,7 +834,7 @@ impl State {
     /// hit brings it back into L1), else served as a new sharer's read
     /// ([`State::share`]).
     #[inline(always)]
-    fn reread(&mut self, me: &mut Me, e: &Entry, stamps: &u64, home: u32) -> Level {
+    fn reread(&mut self, me: &mut Me, e: &Entry, stamps: &u64, home: impl Home) -> Level {
         let d1 = me.core.l1_clock.wrapping_sub(*stamps as u32);
         if u64::from(d1) < self.l1_lines {
             Level::L1
@@ -834,7 +850,7 @@ impl State {
     /// of from now on ([`LineEntry::sharers`]): classified as [`State::visit`] would,
     /// the misses inserted into `cpu`'s caches, the owner left as it is.
     #[inline]
-    fn share(&mut self, me: &mut Me, e: &Entry, home: u32) -> Level {
+    fn share(&mut self, me: &mut Me, e: &Entry, home: impl Home) -> Level {
         self.serve(me, e, 1, home).0
     }
 
@@ -847,7 +863,7 @@ impl State {
     /// One pass that reads `cpu`'s record and its socket's LLC clock once (the replay's
     /// hottest code: every reported line comes here).
     #[inline(always)]
-    fn serve(&mut self, me: &mut Me, e: &Entry, n: u64, home: u32) -> (Level, u64, u64) {
+    fn serve(&mut self, me: &mut Me, e: &Entry, n: u64, home: impl Home) -> (Level, u64, u64) {
         let cpu = me.cpu;
         let (w0, w1) = (e[0], e[1]);
         let owner = (w0 >> OWNER_SHIFT) as usize;
@@ -863,10 +879,13 @@ impl State {
         // Whether the entry is in this socket's LLC: an owner on the socket (or this
         // CPU) inserted it there, and fewer lines than it holds came in since.
         let in_own_llc = llc_now.wrapping_sub(llc_at) & LLC_MASK < llc_cap;
-        let dram = if c.node == home {
-            Level::LocalDram
-        } else {
-            Level::RemoteDram
+        // The home node is asked for only on the way to DRAM.
+        let dram = || {
+            if c.node == home.node() {
+                Level::LocalDram
+            } else {
+                Level::RemoteDram
+            }
         };
         let (level, in_this_llc) = if owner == cpu + 1 {
             let d1 = c.l1_clock.wrapping_sub(w1 as u32);
@@ -877,7 +896,7 @@ impl State {
             } else if in_own_llc {
                 Level::Llc
             } else {
-                dram
+                dram()
             };
             (level, in_own_llc)
         } else if owner != 0 {
@@ -889,16 +908,16 @@ impl State {
                 } else if private || in_own_llc {
                     Level::Llc
                 } else {
-                    dram
+                    dram()
                 };
                 (level, in_own_llc)
             } else if private || self.in_llc(o.socket, llc_at, n) {
                 (Level::RemoteCache, false)
             } else {
-                (dram, false)
+                (dram(), false)
             }
         } else {
-            (dram, false)
+            (dram(), false)
         };
         let n32 = n as u32;
         let (mut l1, mut l2, mut llc) = (c.l1_clock, c.l2_clock, llc_now);

@@ -4,9 +4,9 @@
 
 use super::{round_ns, Call, Engine, TripKind, CPU_BITS, NO_CPU};
 use crate::row::record_ns;
-use crate::sim::hierarchy::{Hierarchy, Level};
+use crate::sim::hierarchy::{Hierarchy, Home, Level};
 use crate::sim::overlap::Overlap;
-use crate::sim::trace::{self, Rec};
+use crate::sim::trace::{self, LineMap, Rec};
 
 /// The L2 streamer of one CPU, as far as `struct page` accesses go: the hardware
 /// prefetcher detects accesses that walk a 4 KiB page line by line, forward or backward,
@@ -73,6 +73,21 @@ impl Streamer {
     }
 }
 
+/// A record's home node: a frame's looked up from its PFN, only when asked (the line
+/// comes from DRAM); any other line's is in the record.
+#[derive(Clone, Copy)]
+struct RecHome<'a>(Rec, &'a LineMap);
+
+impl Home for RecHome<'_> {
+    #[inline(always)]
+    fn node(self) -> u32 {
+        match self.0.frame() {
+            Some(pfn) => self.1.node_of_pfn(pfn),
+            None => self.0.node(),
+        }
+    }
+}
+
 /// A zone-lock hold being replayed.
 #[derive(Clone, Copy, Debug)]
 struct Trip {
@@ -99,6 +114,7 @@ struct Trip {
 /// registers across lines.
 struct Run<'a> {
     mem: &'a mut Hierarchy,
+    lines: &'a LineMap,
     overlap: &'a mut Overlap,
     stream: &'a mut Streamer,
     prefetched: &'a mut u64,
@@ -118,6 +134,7 @@ struct Run<'a> {
 fn run_lines(r: Run<'_>, cpu: usize, l2_ns: f64, line_ns: f64, xs: &[Rec]) -> usize {
     let Run {
         mem,
+        lines: map,
         overlap,
         stream,
         prefetched,
@@ -136,7 +153,7 @@ fn run_lines(r: Run<'_>, cpu: usize, l2_ns: f64, line_ns: f64, xs: &[Rec]) -> us
         }
         n += 1;
         // The line's level counts in the hierarchy's counters (`meta_levels`).
-        let c = mem.access(x.key(), x.node(), x.write());
+        let c = mem.access(x.key(), RecHome(x, map), x.write());
         let (mut ns, mut level) = (c.ns, c.level);
         if let Some(pfn) = x.frame() {
             if stream.prefetched(pfn) && c.level > Level::L2 {
@@ -200,6 +217,7 @@ impl Engine<'_> {
             i += run_lines(
                 Run {
                     mem: &mut self.mem,
+                    lines: &self.lines,
                     overlap: &mut self.overlap,
                     stream: &mut self.streams[cpu],
                     prefetched: &mut self.out.meta_prefetched,
