@@ -437,8 +437,26 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// Trips per operation (their mean over `runs`) and pages per trip (all pages over all
+/// trips) of the (trips/op, pages/trip) that `f` reads from each run.
+fn pooled(runs: &[Figures], f: impl Fn(&Figures) -> (f64, f64)) -> (f64, f64) {
+    if runs.is_empty() {
+        return (0.0, 0.0);
+    }
+    let (trips, pages) = runs
+        .iter()
+        .map(&f)
+        .fold((0.0, 0.0), |(t, p), (rt, rp)| (t + rt, p + rt * rp));
+    let per_trip = if trips > 0.0 { pages / trips } else { 0.0 };
+    (trips / runs.len() as f64, per_trip)
+}
+
 impl Figures {
-    /// Each figure's median over `runs`.
+    /// Each figure's median over `runs`, but the trips: those pooled over the runs
+    /// (every run is the same size), trips per operation their mean and pages per trip
+    /// the pages of all trips over all trips. Trips are few and come in bursts (other
+    /// processes empty the program's pageset), and two separate medians would pair
+    /// the trips of one run with the trip size of another.
     pub fn median_of(runs: &[Figures]) -> Figures {
         let m = |f: &dyn Fn(&Figures) -> f64| median(runs.iter().map(f).collect());
         let mut out = Figures::default();
@@ -446,10 +464,10 @@ impl Figures {
             out.alloc_per_op[o] = m(&|r| r.alloc_per_op[o]);
             out.free_per_op[o] = m(&|r| r.free_per_op[o]);
         }
-        out.refills_per_op = m(&|r| r.refills_per_op);
-        out.pages_per_refill = m(&|r| r.pages_per_refill);
-        out.drains_per_op = m(&|r| r.drains_per_op);
-        out.pages_per_drain = m(&|r| r.pages_per_drain);
+        (out.refills_per_op, out.pages_per_refill) =
+            pooled(runs, |r| (r.refills_per_op, r.pages_per_refill));
+        (out.drains_per_op, out.pages_per_drain) =
+            pooled(runs, |r| (r.drains_per_op, r.pages_per_drain));
         out.rate = m(&|r| r.rate);
         out.cpu_us_per_op = m(&|r| r.cpu_us_per_op);
         out.idle_pct = m(&|r| r.idle_pct);
