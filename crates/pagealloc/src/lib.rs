@@ -101,7 +101,9 @@
 //! - No reclaim: the slow path wakes a modelled kswapd (RECLAIM_ACTIVE from free < low
 //!   until free ≥ high), drains all pagesets and gives back the high-atomic reserve, then
 //!   fails with [`AllocError::OutOfMemory`].
-//! - `lowmem_reserve` is not modelled; CMA is not implemented.
+//! - `lowmem_reserve` is taken against Normal for every request (no request is limited
+//!   to DMA or DMA32, and none reaches for a Movable zone's reserve); CMA is not
+//!   implemented.
 //! - Decay updates `high` under the pcp lock (the kernel tolerates a lockless race).
 
 #![no_std]

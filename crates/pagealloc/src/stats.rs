@@ -252,4 +252,7 @@ pub struct ZoneInfo {
     pub reclaim_active: bool,
     /// Pages reserved as HIGHATOMIC.
     pub reserved_highatomic: u64,
+    /// Pages kept back from requests that fell to this zone from a higher one of its
+    /// node (`lowmem_reserve`, `/proc/zoneinfo`'s `protection` against Normal).
+    pub lowmem_reserve: u64,
 }

@@ -338,7 +338,7 @@ impl Allocator {
         }
         let mut checked = false;
         if self.cfg.below_high && !z.has_flag(ZONE_BELOW_HIGH) {
-            if z.watermark_fast(order, z.wmark(WMARK_HIGH), aflags, fa) {
+            if z.watermark_fast(order, z.alloc_mark(WMARK_HIGH), aflags, fa) {
                 checked = true;
             } else {
                 z.set_flag(ZONE_BELOW_HIGH);
@@ -346,7 +346,7 @@ impl Allocator {
             }
         }
         if !checked && aflags & ALLOC_NO_WATERMARKS == 0 {
-            let mark = z.wmark((aflags & ALLOC_WMARK_MASK) as usize);
+            let mark = z.alloc_mark((aflags & ALLOC_WMARK_MASK) as usize);
             if !z.watermark_fast(order, mark, aflags, fa) {
                 self.wake_kswapd(z);
                 self.cpus[cpu].stats.watermark_fail.add_shared(1);
@@ -674,7 +674,7 @@ impl Allocator {
                 aflags |= self.nofragment_flag(node, mt);
             }
             if let Some(mut pcp) = slot.pcp.try_lock() {
-                while done < n && z.watermark_fast(order, z.wmark(WMARK_LOW), 0, fa) {
+                while done < n && z.watermark_fast(order, z.alloc_mark(WMARK_LOW), 0, fa) {
                     tune::on_alloc(&mut pcp.st, &self.tune);
                     let Some(pfn) = self.take_from_list(
                         Pageset { cpu, zone: z, slot },

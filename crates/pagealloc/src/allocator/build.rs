@@ -421,5 +421,12 @@ impl Allocator {
         {
             z.set_wmarks(w);
         }
+        for (z, r) in self
+            .zones
+            .iter()
+            .zip(crate::zone::lowmem_reserves(&self.zones))
+        {
+            z.set_lowmem_reserve(r);
+        }
     }
 }

@@ -258,6 +258,7 @@ impl Allocator {
             below_high: z.has_flag(ZONE_BELOW_HIGH),
             reclaim_active: z.has_flag(ZONE_RECLAIM_ACTIVE),
             reserved_highatomic: z.nr_reserved_highatomic.get(),
+            lowmem_reserve: z.lowmem_reserve(),
         })
     }
 

@@ -80,7 +80,7 @@ impl Allocator {
         for &zi in zl.iter() {
             let z = &self.zones[zi];
             if z.kind == ZoneKind::Movable
-                || !z.watermark_fast(order, z.wmark(WMARK_LOW), WMARK_LOW as u32, fa)
+                || !z.watermark_fast(order, z.alloc_mark(WMARK_LOW), WMARK_LOW as u32, fa)
             {
                 continue;
             }
