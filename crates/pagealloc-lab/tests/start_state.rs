@@ -137,6 +137,10 @@ fn recorded() -> StartState {
                     })
                     .collect(),
                 used: used.iter().copied().collect::<BTreeSet<_>>(),
+                // Not captured with this state (0: unknown, as `predict` says when the
+                // recording does not show them).
+                alloc_factor: 0,
+                free_count: 0,
             })
             .collect(),
         free_lists: ZONES
