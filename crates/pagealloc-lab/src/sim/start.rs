@@ -197,30 +197,36 @@ pub struct PagesetStart {
 /// ([`crate::twin::layout::build`], which `--machine host` is built with): node by node,
 /// each node's populated zones in the order printed.
 pub fn from_zoneinfo(zi: &KernelZoneinfo, cpus: u32) -> Vec<PagesetStart> {
-    let mut out = Vec::new();
-    let mut zone = 0;
-    for n in zi.nodes() {
-        for z in zi.populated().filter(|z| z.node == n) {
-            for p in z
-                .pagesets
+    pagesets(zi, cpus)
+        .map(|(zone, p)| PagesetStart {
+            cpu: p.cpu,
+            zone,
+            count: p.count.clamp(0, i64::from(u32::MAX)) as u32,
+            high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
+            taken: Vec::new(),
+            used: BTreeSet::new(),
+            alloc_factor: 0,
+            free_count: 0,
+        })
+        .collect()
+}
+
+/// The pagesets of CPUs `0..cpus` in every populated zone of `zi`, each with its zone
+/// index as [`from_zoneinfo`] numbers them.
+fn pagesets(
+    zi: &KernelZoneinfo,
+    cpus: u32,
+) -> impl Iterator<Item = (usize, &pagealloc::os::zoneinfo::KernelPageset)> {
+    zi.nodes()
+        .into_iter()
+        .flat_map(move |n| zi.populated().filter(move |z| z.node == n))
+        .enumerate()
+        .flat_map(move |(zone, z)| {
+            z.pagesets
                 .iter()
-                .filter(|p| (p.cpu as u64) < u64::from(cpus))
-            {
-                out.push(PagesetStart {
-                    cpu: p.cpu,
-                    zone,
-                    count: p.count.clamp(0, i64::from(u32::MAX)) as u32,
-                    high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
-                    taken: Vec::new(),
-                    used: BTreeSet::new(),
-                    alloc_factor: 0,
-                    free_count: 0,
-                });
-            }
-            zone += 1;
-        }
-    }
-    out
+                .filter(move |p| (p.cpu as u64) < u64::from(cpus))
+                .map(move |p| (zone, p))
+        })
 }
 
 /// The `batch` and `high_min` of the pagesets of CPUs `0..cpus` in `zi`, per (CPU,
@@ -230,25 +236,15 @@ pub fn batches(
     zi: &KernelZoneinfo,
     cpus: u32,
 ) -> std::collections::HashMap<(u32, usize), (i32, i32)> {
-    let mut out = std::collections::HashMap::new();
-    let mut zone = 0;
-    for n in zi.nodes() {
-        for z in zi.populated().filter(|z| z.node == n) {
-            for p in z
-                .pagesets
-                .iter()
-                .filter(|p| (p.cpu as u64) < u64::from(cpus))
-            {
-                let c = |v: i64| v.clamp(0, i64::from(i32::MAX)) as i32;
-                out.insert(
-                    (p.cpu as u32, zone),
-                    (c(p.batch).max(1), c(p.high_min.unwrap_or(0))),
-                );
-            }
-            zone += 1;
-        }
-    }
-    out
+    let c = |v: i64| v.clamp(0, i64::from(i32::MAX)) as i32;
+    pagesets(zi, cpus)
+        .map(|(zone, p)| {
+            (
+                (p.cpu as u32, zone),
+                (c(p.batch).max(1), c(p.high_min.unwrap_or(0))),
+            )
+        })
+        .collect()
 }
 
 /// Each populated zone's pfn span `[start, end)`, numbered as in [`from_zoneinfo`].
