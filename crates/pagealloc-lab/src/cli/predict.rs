@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
-use crate::predict::{self, program, PredictOptions};
+use crate::predict::{self, program, saved, PredictOptions};
 
 /// `pagealloc predict`.
 #[derive(Debug, Args)]
@@ -17,8 +17,9 @@ pub struct PredictArgs {
     /// (AF_UNIX stream, 4096 writes of 64 KiB, writer CPU 0, reader CPU 1), tcp_stream
     /// (TCP over loopback, 16 384 writes of 16 KiB) or thp_mix (after 64 MiB of order-0
     /// faults per CPU, half the CPUs fault THPs (MADV_HUGEPAGE), the others 4 KiB
-    /// pages; at one CPU, THPs).
-    pub workload: String,
+    /// pages; at one CPU, THPs). Not with --from.
+    #[arg(required_unless_present = "from", conflicts_with = "from")]
+    pub workload: Option<String>,
     /// CPUs (the first N): 1 or 2 and up to this machine's count.
     #[arg(long, default_value_t = 2, value_parser = crate::limits::cpus)]
     pub cpus: u32,
@@ -43,6 +44,20 @@ pub struct PredictArgs {
     /// One JSON object per compared line (workload, cpus, metric, kernel, sim, verdict).
     #[arg(long)]
     pub json: bool,
+    /// Also keep each kernel run's start state, the kernel's figures and the
+    /// simulator's options in directory DIR (JSON; written whole or not at all, a
+    /// directory there before is replaced), for `--from`.
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+    /// Run only the simulator side again, from the start states `--save` kept in DIR
+    /// (no root, no kernel), and print the table against the saved kernel figures.
+    /// Takes --config (default: the saved one), --run, --json.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["cpus", "pages", "count", "bytes", "runs", "save"])]
+    pub from: Option<PathBuf>,
+    /// With --from: replay only kernel run K (1-based) against that run's own kernel
+    /// figures (taken under the recorder, times included).
+    #[arg(long, value_name = "K")]
+    pub run: Option<usize>,
 }
 
 /// `pagealloc predict-program` (hidden): one real program, for the recorder.
@@ -81,16 +96,22 @@ fn bounded(what: &str, v: Option<u64>, lo: u64, hi: u64) -> Result<Option<u64>, 
 /// # Errors
 /// One line: exit status 2 for bad input or no root/tracefs, 1 for a failed run.
 pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
+    if let Some(dir) = &a.from {
+        return cmd_replay(a, dir);
+    }
+    if a.run.is_some() {
+        return Err(CliError::usage("--run: only with --from"));
+    }
+    let workload = a.workload.clone().unwrap_or_default();
     let names: Vec<&str> = predict::WORKLOADS.iter().map(|w| w.0).collect();
-    let mut size = predict::default_size(&a.workload).ok_or_else(|| {
+    let mut size = predict::default_size(&workload).ok_or_else(|| {
         CliError::usage(format!(
-            "unknown workload {:?}: one of {}",
-            a.workload,
+            "unknown workload {workload:?}: one of {}",
             names.join(", ")
         ))
     })?;
     if let Some(p) = bounded("pages", a.pages, 512, 262_144)? {
-        if a.workload == "thp_mix" && p % 512 != 0 {
+        if workload == "thp_mix" && p % 512 != 0 {
             return Err(CliError::usage(format!(
                 "--pages {p}: thp_mix needs a multiple of 512"
             )));
@@ -101,7 +122,7 @@ pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
         size.count = c;
     }
     if let Some(b) = bounded("bytes", a.bytes, 1, 1 << 20)? {
-        if !a.workload.ends_with("_stream") {
+        if !workload.ends_with("_stream") {
             return Err(CliError::usage("--bytes: only the streams take it"));
         }
         size.extra = b;
@@ -118,8 +139,13 @@ pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
     }
     let exe = std::env::current_exe()
         .map_err(|e| CliError::run(format!("predict: the binary's own path: {e}")))?;
+    // A bad --save path fails before the runs, not after.
+    let staged = match &a.save {
+        Some(d) => Some(crate::output::Staged::dir(d).map_err(CliError::usage)?),
+        None => None,
+    };
     let opts = PredictOptions {
-        workload: a.workload.clone(),
+        workload,
         cpus: a.cpus,
         size,
         config: a.config.clone(),
@@ -127,6 +153,32 @@ pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
         runs: a.runs,
     };
     let p = predict::predict(&opts, &mut |m| eprintln!("{m}"))?;
+    if let Some(st) = staged {
+        let m = saved::Manifest {
+            format: saved::FORMAT.into(),
+            version: saved::VERSION,
+            workload: opts.workload.clone(),
+            cpus: opts.cpus,
+            size: opts.size,
+            config: p.config.clone(),
+            kernel_release: p.kernel_release.clone(),
+            kernel: p.kernel.clone(),
+            notes: p.notes.clone(),
+            runs: p.runs.len() as u32,
+            host_zones: saved::host_zones(),
+        };
+        saved::write(st.path(), &m, &p.runs).map_err(CliError::run)?;
+        st.commit_dir().map_err(CliError::run)?;
+    }
+    print_prediction(a, &opts, &p)
+}
+
+/// Prints `p` as the table or, with `--json`, one object per line.
+fn print_prediction(
+    a: &PredictArgs,
+    opts: &PredictOptions,
+    p: &predict::Prediction,
+) -> Result<(), CliError> {
     if a.json {
         let mut out = String::new();
         for l in &p.lines {
@@ -135,9 +187,30 @@ pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
         }
         print!("{out}");
     } else {
-        print!("{}", predict::text(&opts, &p));
+        print!("{}", predict::text(opts, p));
     }
     Ok(())
+}
+
+/// Runs `pagealloc predict --from DIR`: the simulator side again from a saved run.
+fn cmd_replay(a: &PredictArgs, dir: &std::path::Path) -> Result<(), CliError> {
+    let (m, runs) = saved::load(dir).map_err(CliError::usage)?;
+    if let Some(c) = &a.config {
+        super::config_of(c)?;
+    }
+    let mut opts = saved::options(&m);
+    let p = saved::replay(&m, &runs, a.config.as_deref(), a.run, &mut |m| {
+        eprintln!("{m}");
+    })
+    .map_err(|e| {
+        if e.starts_with("--run") {
+            CliError::usage(e)
+        } else {
+            CliError::run(e)
+        }
+    })?;
+    opts.config = Some(p.config.clone());
+    print_prediction(a, &opts, &p)
 }
 
 /// Runs `pagealloc predict-program`.

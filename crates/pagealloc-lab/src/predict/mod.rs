@@ -49,10 +49,11 @@
 
 pub mod kernel;
 pub mod program;
+pub mod saved;
 pub mod sleeps;
 pub mod work;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::sim::start::StartState;
 use crate::sim::{Machine, SimOptions};
@@ -257,7 +258,7 @@ pub const SHARES: Tolerance = Tolerance::Abs(5.0);
 pub const SLEEPS: Tolerance = Tolerance::Sleeps;
 
 /// The figures of one side, per operation where it says so.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Figures {
     /// Blocks allocated per operation, by order.
     pub alloc_per_op: [f64; 11],
@@ -406,6 +407,13 @@ pub struct Prediction {
     pub trace_hash: Option<String>,
     /// Things the reader should know (kernel-only figures, load).
     pub notes: Vec<String>,
+    /// Each kernel run's figures, start state and simulation (`--save`).
+    #[serde(skip)]
+    pub runs: Vec<saved::SavedRun>,
+    /// The simulator's config.
+    pub config: String,
+    /// The recorded kernel's release.
+    pub kernel_release: String,
 }
 
 /// Options of one prediction.
@@ -658,6 +666,7 @@ pub fn predict(
             .collect::<Vec<_>>()
             .join(" / ")
     ));
+    let mut saved = Vec::new();
     let (sim, hash) = if simulable(&opts.workload, opts.cpus) {
         progress(&format!(
             "simulating {} on host at {} CPU(s), config {config}",
@@ -668,8 +677,15 @@ pub fn predict(
         for (i, st) in starts.iter().enumerate() {
             let (f, h) = simulate(opts, &config, st).map_err(TraceError::Failed)?;
             if i == 0 {
-                hash = h;
+                hash.clone_from(&h);
             }
+            saved.push(saved::SavedRun {
+                version: saved::VERSION,
+                kernel: runs[i].clone(),
+                start: st.clone(),
+                sim: Some(f.clone()),
+                trace_hash: Some(h),
+            });
             sims.push(f);
         }
         if sims.len() > 1 {
@@ -747,6 +763,9 @@ pub fn predict(
         sim,
         trace_hash: hash,
         notes,
+        runs: saved,
+        config,
+        kernel_release: release,
     })
 }
 

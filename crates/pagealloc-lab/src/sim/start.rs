@@ -19,11 +19,15 @@ use std::collections::BTreeSet;
 
 use pagealloc::os::zoneinfo::KernelZoneinfo;
 use pagealloc::{Allocator, Gfp, PagesetSeed, SeedError, SeedList};
+use serde::{Deserialize, Serialize};
 
 use crate::trace::freelists::{self, Shape};
 
 /// A run's start state: pagesets and zones' free lists as a recorded kernel had them.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// It is saved and loaded as JSON (`predict --save`, `predict --from`:
+/// [`crate::predict::saved`]); migratetypes by name, a request's flags as their bits.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StartState {
     /// The pagesets to start; the others start empty at their initial `high`.
     pub pagesets: Vec<PagesetStart>,
@@ -45,10 +49,10 @@ impl StartState {
 
 /// What a run's replay command adds when the run began from a start state, which
 /// `pagealloc sim` cannot load: a shell comment (the command still runs, without it)
-/// that says so and how to get one.
+/// that says so and how to replay it with its start state.
 pub(crate) fn replay_note(start: &StartState) -> String {
     format!(
-        " # started from `pagealloc predict`'s recorded kernel state ({} pagesets, {} zones' free lists, {} other processes' ops), which this command does not carry: `pagealloc predict WORKLOAD --cpus N` records and simulates a new one",
+        " # started from `pagealloc predict`'s recorded kernel state ({} pagesets, {} zones' free lists, {} other processes' ops), which this command does not carry: `pagealloc predict WORKLOAD --cpus N --save DIR` keeps each run's, `pagealloc predict --from DIR [--config C] [--run K]` replays the simulator from them",
         start.pagesets.len(),
         start.free_lists.len(),
         start.background.len()
@@ -57,7 +61,8 @@ pub(crate) fn replay_note(start: &StartState) -> String {
 
 /// One allocation or free another process made on a program's CPU while the program
 /// ran there (`predict`'s recording).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BackgroundOp {
     /// The CPU.
     pub cpu: usize,
@@ -68,6 +73,7 @@ pub struct BackgroundOp {
     pub order: u8,
     /// The request (its migratetype: the list it takes from); for a free, the
     /// allocation's.
+    #[serde(with = "gfp_bits")]
     pub gfp: Gfp,
     /// An allocation (true) or a free of a block allocated in the window (false).
     pub alloc: bool,
@@ -154,7 +160,8 @@ impl Background {
 }
 
 /// One zone's free lists at the start.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ZoneFreeStart {
     /// The allocator's zone index.
     pub zone: usize,
@@ -168,7 +175,8 @@ pub struct ZoneFreeStart {
 }
 
 /// One pageset's start.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PagesetStart {
     /// The CPU.
     pub cpu: usize,
@@ -181,6 +189,7 @@ pub struct PagesetStart {
     /// The blocks the run takes from its lists before they are refilled (the recorded
     /// events' list depths, [`depths`]); the rest of `count` goes on a list no event
     /// touches ([`crate::trace::lists::seed_lists`]).
+    #[serde(with = "seed_lists")]
     pub taken: Vec<SeedList>,
     /// Every (order, migratetype) list the recorded events touched on this pageset.
     pub used: BTreeSet<(u8, u8)>,
@@ -190,6 +199,64 @@ pub struct PagesetStart {
     /// Its pages freed recently (`free_count`), read off the recording as `trace
     /// replay` reads it ([`crate::trace::start::free_counts`]); 0: unknown.
     pub free_count: i32,
+}
+
+/// A request's flags as their bits (`Gfp`'s own value).
+mod gfp_bits {
+    use pagealloc::Gfp;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(g: &Gfp, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(g.0)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Gfp, D::Error> {
+        u32::deserialize(d).map(Gfp)
+    }
+}
+
+/// Seed lists as `{order, mt, blocks}` objects, the migratetype by its name
+/// (`"Movable"`), so that a saved start state reads and edits by hand.
+mod seed_lists {
+    use pagealloc::{MigrateType, SeedList};
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct List {
+        order: u8,
+        mt: String,
+        blocks: u32,
+    }
+
+    pub(super) fn serialize<S: Serializer>(v: &[SeedList], s: S) -> Result<S::Ok, S::Error> {
+        v.iter()
+            .map(|l| List {
+                order: l.order,
+                mt: format!("{:?}", l.mt),
+                blocks: l.blocks,
+            })
+            .collect::<Vec<_>>()
+            .serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SeedList>, D::Error> {
+        Vec::<List>::deserialize(d)?
+            .into_iter()
+            .map(|l| {
+                let mt = MigrateType::ALL
+                    .into_iter()
+                    .find(|m| format!("{m:?}") == l.mt)
+                    .ok_or_else(|| D::Error::custom(format!("unknown migratetype {:?}", l.mt)))?;
+                Ok(SeedList {
+                    order: l.order,
+                    mt,
+                    blocks: l.blocks,
+                })
+            })
+            .collect()
+    }
 }
 
 /// The pagesets of CPUs `0..cpus` in every populated zone of `zi`. Zone indices are the
