@@ -163,6 +163,7 @@ fn recorded() -> StartState {
             })
             .collect(),
         background: Vec::new(),
+        zone_spans: Vec::new(),
     }
 }
 
@@ -246,6 +247,8 @@ fn small_state() -> StartState {
             order: if i % 50 == 0 { 3 } else { 0 },
             gfp: Gfp::MOVABLE,
             alloc: i % 5 != 4,
+            before: None,
+            tick: false,
         })
         .collect();
     st

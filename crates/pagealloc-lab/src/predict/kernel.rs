@@ -165,6 +165,7 @@ pub fn measure(
                 pagesets,
                 free_lists: start::free_lists_of(&zi, &h.start.pagetypeinfo),
                 background,
+                zone_spans: spans,
             }
         }
         Err(e) => k.notes.push(format!(
@@ -210,9 +211,42 @@ fn background(
     let mut done: HashMap<u32, u64> = HashMap::new();
     let mut live: HashMap<u64, (u8, i8, u64)> = HashMap::new();
     let mut out = Vec::new();
-    let (mut allocs, mut frees, mut unseen) = (0u64, 0u64, 0u64);
+    let (mut allocs, mut frees, mut unseen, mut other) = (0u64, 0u64, 0u64, 0u64);
+    let mut ticks = 0u64;
+    // Per CPU: the last page event's task and kind.
+    let mut last: HashMap<u32, (u32, EventKind)> = HashMap::new();
+    let types = crate::trace::format::pageblock_types(ev);
     for e in ev.iter().filter(|e| e.cpu < cpus) {
         let t = e.ts + t0;
+        // A run of drains by another task on the program's CPU that no free of that
+        // task's began: the vmstat worker's decay of the CPU's pagesets (its `high`
+        // lowered, the pages above it drained), replayed as a decay tick.
+        let prev = if e.kind.is_page() {
+            last.insert(e.cpu, (e.pid, e.kind))
+        } else {
+            last.get(&e.cpu).copied()
+        };
+        let inside = span.get(&e.cpu).is_some_and(|s| (s.0..=s.1).contains(&t));
+        if e.kind == EventKind::PcpuDrain
+            && inside
+            && !win.contains_key(&e.pid)
+            && !matches!(
+                prev,
+                Some((pid, EventKind::PcpuDrain | EventKind::Free | EventKind::FreeBatched))
+                    if pid == e.pid
+            )
+        {
+            ticks += 1;
+            out.push(start::BackgroundOp {
+                cpu: e.cpu as usize,
+                after: done.get(&e.cpu).copied().unwrap_or(0),
+                order: 0,
+                gfp: pagealloc::Gfp(0),
+                alloc: false,
+                before: None,
+                tick: true,
+            });
+        }
         let mine = win
             .get(&e.pid)
             .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&t));
@@ -222,7 +256,6 @@ fn background(
             }
             continue;
         }
-        let inside = span.get(&e.cpu).is_some_and(|s| (s.0..=s.1).contains(&t));
         if !inside || !cached(e.order) {
             continue;
         }
@@ -237,6 +270,8 @@ fn background(
                     order: e.order,
                     gfp: crate::trace::replay::gfp_of(e.aux, e.mt),
                     alloc: true,
+                    before: None,
+                    tick: false,
                 });
             }
             EventKind::Free => match live.remove(&e.pfn) {
@@ -248,15 +283,35 @@ fn background(
                         order,
                         gfp: crate::trace::replay::gfp_of(aux, mt),
                         alloc: false,
+                        before: None,
+                        tick: false,
                     });
                 }
-                _ => unseen += 1,
+                // A block allocated before: held from the start, freed when due, its
+                // migratetype its pageblock's as the recording shows it (else movable).
+                None => {
+                    unseen += 1;
+                    out.push(start::BackgroundOp {
+                        cpu: e.cpu as usize,
+                        after,
+                        order: e.order,
+                        gfp: match types.get(&(e.pfn >> 9)) {
+                            Some(0) => pagealloc::Gfp(0),
+                            Some(2) => pagealloc::Gfp::RECLAIMABLE,
+                            _ => pagealloc::Gfp::MOVABLE,
+                        },
+                        alloc: false,
+                        before: Some(e.pfn),
+                        tick: false,
+                    });
+                }
+                Some(_) => other += 1,
             },
             _ => {}
         }
     }
     let note = format!(
-        "kernel: other processes on the program's CPUs while it ran: {allocs} allocations and {frees} frees of their blocks (replayed beside it in the simulator), {unseen} frees of blocks allocated before (not replayed)"
+        "kernel: other processes on the program's CPUs while it ran: {allocs} allocations and {frees} frees of their blocks (replayed beside it in the simulator), {unseen} frees of blocks allocated before (held from the start, replayed), {other} of another order than allocated (not replayed); {ticks} decays of the CPUs' pagesets by the vmstat worker (drains no free began: replayed as decay ticks)"
     );
     (out, note)
 }

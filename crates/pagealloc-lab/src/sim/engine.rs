@@ -300,8 +300,8 @@ pub(crate) fn simulate(
     let mut a = Allocator::with_platform(&layout, spec.config.clone(), platform.clone())
         .map_err(|e| EngineError::Build(e.to_string()))?;
     // Before the access sink: the start state is no access of the run.
-    let pcp_start = if spec.start.is_empty() {
-        0
+    let (pcp_start, held) = if spec.start.is_empty() {
+        (0, Default::default())
     } else {
         super::start::apply(&a, &spec.start).map_err(EngineError::Build)?
     };
@@ -345,7 +345,7 @@ pub(crate) fn simulate(
         released: Vec::new(),
         measured_after: workload.measured_after(),
         window_base: None,
-        background: super::start::Background::of(&spec.start),
+        background: super::start::Background::of(&spec.start, held),
         locks: vec![
             ZoneLock {
                 free_at: 0,

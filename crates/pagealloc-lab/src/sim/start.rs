@@ -38,6 +38,10 @@ pub struct StartState {
     /// What the other processes on the program's CPUs did to those CPUs' pagesets while
     /// the program ran ([`Background`]), in the order they did it.
     pub background: Vec<BackgroundOp>,
+    /// Each zone's kernel pfns `[start, end)` ([`zone_spans`]): where a block another
+    /// process allocated before the run is held when its own pfn is taken.
+    #[serde(default)]
+    pub zone_spans: Vec<(u64, u64)>,
 }
 
 impl StartState {
@@ -75,8 +79,19 @@ pub struct BackgroundOp {
     /// allocation's.
     #[serde(with = "gfp_bits")]
     pub gfp: Gfp,
-    /// An allocation (true) or a free of a block allocated in the window (false).
+    /// An allocation (true) or a free (false): of a block an earlier op allocated, or,
+    /// with `before`, of one allocated before the program ran.
     pub alloc: bool,
+    /// A free of a block allocated before the program ran: its kernel pfn. The block is
+    /// held from the start (at that pfn where it is free after the pagesets are
+    /// seeded, [`freelists::place_held`]) and freed when due.
+    #[serde(default)]
+    pub before: Option<u64>,
+    /// Not a block: the vmstat worker's decay of this CPU's pagesets
+    /// ([`Allocator::tick`]: `high` lowered by an eighth, the pages above it drained),
+    /// where the recording shows its drain (`order`, `gfp`, `alloc`, `before` unused).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tick: bool,
 }
 
 /// The other processes' allocations and frees replayed beside the program, each on its
@@ -87,15 +102,20 @@ pub struct BackgroundOp {
 /// ran there and free 1 586 (CPU 0: 3 004 and 151), and the program refilled the list
 /// they emptied. An allocation goes through the allocator (refilling as the kernel
 /// refilled for that process); a free gives back a block such an allocation of that
-/// order and migratetype took (a free of a block allocated before is not replayed).
-/// Their refills, drains and pages are not the program's: [`Background::counters`] and
-/// [`Background::pcp_pages`] take them out of the run's figures.
+/// order and migratetype took, or a block allocated before the program ran, held from
+/// the start where the kernel had it (`predict page_fault1 --cpus 2` at load 8: 62 991
+/// allocations, 444 frees of those and 247 656 frees of blocks allocated before: the
+/// frees filled CPU 1's pageset to its `high` and the program's own frees then drained
+/// it). Their refills, drains and pages are not the program's: [`Background::counters`]
+/// and [`Background::pcp_pages`] take them out of the run's figures.
 #[derive(Debug, Default)]
 pub struct Background {
     /// Per CPU, its ops in order and the next one due.
     ops: Vec<(Vec<BackgroundOp>, usize)>,
     /// Blocks the allocations took, by (order, migratetype), for the frees.
     held: std::collections::HashMap<(u8, u8), Vec<pagealloc::Frame>>,
+    /// Blocks allocated before the run, by kernel (pfn, order) ([`apply`]).
+    before: HeldPool,
     /// The allocator's counters the ops moved.
     counters: pagealloc::Counters,
     /// Pages the ops put on the pagesets (net; negative: took off).
@@ -103,8 +123,9 @@ pub struct Background {
 }
 
 impl Background {
-    /// The schedule of `start`'s background ops; `None` without any.
-    pub(crate) fn of(start: &StartState) -> Option<Background> {
+    /// The schedule of `start`'s background ops, `before` the blocks [`apply`] held for
+    /// the frees of blocks allocated before; `None` without any.
+    pub(crate) fn of(start: &StartState, before: HeldPool) -> Option<Background> {
         if start.background.is_empty() {
             return None;
         }
@@ -120,6 +141,7 @@ impl Background {
         }
         Some(Background {
             ops,
+            before,
             ..Default::default()
         })
     }
@@ -136,9 +158,15 @@ impl Background {
         while let Some(o) = ops.get(*next).filter(|o| o.after <= done) {
             *next += 1;
             let key = (o.order, o.gfp.migratetype() as u8);
-            if o.alloc {
+            if o.tick {
+                a.tick(cpu);
+            } else if o.alloc {
                 if let Ok(f) = a.alloc_on(cpu, o.order, o.gfp, None) {
                     self.held.entry(key).or_default().push(f);
+                }
+            } else if let Some(pfn) = o.before {
+                if let Some(f) = self.before.get_mut(&(pfn, o.order)).and_then(Vec::pop) {
+                    let _ = a.free_on(cpu, f);
                 }
             } else if let Some(f) = self.held.get_mut(&key).and_then(Vec::pop) {
                 let _ = a.free_on(cpu, f);
@@ -361,13 +389,19 @@ fn lists_of(p: &PagesetStart) -> Vec<SeedList> {
     )
 }
 
+/// Blocks held from the start for the background's frees of blocks allocated before
+/// the run, by kernel (pfn, order) ([`freelists::Held::pool`]).
+pub(crate) type HeldPool = std::collections::HashMap<(u64, u8), Vec<pagealloc::Frame>>;
+
 /// Applies `start` to `a`: the pagesets through [`Allocator::seed_pageset`], then the
-/// zones' free lists through `trace replay`'s [`freelists::seed_zone`]. Returns the
-/// pages the pagesets hold after.
+/// blocks the background frees that were allocated before the run held as `trace
+/// replay` holds them ([`freelists::place_held`]), then the zones' free lists through
+/// `trace replay`'s [`freelists::seed_zone`]. Returns the pages the pagesets hold after
+/// and the held blocks (with no zone's free lists started, none are held).
 ///
 /// # Errors
 /// One line naming the pageset or zone the allocator refused.
-pub(crate) fn apply(a: &Allocator, start: &StartState) -> Result<u64, String> {
+pub(crate) fn apply(a: &Allocator, start: &StartState) -> Result<(u64, HeldPool), String> {
     for p in &start.pagesets {
         let seed = |p: &PagesetStart| {
             a.seed_pageset(
@@ -391,8 +425,22 @@ pub(crate) fn apply(a: &Allocator, start: &StartState) -> Result<u64, String> {
         };
         r.map_err(|e| format!("the start state of CPU {}'s pageset: {e}", p.cpu))?;
     }
+    let pre: Vec<(u64, u8, i8)> = start
+        .background
+        .iter()
+        .filter_map(|o| {
+            o.before
+                .map(|pfn| (pfn, o.order, o.gfp.migratetype() as i8))
+        })
+        .collect();
+    let held = if start.free_lists.is_empty() || pre.is_empty() {
+        freelists::Held::default()
+    } else {
+        freelists::place_held(a, &pre, &start.zone_spans, a.nr_zones().saturating_sub(1))
+    };
     for z in &start.free_lists {
-        freelists::seed_zone(a, z.zone, &z.name, z.shape, z.free, &[])
+        let hz = held.by_zone.get(&z.zone).map_or(&[][..], Vec::as_slice);
+        freelists::seed_zone(a, z.zone, &z.name, z.shape, z.free, hz)
             .map_err(|e| format!("the start state's free lists: {e}"))?;
     }
     if !start.free_lists.is_empty() {
@@ -402,7 +450,7 @@ pub(crate) fn apply(a: &Allocator, start: &StartState) -> Result<u64, String> {
             a.settle_zone_flags(z);
         }
     }
-    Ok(a.nr_pcp_pages())
+    Ok((a.nr_pcp_pages(), held.pool))
 }
 
 #[cfg(test)]
@@ -474,7 +522,7 @@ Node 0, zone   Normal
     fn started_pageset_drains_where_an_empty_one_does_not() {
         let run = |start: &StartState| {
             let a = Allocator::new(&Layout::single(262_144, 2), Config::default()).unwrap();
-            let at_start = apply(&a, start).unwrap();
+            let at_start = apply(&a, start).unwrap().0;
             let before = a.counters();
             let f = a.alloc_on(0, 0, Gfp::MOVABLE, None).unwrap();
             a.free_on(0, f).unwrap();
@@ -503,6 +551,7 @@ Node 0, zone   Normal
             }],
             free_lists: Vec::new(),
             background: Vec::new(),
+            zone_spans: Vec::new(),
         };
         let (pages, refills, drains, parked) = run(&start);
         assert_eq!(pages, high_min as u64);
@@ -594,6 +643,7 @@ Node 0, zone   Normal
             }],
             free_lists: Vec::new(),
             background,
+            zone_spans: Vec::new(),
         };
         let op = |after, alloc| BackgroundOp {
             cpu: 0,
@@ -601,6 +651,8 @@ Node 0, zone   Normal
             order: 0,
             gfp: mv,
             alloc,
+            before: None,
+            tick: false,
         };
         // After the program's 10th allocation, another process takes 85 pages and
         // then frees one of them.
@@ -610,7 +662,7 @@ Node 0, zone   Normal
         let program = |st: &StartState| {
             let a = Allocator::new(&Layout::single(262_144, 1), Config::default()).unwrap();
             apply(&a, st).unwrap();
-            let mut bg = Background::of(st);
+            let mut bg = Background::of(st, HeldPool::default());
             let before = a.counters();
             for i in 0..20u64 {
                 if let Some(bg) = bg.as_mut() {
@@ -651,6 +703,8 @@ Node 0, zone   Normal
             order: 0,
             gfp: Gfp::MOVABLE,
             alloc: true,
+            before: None,
+            tick: false,
         });
         let cmd = replay_command(w.as_ref(), &o);
         assert!(cmd.starts_with(&plain), "{cmd}");
@@ -672,6 +726,7 @@ Node 0, zone   Normal
                 free: 65_536,
             }],
             background: Vec::new(),
+            zone_spans: Vec::new(),
         };
         apply(&a, &start).unwrap();
         assert_eq!(a.nr_free_pages(), 65_536);

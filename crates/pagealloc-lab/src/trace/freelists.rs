@@ -132,7 +132,7 @@ fn is_free(a: &Allocator, taken: &BTreeMap<u64, u64>, pfn: u64, order: u8) -> bo
 /// Where each block allocated before the trace (kernel `(pfn, order, migratetype)`) is
 /// held in pagealloc: per zone, the frames and their pageblocks' types; and the blocks
 /// that found no place (its zone has no free block that large left).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Held {
     /// Per zone index: the frames to hold.
     pub by_zone: HashMap<usize, Vec<(Frame, MigrateType)>>,

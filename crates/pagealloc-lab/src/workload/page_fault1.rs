@@ -259,7 +259,11 @@ const UNMAP_BATCH: Slot = 31;
 /// with 0, the frees alone, as one phase. With slots in `gather` (at most
 /// [`gather_pages`] of `slots`' length) it takes the mmu_gather's pages into them: the
 /// k-th (from 0) once the batch holding block `GATHER_FIRST + k × GATHER_PER_PAGE` is
-/// handed over, all of them freed after the blocks.
+/// handed over, all of them freed after the blocks; and then, as the kernel's
+/// `zap_pte_range` only gathers (an anonymous page forces no flush) and frees at
+/// `tlb_flush_mmu` (the gather full, `GATHER_MAX` pages) or `tlb_finish_mmu`, the
+/// blocks are freed after every page of their gather was taken: no allocation between
+/// them halves the pageset's `free_count` (`rmqueue_pcplist`) and shrinks its drains.
 pub(crate) fn unmap(
     slots: std::ops::Range<Slot>,
     work_ns: u64,
@@ -272,6 +276,9 @@ pub(crate) fn unmap(
     }
     let mut next = gather.start;
     let mut at = slots.start;
+    // With the gather: frees waiting for its flush, and the blocks one flush frees.
+    let mut flush: Vec<std::ops::Range<Slot>> = Vec::new();
+    let per_flush = GATHER_FIRST + GATHER_MAX * GATHER_PER_PAGE;
     while at < slots.end {
         let end = (at + UNMAP_BATCH).min(slots.end);
         if work_ns > 0 {
@@ -290,7 +297,15 @@ pub(crate) fn unmap(
             )));
             next += 1;
         }
-        out.push_back(Phase::Free(at..end));
+        if gather.is_empty() {
+            out.push_back(Phase::Free(at..end));
+        } else {
+            flush.push(at..end);
+            let gathered: Slot = flush.iter().map(|r| r.end - r.start).sum();
+            if gathered >= per_flush || end == slots.end {
+                out.extend(flush.drain(..).map(Phase::Free));
+            }
+        }
         at = end;
     }
     if next > gather.start {
