@@ -251,6 +251,26 @@ fn small_state() -> StartState {
             tick: false,
         })
         .collect();
+    // Frees of blocks allocated before the run (held from the start) and a decay.
+    st.background.extend((0..50u64).map(|i| BackgroundOp {
+        cpu: 0,
+        after: 150,
+        order: 0,
+        gfp: Gfp::MOVABLE,
+        alloc: false,
+        before: Some(1_100_000 + i),
+        tick: false,
+    }));
+    st.background.push(BackgroundOp {
+        cpu: 0,
+        after: 160,
+        order: 0,
+        gfp: Gfp(0),
+        alloc: false,
+        before: None,
+        tick: true,
+    });
+    st.zone_spans = vec![(0, 4096), (4096, 1_048_576), (1_048_576, 2_000_000)];
     st
 }
 
@@ -421,4 +441,60 @@ fn predict_from_refuses_bad_saves_in_one_line() {
         "--run",
     );
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// page_fault1's unmap with the mmu_gather's pages (`gather_pages=1`, as `predict`
+/// runs it): the kernel takes the gather's pages while it gathers and frees the blocks
+/// at the flush, so no allocation between the frees halves the pageset's `free_count`,
+/// and the drain when the frees reach `high` is `free_count`-sized: `batch << 5`, 2 016
+/// pages (the kernel's drains here: 1 500–2 016). The pageset's lists hold the faults'
+/// pages (no refill), and the unmap's 2 612th free reaches `high`: one drain. With a
+/// gather page taken every 509 frees between them it was three drains of 652 pages.
+#[test]
+fn an_unmap_drains_as_many_pages_as_it_freed_in_a_row() {
+    let opts = PredictOptions {
+        workload: "page_fault1".into(),
+        cpus: 1,
+        size: Size {
+            pages: 4096,
+            count: 1,
+            extra: 0,
+        },
+        config: None,
+        exe: "unused".into(),
+        runs: 1,
+    };
+    let normal = saved::host_zones()
+        .iter()
+        .position(|z| z.starts_with("Normal"))
+        .expect("the host has a Normal zone");
+    let st = StartState {
+        pagesets: vec![PagesetStart {
+            cpu: 0,
+            zone: normal,
+            count: 30_000,
+            high: 28_500,
+            // The faults' pages, and the page tables' and the gather's.
+            taken: vec![
+                SeedList {
+                    order: 0,
+                    mt: MigrateType::Movable,
+                    blocks: 4200,
+                },
+                SeedList {
+                    order: 0,
+                    mt: MigrateType::Unmovable,
+                    blocks: 64,
+                },
+            ],
+            used: [(0, 0), (0, 1)].into_iter().collect(),
+            alloc_factor: 0,
+            free_count: 0,
+        }],
+        ..StartState::default()
+    };
+    let f = predict::simulate(&opts, "linux-6.18", &st).unwrap().0;
+    let trips = (f.refills_per_op * 4096.0, f.drains_per_op * 4096.0);
+    assert_eq!(trips, (0.0, 1.0), "{}", f.pages_per_drain);
+    assert!(f.pages_per_drain >= 2000.0, "{}", f.pages_per_drain);
 }

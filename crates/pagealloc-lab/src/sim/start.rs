@@ -712,6 +712,74 @@ Node 0, zone   Normal
         assert!(cmd.contains("1 other processes' ops"), "{cmd}");
     }
 
+    /// Other processes' frees of blocks allocated before the run: held from the start
+    /// (the zone's free pages stay the kernel's), freed onto the CPU's pageset when due
+    /// and kept out of the program's pageset pages; a decay tick lowers `high` and
+    /// drains what is above it, the background's drain, not the program's.
+    #[test]
+    fn frees_of_blocks_allocated_before_and_decay_ticks_run_beside_the_program() {
+        let a = Allocator::new(&Layout::single(262_144, 1), Config::default()).unwrap();
+        let op = |after, before: Option<u64>, tick| BackgroundOp {
+            cpu: 0,
+            after,
+            order: 0,
+            gfp: Gfp::MOVABLE,
+            alloc: false,
+            before,
+            tick,
+        };
+        // 3 000 pages freed after the program's first op, then the vmstat worker.
+        let mut background: Vec<BackgroundOp> = (0..3000u64)
+            .map(|i| op(1, Some(100_000 + i), false))
+            .collect();
+        background.push(op(2, None, true));
+        // A pageset at a `high` above its `high_min`, full.
+        let start = StartState {
+            pagesets: vec![PagesetStart {
+                cpu: 0,
+                zone: 0,
+                count: 20_000,
+                high: 20_000,
+                taken: Vec::new(),
+                used: [(0, 1)].into_iter().collect(),
+                alloc_factor: 0,
+                free_count: 0,
+            }],
+            free_lists: vec![ZoneFreeStart {
+                zone: 0,
+                name: "Normal".into(),
+                shape: None,
+                free: 65_536,
+            }],
+            background,
+            zone_spans: vec![(0, 262_144)],
+        };
+        let (pages, held) = apply(&a, &start).unwrap();
+        assert_eq!(pages, 20_000);
+        assert_eq!(held.values().map(Vec::len).sum::<usize>(), 3000);
+        assert_eq!(a.nr_free_pages(), 65_536, "held blocks are not free");
+        let mut bg = Background::of(&start, held).unwrap();
+        bg.run_to(&a, 0, 1);
+        let on_pcp = a.nr_pcp_pages();
+        assert!(on_pcp > 15_000 && on_pcp <= 23_000, "{on_pcp}");
+        assert_eq!(bg.counters().pgfree, 3000, "every held block freed");
+        assert_eq!(bg.pcp_pages(on_pcp), 20_000, "not the program's pages");
+        let high = a.pcp_info(0, 0).unwrap().high;
+        let drains = a.counters().decay_drain;
+        bg.run_to(&a, 0, 2);
+        let after = a.pcp_info(0, 0).unwrap();
+        // high − high/8, or count − batch << 5 where that is more; the rest drained.
+        assert!(
+            after.high < high && after.high >= high - high / 8,
+            "{high} -> {}",
+            after.high
+        );
+        assert!(a.counters().decay_drain > drains);
+        assert!(after.count <= after.high.max(after.high_min));
+        assert_eq!(bg.counters().decay_drain, a.counters().decay_drain);
+        a.validate().unwrap();
+    }
+
     /// Free lists started as a kernel's hold the rest of the zone: the allocator's free
     /// pages are the kernel's.
     #[test]
