@@ -85,7 +85,7 @@ pub struct BackgroundOp {
     /// A free of a block allocated before the program ran: its kernel pfn. The block is
     /// held from the start (at that pfn where it is free after the pagesets are
     /// seeded, [`freelists::place_held`]) and freed when due.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<u64>,
     /// Not a block: the vmstat worker's decay of this CPU's pagesets
     /// ([`Allocator::tick`]: `high` lowered by an eighth, the pages above it drained),
