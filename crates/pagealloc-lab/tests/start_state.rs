@@ -270,7 +270,7 @@ fn small_state() -> StartState {
         before: None,
         tick: true,
     });
-    st.zone_spans = vec![(0, 4096), (4096, 1_048_576), (1_048_576, 2_000_000)];
+    st.zone_spans = vec![(0, 4096), (4096, 1_048_576), (1_048_576, 1_200_000)];
     st
 }
 
@@ -431,6 +431,13 @@ fn predict_from_refuses_bad_saves_in_one_line() {
     r["start"]["pagesets"][0]["cpu"] = 7.into();
     std::fs::write(cpu.join("run-1.json"), r.to_string()).unwrap();
     one_line_exit_2(&from(&cpu, &[]), "CPU 7 in the start state, the run has 1");
+    // A zone span no host has (its blocks' search would not end).
+    let span = copy("span");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(span.join("run-1.json")).unwrap()).unwrap();
+    r["start"]["zone_spans"] = serde_json::json!([[0, u64::MAX]]);
+    std::fs::write(span.join("run-1.json"), r.to_string()).unwrap();
+    one_line_exit_2(&from(&span, &[]), "outside this host's memory");
     // A run the save does not have, a config there is none of, flags of a recording.
     one_line_exit_2(&from(committed(), &["--run", "2"]), "--run 2");
     one_line_exit_2(&from(committed(), &["--config", "nope"]), "nope");

@@ -95,6 +95,19 @@ pub fn host_zones() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The end of the host's highest zone, in pfns; `None` when the host machine cannot be
+/// read.
+fn host_pfn_end() -> Option<u64> {
+    let m = crate::sim::Machine::by_name("host").ok()?;
+    m.host?
+        .layout
+        .nodes
+        .iter()
+        .flat_map(|n| &n.zones)
+        .map(|z| z.start_pfn + z.pages)
+        .max()
+}
+
 fn run_file(k: usize) -> String {
     format!("run-{k}.json")
 }
@@ -222,6 +235,19 @@ pub fn load(dir: &Path) -> Result<(Manifest, Vec<SavedRun>), String> {
             .find(|&o| o > pagealloc::MAX_ORDER);
         if let Some(o) = order_bad {
             return Err(format!("{}: order {o} in the start state", rp.display()));
+        }
+        // Blocks are placed by a search of their zone's span: no span past this host's
+        // memory.
+        let end = host_pfn_end();
+        if let Some(&(a, b)) = st
+            .zone_spans
+            .iter()
+            .find(|&&(a, b)| a > b || end.is_none_or(|e| b > e))
+        {
+            return Err(format!(
+                "{}: zone span {a}..{b} outside this host's memory",
+                rp.display()
+            ));
         }
         runs.push(r);
     }
