@@ -90,12 +90,20 @@ pub const WAKE_NS: u32 = 5_600;
 /// `finish_task_switch` in the same profiles, +1.12 µs per AF_UNIX write at 0.344
 /// sleeps and +0.83 µs per TCP write at 0.207: 3.3 and 4.0 µs. (At load 13: 6.7 µs.)
 pub const SWITCH_NS: u32 = 3_650;
-/// From the wakeup to the woken reader running: `sched_waking` to its `sched_switch`
-/// (`perf record -e sched:sched_waking -e sched:sched_switch -C 0,1`, only these two
-/// events, 15:18 UTC, load 6): the AF_UNIX reader's median 16 µs (1 352 wakeups, tenth
-/// percentile 14), the TCP reader's 14 µs (5 745, 13); the recorder's `--wakeups`
-/// gave 11-30 µs, the tracer's own cost included.
-pub const WAKEUP_NS: u32 = 15_000;
+/// From the end of the waker's `wake_ns` to the woken reader running (the engine
+/// starts the sleeper's wait once the waker has paid `wake_ns`). Measured from
+/// `sched_waking` to the reader's `sched_switch` in (`perf record -k CLOCK_MONOTONIC -e
+/// sched:sched_waking -e sched:sched_switch -C 0,1 -- pagealloc predict-program W
+/// --cpus 2`, only these two events): 2026-11-27 18:08 UTC, load 2.4-3.1, AF_UNIX five
+/// runs' medians 13.9, 15.0, 15.5, 17.7, 18.4 µs (tenth percentiles 13.4-14.0); 18:12,
+/// load 4.7, TCP 13.8, 13.9, 14.0, 14.0, 14.5 µs (13.0-13.9); at 15:18, load 6, 16 and
+/// 14. That interval begins where the waker's `try_to_wake_up` begins, and the waker's
+/// cost (`WAKE_NS`: its interrupts-off section, the IPI's exit to the hypervisor) runs
+/// inside it: the reader's vCPU is kicked during the waker's exit, not after it. This
+/// guest's idle driver is `haltpoll` with `guest_halt_poll_ns` 0 (the kernel command
+/// line; the poll state's usage is 0), so the idle reader has halted and does not
+/// spin: every wakeup pays the whole interval. 15 000 less `WAKE_NS`.
+pub const WAKEUP_NS: u32 = 15_000 - WAKE_NS;
 /// TCP over loopback: the send buffer the writer fills before it sleeps, bytes, given
 /// to the simulated stream as its receive buffer (its window is half of it). The live
 /// writer slept once per 230-270 writes of 16 KiB at two CPUs (0.004 per write,
