@@ -254,19 +254,20 @@ impl FaultLoop {
 /// allocator its frees in these batches.
 const UNMAP_BATCH: Slot = 31;
 
-/// The unmap of `slots` (held blocks): with `work_ns` > 0, each batch of
-/// [`UNMAP_BATCH`] blocks is a `Compute` of `work_ns` per block and then their frees;
-/// with 0, the frees alone, as one phase. With slots in `gather` (at most
+/// The unmap of `slots` (held blocks): with `work_ns` or `batch_ns` > 0, each batch of
+/// [`UNMAP_BATCH`] blocks is a `Compute` of `work_ns` per block plus `batch_ns` and
+/// then their frees; with both 0, the frees alone, as one phase. With slots in `gather` (at most
 /// [`gather_pages`] of `slots`' length) it takes the mmu_gather's pages into them: the
 /// k-th (from 0) once the batch holding block `GATHER_FIRST + k × GATHER_PER_PAGE` is
 /// handed over, all of them freed after the blocks.
 pub(crate) fn unmap(
     slots: std::ops::Range<Slot>,
     work_ns: u64,
+    batch_ns: u64,
     gather: std::ops::Range<Slot>,
     out: &mut VecDeque<Phase>,
 ) {
-    if work_ns == 0 && gather.is_empty() {
+    if work_ns == 0 && batch_ns == 0 && gather.is_empty() {
         out.push_back(Phase::Free(slots));
         return;
     }
@@ -274,9 +275,9 @@ pub(crate) fn unmap(
     let mut at = slots.start;
     while at < slots.end {
         let end = (at + UNMAP_BATCH).min(slots.end);
-        if work_ns > 0 {
+        if work_ns > 0 || batch_ns > 0 {
             out.push_back(Phase::Op(Op::Compute {
-                ns: work_ns * u64::from(end - at),
+                ns: work_ns * u64::from(end - at) + batch_ns,
             }));
         }
         // The gather pages whose entry lies in this batch, taken before its frees.
@@ -312,7 +313,7 @@ impl Program for FaultLoop {
         let gather = extra..extra + self.gather;
         if self.tables == 0 {
             out.push_back(self.faults(0..self.blocks));
-            unmap(0..self.blocks, self.unmap_work_ns, gather, out);
+            unmap(0..self.blocks, self.unmap_work_ns, 0, gather, out);
             return true;
         }
         // Each 2 MiB: its page table, then its faults.
@@ -329,7 +330,7 @@ impl Program for FaultLoop {
                 out.push_back(self.faults(first..end));
             }
         }
-        unmap(0..self.blocks, self.unmap_work_ns, gather.clone(), out);
+        unmap(0..self.blocks, self.unmap_work_ns, 0, gather.clone(), out);
         if self.table_batch {
             // `tlb_remove_table` batches the tables in a page of its own, freed with
             // them once the RCU grace period ends (`tlb_remove_table_rcu`).
