@@ -125,6 +125,8 @@ pub fn sim_workload(
                 ("fault_work_ns", work::FAULT_WORK_NS.into()),
                 ("unmap_work_ns", work::UNMAP_WORK_NS.into()),
                 ("gather_pages", 1),
+                ("shared_lines", work::UNMAP_SHARED_LINES.into()),
+                ("line_transfer_ns", work::LINE_TRANSFER_NS.into()),
             ]),
         ),
         "parallel_free" => (
@@ -499,7 +501,7 @@ pub fn simulate(
 
 /// [`simulate`], with the time one line takes between the program's CPUs as measured
 /// beside the kernel's runs ([`kernel::line_transfer_ns`]) in place of
-/// [`work::LINE_TRANSFER_NS`] where the workload takes one (parallel_free).
+/// [`work::LINE_TRANSFER_NS`] where the workload takes one (parallel_free, page_fault1).
 ///
 /// # Errors
 /// As [`simulate`].

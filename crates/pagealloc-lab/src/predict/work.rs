@@ -30,15 +30,15 @@ pub const UNMAP_WORK_NS: u32 = 222;
 /// memcg's `lru_lock` and LRU lists and counts, its page counters and statistics,
 /// each found in the other CPU's cache. Fitted through the origin to the live excess
 /// of two overlapped `munmap`s of 256 MiB over one alone, alternated round by round
-/// beside a ping-pong of one line between the vCPUs (`SCHED_FIFO` 1; 2026-11-27
-/// 18:09-18:33 UTC, load 4.3-6.7; docs/predict.md): +17.6 ns per page (median of 29
-/// rounds) at 41.7 ns a line, +39.0 (32 rounds) at 162 ns. 8 lines give +10.8 and
-/// +41.8. Two memory cgroups took +8.1 / +25.0 (no shared LRU or lock); the same two
-/// unmaps one after the other +8.4 / +9.4.
-pub const UNMAP_SHARED_LINES: u32 = 7;
+/// beside a ping-pong of one line between the vCPUs (`SCHED_FIFO` 1; 200 rounds,
+/// 2026-11-27 18:09-18:22 UTC, load 4.3-10.7; docs/predict.md): +13.1 ns per page
+/// (median of 61 rounds) at 41.8 ns a line, +43.7 (139 rounds) at 162.4 ns; 8 lines
+/// give +10.8 and +41.9. Two memory cgroups: +0.3 / +32.3; the same two unmaps one
+/// after the other: +4.6 / +13.9.
+pub const UNMAP_SHARED_LINES: u32 = 8;
 /// One line's move between the two vCPUs when `predict` did not measure it
 /// ([`super::kernel::line_transfer_ns`]): the ping-pong while the host runs them on
-/// one L3 (38-45 ns; 154-165 apart).
+/// one L3 (38-48 ns, median 41.8, in 61 rounds of 200; 122-170 apart, median 162.4).
 pub const LINE_TRANSFER_NS: u32 = 42;
 /// Per THP fault: kernel 0.247 µs per base page of thp_mix at one CPU (126 µs per
 /// 2 MiB, mostly its zeroing: ~17 GB/s here; batches 0.168-0.373, middle half
