@@ -730,13 +730,13 @@ const LINE_TRIALS: u64 = 7;
 const LINE_STOP: u64 = u64::MAX;
 
 /// The time one written cache line takes to move between CPUs 0 and 1, ns one way: two
-/// threads pinned there take turns incrementing one counter ([`LINE_ROUND_TRIPS`]
-/// round trips a trial), the least of [`LINE_TRIALS`] trials (a preempted thread only
-/// adds time). On this KVM guest it follows where the host runs the two vCPUs: 38-45 ns
-/// while they share an L3, 154-165 ns while they do not, changing from one minute (or
-/// second) to the next (docs/predict.md); the unmap's shared lines cost it
-/// (`parallel_free`'s `line_transfer_ns`). `None` below two CPUs, when a thread could
-/// not be pinned, or when a trial took over a second (the other thread never ran).
+/// threads pinned there take turns incrementing one counter (10 000 round trips a
+/// trial), the least of 7 trials (a preempted thread only adds time). On this KVM guest
+/// it follows where the host runs the two vCPUs: 38-48 ns while they share an L3,
+/// 122-170 ns while they do not, changing from one minute (or second) to the next
+/// (docs/predict.md); the unmaps' shared lines cost it (`parallel_free`'s and
+/// `page_fault1`'s `line_transfer_ns`). `None` below two CPUs, when a thread could not
+/// be pinned, or when a trial took over a second (the other thread never ran).
 pub fn line_transfer_ns(cpus: u32) -> Option<f64> {
     use std::sync::atomic::AtomicU64;
     use std::time::Instant;
