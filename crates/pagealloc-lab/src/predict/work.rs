@@ -34,7 +34,9 @@ pub const UNMAP_WORK_NS: u32 = 222;
 /// 2026-11-27 18:09-18:22 UTC, load 4.3-10.7; docs/predict.md): +13.1 ns per page
 /// (median of 61 rounds) at 41.8 ns a line, +43.7 (139 rounds) at 162.4 ns; 8 lines
 /// give +10.8 and +41.9. Two memory cgroups: +0.3 / +32.3; the same two unmaps one
-/// after the other: +4.6 / +13.9.
+/// after the other: +4.6 / +13.9. page_fault1's unmaps take the same (its 16 x 16 MiB
+/// at 2 CPUs, 180 rounds to 18:52: +0 / +78 ns per fault near / apart, the model +11 /
+/// +42: its faults' LRU adds under the same lock are not modelled).
 pub const UNMAP_SHARED_LINES: u32 = 8;
 /// One line's move between the two vCPUs when `predict` did not measure it
 /// ([`super::kernel::line_transfer_ns`]): the ping-pong while the host runs them on
