@@ -25,6 +25,23 @@ pub const FAULT_WORK_NS: u32 = 405;
 /// (parallel_free; batches 0.208-0.381, middle half 0.258-0.289) less the simulator's
 /// 0.056 µs (the frees).
 pub const UNMAP_WORK_NS: u32 = 222;
+/// Lines each batch of an unmap's frees (31 folios) shares with another CPU unmapping
+/// in the same memory cgroup at the same time (`parallel_free`'s `shared_lines`): the
+/// memcg's `lru_lock` and LRU lists and counts, its page counters and statistics,
+/// each found in the other CPU's cache. Fitted through the origin to the live excess
+/// of two overlapped `munmap`s of 256 MiB over one alone, alternated round by round
+/// beside a ping-pong of one line between the vCPUs (`SCHED_FIFO` 1; 200 rounds,
+/// 2026-11-27 18:09-18:22 UTC, load 4.3-10.7; docs/predict.md): +13.1 ns per page
+/// (median of 61 rounds) at 41.8 ns a line, +43.7 (139 rounds) at 162.4 ns; 8 lines
+/// give +10.8 and +41.9. Two memory cgroups: +0.3 / +32.3; the same two unmaps one
+/// after the other: +4.6 / +13.9. page_fault1's unmaps take the same (its 16 x 16 MiB
+/// at 2 CPUs, 180 rounds to 18:52: +0 / +78 ns per fault near / apart, the model +11 /
+/// +42: its faults' LRU adds under the same lock are not modelled).
+pub const UNMAP_SHARED_LINES: u32 = 8;
+/// One line's move between the two vCPUs when `predict` did not measure it
+/// ([`super::kernel::line_transfer_ns`]): the ping-pong while the host runs them on
+/// one L3 (38-48 ns, median 41.8, in 61 rounds of 200; 122-170 apart, median 162.4).
+pub const LINE_TRANSFER_NS: u32 = 42;
 /// Per THP fault: kernel 0.247 µs per base page of thp_mix at one CPU (126 µs per
 /// 2 MiB, mostly its zeroing: ~17 GB/s here; batches 0.168-0.373, middle half
 /// 0.220-0.273) less the simulator's 34.3 µs less the unmap.
