@@ -65,11 +65,24 @@ define_params! {
         /// block per 32 KiB of a TCP loopback stream and nothing else per write
         /// (`pagealloc predict tcp_stream`, tests/data/traces/iperf3.trace).
         frag_bytes: u32 = 0, full 0;
+        /// SCTP: DATA chunks per packet (0: the chunk is the packet, one block per
+        /// message that the receiver frees). `sctp_sendmsg` copies each message into a
+        /// chunk of its own (one order-2 block for 10 KB, `kmalloc_large`); the packet
+        /// `sctp_packet_transmit` builds is a new linear skb the chunks are copied into,
+        /// bundled up to the path MTU while earlier data is unacknowledged (SCTP's
+        /// Nagle), of the smallest order that holds them; the receiver reads and frees
+        /// the packet, the sender frees each chunk once a SACK covers it. Each
+        /// simulated message is one packet carrying `packet_chunks` messages. Full
+        /// scale: Debian's 6.1 kernel in a VM bundled 3.6-4.1 chunks per packet, mostly
+        /// order 4 (scripts/sctp_vm.sh, docs/sim-cost-model.md §10).
+        packet_chunks: u32 = 0, full 4;
         /// Share of messages whose blocks the sender's CPU frees, %; the receiver
         /// frees the rest. TCP over loopback frees most page fragments on the sender's
         /// CPU (its softirq empties the deferred-free list the reader fills): 89-99.7 %
-        /// in the live kernel (docs/predict.md). 0 for SCTP (the receiver frees).
-        sender_free_pct: u32 = 0, full 0;
+        /// in the live kernel (docs/predict.md). SCTP with `packet_chunks` above 0: the
+        /// share of chunks the sender's CPU frees (the SACK processed there; the packet
+        /// is the receiver's to free): 89 % in the VM with the ends on two CPUs.
+        sender_free_pct: u32 = 0, full 89;
         /// Compute before retrying a failed allocation, ns.
         retry_backoff_ns: u64 = 1_000, full 1_000;
         /// One system call's entry and exit (`sendmsg`, `recvmsg`), ns: `getpid()`
@@ -139,17 +152,21 @@ impl Netperf {
         check_nonzero(NAME, "messages", u64::from(p.messages))?;
         check_nonzero(NAME, "message_bytes", u64::from(p.message_bytes))?;
         check_nonzero(NAME, "rcvbuf_bytes", u64::from(p.rcvbuf_bytes))?;
-        // Writes per simulated message: 1 for SCTP, those that fill a fragment for TCP.
+        // Writes per simulated message: those that fill a fragment for TCP, the chunks
+        // of a packet for SCTP.
         let writes = writes_per_message(p);
         let unit = if p.frag_bytes > 0 {
             p.frag_bytes.max(p.message_bytes)
         } else {
-            p.message_bytes
+            p.message_bytes.saturating_mul(writes)
         };
         let (window, resume) = if p.frag_bytes > 0 {
             tcp_window(p, unit)
         } else {
-            sctp_window(p, unit)
+            // SCTP's window counts messages; the simulated messages are packets of
+            // `writes` of them: a packet is queued while any of its room is left.
+            let (w, r) = sctp_window(p, p.message_bytes);
+            (w.div_ceil(writes), r / writes)
         };
         let data_order = order_for(u64::from(unit));
         if data_order > u32::from(MAX_ORDER) {
@@ -160,11 +177,30 @@ impl Netperf {
                 "above an order-10 block",
             ));
         }
-        let (parts, nr_parts, blocks) = parts_of(&[Part {
-            order: data_order as u8,
-            blocks: 1,
-            bytes: unit,
-        }]);
+        let (parts, nr_parts, blocks) = if p.frag_bytes == 0 && p.packet_chunks > 0 {
+            // The chunks (the messages' bytes copied in and, by the receiver, out) and
+            // the packet they are copied into: its copy is part of the sender's
+            // protocol work (`send_protocol_ns`), the receiver's copy is charged on the
+            // chunks (the same bytes, written by the same core).
+            parts_of(&[
+                Part {
+                    order: order_for(u64::from(p.message_bytes)) as u8,
+                    blocks: writes,
+                    bytes: p.message_bytes,
+                },
+                Part {
+                    order: data_order as u8,
+                    blocks: 1,
+                    bytes: 0,
+                },
+            ])
+        } else {
+            parts_of(&[Part {
+                order: data_order as u8,
+                blocks: 1,
+                bytes: unit,
+            }])
+        };
         let shape = StreamShape {
             pairs: p.pairs,
             messages: p.messages.div_ceil(writes),
@@ -178,6 +214,13 @@ impl Netperf {
             send_protocol_ns: p.send_protocol_ns * u64::from(writes),
             recv_protocol_ns: p.recv_protocol_ns * u64::from(writes),
             sender_free_pct: p.sender_free_pct.min(100),
+            // SCTP's packets: the receiver hands back the chunks (part 0) and frees
+            // the packet.
+            back_parts: if p.frag_bytes == 0 && p.packet_chunks > 0 {
+                1
+            } else {
+                u16::MAX
+            },
             recv_on_sender_pct: p.recv_on_sender_pct.min(100),
             skb_starts: 0,
             turn_messages: p.turn_messages,
@@ -194,11 +237,11 @@ impl Netperf {
     }
 }
 
-/// The writes one simulated message carries: 1 for SCTP, `frag_bytes / message_bytes`
-/// (at least 1) for TCP.
+/// The writes one simulated message carries: `packet_chunks` (at least 1) for SCTP,
+/// `frag_bytes / message_bytes` (at least 1) for TCP.
 fn writes_per_message(p: &NetperfParams) -> u32 {
     if p.frag_bytes == 0 {
-        1
+        p.packet_chunks.max(1)
     } else {
         (p.frag_bytes / p.message_bytes).max(1)
     }
@@ -251,7 +294,7 @@ impl Workload for Netperf {
         // Messages received: with blocks handed back to the sender, its `Recv`s are not
         // messages, nor are a slab page's; every message is copied in and out once per
         // block.
-        let messages = if self.params.sender_free_pct > 0 || self.shape.slab_every > 0 {
+        let messages = if self.shape.sender_free_pct > 0 || self.shape.slab_every > 0 {
             counts.copies as f64 / (2.0 * f64::from(self.shape.blocks))
         } else {
             counts.recvs as f64

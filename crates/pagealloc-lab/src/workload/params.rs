@@ -98,6 +98,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("pages", MAX_PAGES, "pages"),
     ("pages_per_loop", MAX_PAGES, "pages"),
     ("pagetable_per_mille", 1000.0, "‰"),
+    ("packet_chunks", 64.0, "chunks"),
     ("pairs", MAX_CPUS, "pairs"),
     ("path_mtu_bytes", MAX_BYTES, "bytes"),
     ("pte_tables", 1.0, "(0 or 1)"),
