@@ -113,6 +113,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("rounds", MAX_COUNT, "rounds"),
     ("rss_pages", MAX_PAGES, "pages"),
     ("send_protocol_ns", MAX_NS, "ns"),
+    ("second_packet_chunks", 64.0, "chunks"),
     ("sender_free_pct", 100.0, "%"),
     ("sigma", 10.0, "(log-normal shape)"),
     ("skb_frag_bytes", MAX_BYTES, "bytes"),
