@@ -109,3 +109,39 @@ fn full_scale_netperf_is_the_measured_sctp() {
     assert_eq!(get("send_protocol_ns"), "2560");
     assert_eq!(get("recv_protocol_ns"), "10160");
 }
+
+/// The full scale's work per message on each side, through the simulator's per-CPU
+/// compute: the sender's CPU charges its system call, SCTP's send side and the copy's
+/// cross-CPU surcharge (16 ns/KiB) per message, the receiver's its system call and
+/// SCTP's receive side; and the blocks per message are the VM's model (one order-2
+/// chunk, one order-4 and one order-3 packet per 7).
+#[test]
+fn full_scale_sctp_work_per_side_through_the_simulator() {
+    let w = workload::build(
+        "netperf",
+        Scale::Full,
+        &kv(&[("pairs", "1"), ("messages", "1400")]),
+    )
+    .unwrap();
+    let mut o = SimOptions::new(
+        Machine::by_name("desktop-8").unwrap(),
+        "linux-6.12".parse::<Config>().unwrap(),
+    );
+    o.seed = 1;
+    o.cpus = Some(2);
+    let r = sim::run(&*w, &o).unwrap();
+    let per_msg = |cpu: u32| r.extra[&format!("compute_s_cpu{cpu}")] * 1e9 / 1400.0;
+    assert!(
+        (per_msg(0) - (200.0 + 2560.0 + 160.0)).abs() < 0.5,
+        "{}",
+        per_msg(0)
+    );
+    assert!(
+        (per_msg(1) - (200.0 + 10_160.0)).abs() < 0.5,
+        "{}",
+        per_msg(1)
+    );
+    assert_eq!(r.extra["alloc_blocks_o2"], 1400.0);
+    assert_eq!(r.extra["alloc_blocks_o3"], 200.0);
+    assert_eq!(r.extra["alloc_blocks_o4"], 200.0);
+}
