@@ -1,23 +1,30 @@
 #!/bin/sh
 # What an SCTP stream message costs and allocates on a real Linux kernel, beside TCP's:
 # boots Debian bookworm's 6.1 kernel (which builds SCTP as a module; the live kernel here
-# has no SCTP) under QEMU/KVM with 2 vCPUs and 2 GiB, an initramfs of busybox and
+# has no SCTP) under QEMU (2 GiB; ACCEL below) from an initramfs of busybox and
 # scripts/sctp_vm_bench.c, and runs netperf SCTP_STREAM's method (send() of MSG-byte
 # messages on a one-to-one SCTP socket over loopback, the receiver recv()s) and TCP's,
-# alternating, with the ends on one CPU and on two; then once more of each under tracefs
+# alternating, with the ends on one CPU (and on two with 2 vCPUs); then once more of each under tracefs
 # (kmem:mm_page_alloc / mm_page_free / mm_page_free_batched), blocks counted per
 # message by task, CPU, order, migratetype and gfp flags. Not run by CI; the figures and
 # their use: docs/sim-cost-model.md §10 (netperf).
 #
-# usage: scripts/sctp_vm.sh [ROUNDS [MESSAGES]]    (default 5 rounds of 100 000 messages)
+# usage: scripts/sctp_vm.sh [ROUNDS [MESSAGES]]    (default 3 rounds of 2 000 messages)
 # env: SCRATCH (default /tmp/sctp: the kernel, modules, busybox, initramfs, ~12 MB kept),
-#      KVER (default: the newest linux-image-6.1.0-*-amd64-unsigned apt knows).
+#      KVER (default: the newest linux-image-6.1.0-*-amd64-unsigned apt knows),
+#      TRACED (messages per traced run, default 5000),
+#      ACCEL: tcg (default: two vCPUs, multi-threaded TCG; the guest's clock is the
+#      host's, so its timings move with the host's load), icount (one vCPU, guest time
+#      = instructions: the timings docs/sctp-vm.md uses) or kvm (a host whose KVM
+#      boots a stock kernel; this machine's nested PVM does not).
+# The figures in docs/sctp-vm.md: ACCEL=icount TRACED=2000 scripts/sctp_vm.sh 3 2000
+# (timings, one CPU) and ACCEL=tcg TRACED=10000 scripts/sctp_vm.sh 1 2000 (blocks, two CPUs).
 # Output: the VM's console on stdout ("result ..." lines per timed run, "trace ..." lines
-# per traced run: count per message). Needs root only for nothing; needs /dev/kvm,
-# qemu-system-x86_64, gcc with a static libc, apt-get download, dpkg-deb, cpio.
+# per traced run: count per message). Needs qemu-system-x86_64, gcc with a static libc,
+# apt-get download and dpkg-deb (/dev/kvm only for ACCEL=kvm).
 set -eu
-ROUNDS=${1:-5}
-MESSAGES=${2:-100000}
+ROUNDS=${1:-3}
+MESSAGES=${2:-2000}
 TRACED=${TRACED:-5000}
 ACCEL=${ACCEL:-tcg}
 # icount (instructions as time: a figure the host's load cannot move) hangs bringing up
