@@ -310,6 +310,7 @@ fn a_saved_start_state_loads_equal_and_replays_the_same_run() {
         notes: vec!["a note".into()],
         runs: 2,
         host_zones: saved::host_zones(),
+        line_ns: None,
     };
     let d = scratch("roundtrip");
     saved::write(&d, &m, &runs).unwrap();

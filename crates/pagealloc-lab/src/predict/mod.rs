@@ -126,6 +126,8 @@ pub fn sim_workload(
                 ("fault_work_ns", work::FAULT_WORK_NS.into()),
                 ("unmap_work_ns", work::UNMAP_WORK_NS.into()),
                 ("gather_pages", 1),
+                ("shared_lines", work::UNMAP_SHARED_LINES.into()),
+                ("line_transfer_ns", work::LINE_TRANSFER_NS.into()),
             ]),
         ),
         "parallel_free" => (
@@ -136,6 +138,8 @@ pub fn sim_workload(
                 ("order", 0),
                 ("unmap_work_ns", work::UNMAP_WORK_NS.into()),
                 ("gather_pages", 1),
+                ("shared_lines", work::UNMAP_SHARED_LINES.into()),
+                ("line_transfer_ns", work::LINE_TRANSFER_NS.into()),
             ]),
         ),
         "thp_mix" => (
@@ -414,6 +418,9 @@ pub struct Prediction {
     pub config: String,
     /// The recorded kernel's release.
     pub kernel_release: String,
+    /// The time a line took between the program's CPUs, measured before the timing
+    /// runs and given to the simulator (ns; `None`: not measured).
+    pub line_ns: Option<f64>,
 }
 
 /// Options of one prediction.
@@ -500,8 +507,30 @@ pub fn simulate(
     config: &str,
     start: &StartState,
 ) -> Result<(Figures, String), String> {
-    let (wl, ov) = sim_workload(&opts.workload, opts.cpus, opts.size)
+    simulate_with(opts, config, start, None)
+}
+
+/// [`simulate`], with the time one line takes between the program's CPUs as measured
+/// beside the kernel's runs ([`kernel::line_transfer_ns`]) in place of
+/// [`work::LINE_TRANSFER_NS`] where the workload takes one (parallel_free, page_fault1).
+///
+/// # Errors
+/// As [`simulate`].
+pub fn simulate_with(
+    opts: &PredictOptions,
+    config: &str,
+    start: &StartState,
+    line_ns: Option<f64>,
+) -> Result<(Figures, String), String> {
+    let (wl, mut ov) = sim_workload(&opts.workload, opts.cpus, opts.size)
         .ok_or_else(|| format!("no workload {}", opts.workload))?;
+    if let Some(ns) = line_ns {
+        for (k, v) in &mut ov {
+            if k == "line_transfer_ns" {
+                *v = format!("{}", ns.round() as u64);
+            }
+        }
+    }
     let w = workload::build(wl, Scale::Full, &ov).map_err(|e| e.to_string())?;
     let m = Machine::by_name("host").map_err(|e| e.to_string())?;
     let cfg = crate::policies::config(config).map_err(|e| format!("config `{config}`: {e}"))?;
@@ -612,8 +641,11 @@ pub fn predict(
     let mut times = Vec::new();
     let mut per_task: Vec<Vec<f64>> = Vec::new();
     let mut sleeps: Vec<[f64; 2]> = Vec::new();
+    let mut lines = Vec::new();
     for i in 0..timed {
         progress(&format!("timing run {} of {timed} (no recorder)", i + 1));
+        // Where the host runs the two vCPUs now (docs/predict.md, parallel_free).
+        lines.extend(kernel::line_transfer_ns(opts.cpus));
         let prog = kernel::run_untraced(opts)?;
         let ops = ops_of(&opts.workload, opts.cpus, opts.size).max(1) as f64;
         per_task.push(
@@ -666,6 +698,17 @@ pub fn predict(
             .collect::<Vec<_>>()
             .join(" / ")
     ));
+    let line_ns = (!lines.is_empty()).then(|| median(lines.clone()));
+    if let Some(m) = line_ns {
+        notes.push(format!(
+            "kernel: a line moves between CPUs 0 and 1 in {m:.0} ns (before each timing run: {}; ~40 while the host runs the vCPUs on one L3, ~160 apart)",
+            lines
+                .iter()
+                .map(|t| format!("{t:.0}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let mut saved = Vec::new();
     let (sim, hash) = if simulable(&opts.workload, opts.cpus) {
         progress(&format!(
@@ -675,7 +718,7 @@ pub fn predict(
         let mut sims = Vec::new();
         let mut hash = String::new();
         for (i, st) in starts.iter().enumerate() {
-            let (f, h) = simulate(opts, &config, st).map_err(TraceError::Failed)?;
+            let (f, h) = simulate_with(opts, &config, st, line_ns).map_err(TraceError::Failed)?;
             if i == 0 {
                 hash.clone_from(&h);
             }
@@ -766,6 +809,7 @@ pub fn predict(
         runs: saved,
         config,
         kernel_release: release,
+        line_ns,
     })
 }
 

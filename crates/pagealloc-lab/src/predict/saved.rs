@@ -10,7 +10,8 @@
 //! - `predict.json` ([`Manifest`]): the format's name and [`VERSION`], the workload, CPUs
 //!   and size, the config the simulator ran with, the kernel's release, its figures
 //!   (the medians of the runs, the time lines from the runs without the recorder), the
-//!   notes of the run and the host's zones the start states number zones by;
+//!   notes of the run, the host's zones the start states number zones by, and the line
+//!   transfer time measured for the run (`line_ns`, a simulator input);
 //! - `run-K.json` (K = 1 ..= runs, [`SavedRun`]): that kernel run's figures (under the
 //!   recorder), its start state ([`StartState`]) and the simulator's figures and trace
 //!   hash from it when saved.
@@ -23,7 +24,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::program::Size;
-use super::{lines_of, simulate, trips_of, Figures, PredictOptions, Prediction};
+use super::{lines_of, simulate_with, trips_of, Figures, PredictOptions, Prediction};
 use crate::sim::start::StartState;
 
 /// The format's name in `predict.json`.
@@ -60,6 +61,10 @@ pub struct Manifest {
     pub runs: u32,
     /// The host's zones (`kind start_pfn+pages`), whose indices the start states use.
     pub host_zones: Vec<String>,
+    /// The time a line took between the program's CPUs as measured for the run and
+    /// given to the simulator (ns; `None`: not measured).
+    #[serde(default)]
+    pub line_ns: Option<f64>,
 }
 
 /// `run-K.json`: one kernel run.
@@ -310,7 +315,8 @@ pub fn replay(
             "simulating run {k} of {} from its saved start state, config {config}",
             runs.len()
         ));
-        let (f, h) = simulate(&opts, &config, &r.start).map_err(|e| format!("run {k}: {e}"))?;
+        let (f, h) = simulate_with(&opts, &config, &r.start, m.line_ns)
+            .map_err(|e| format!("run {k}: {e}"))?;
         if hash.is_empty() {
             hash.clone_from(&h);
         }
@@ -361,5 +367,6 @@ pub fn replay(
         runs: Vec::new(),
         config,
         kernel_release: m.kernel_release.clone(),
+        line_ns: m.line_ns,
     })
 }

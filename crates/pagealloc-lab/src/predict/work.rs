@@ -25,6 +25,23 @@ pub const FAULT_WORK_NS: u32 = 405;
 /// (parallel_free; batches 0.208-0.381, middle half 0.258-0.289) less the simulator's
 /// 0.056 µs (the frees).
 pub const UNMAP_WORK_NS: u32 = 222;
+/// Lines each batch of an unmap's frees (31 folios) shares with another CPU unmapping
+/// in the same memory cgroup at the same time (`parallel_free`'s `shared_lines`): the
+/// memcg's `lru_lock` and LRU lists and counts, its page counters and statistics,
+/// each found in the other CPU's cache. Fitted through the origin to the live excess
+/// of two overlapped `munmap`s of 256 MiB over one alone, alternated round by round
+/// beside a ping-pong of one line between the vCPUs (`SCHED_FIFO` 1; 200 rounds,
+/// 2026-11-27 18:09-18:22 UTC, load 4.3-10.7; docs/predict.md): +13.1 ns per page
+/// (median of 61 rounds) at 41.8 ns a line, +43.7 (139 rounds) at 162.4 ns; 8 lines
+/// give +10.8 and +41.9. Two memory cgroups: +0.3 / +32.3; the same two unmaps one
+/// after the other: +4.6 / +13.9. page_fault1's unmaps take the same (its 16 x 16 MiB
+/// at 2 CPUs, 180 rounds to 18:52: +0 / +78 ns per fault near / apart, the model +11 /
+/// +42: its faults' LRU adds under the same lock are not modelled).
+pub const UNMAP_SHARED_LINES: u32 = 8;
+/// One line's move between the two vCPUs when `predict` did not measure it
+/// ([`super::kernel::line_transfer_ns`]): the ping-pong while the host runs them on
+/// one L3 (38-48 ns, median 41.8, in 61 rounds of 200; 122-170 apart, median 162.4).
+pub const LINE_TRANSFER_NS: u32 = 42;
 /// Per THP fault: kernel 0.247 µs per base page of thp_mix at one CPU (126 µs per
 /// 2 MiB, mostly its zeroing: ~17 GB/s here; batches 0.168-0.373, middle half
 /// 0.220-0.273) less the simulator's 34.3 µs less the unmap.
@@ -90,12 +107,20 @@ pub const WAKE_NS: u32 = 5_600;
 /// `finish_task_switch` in the same profiles, +1.12 µs per AF_UNIX write at 0.344
 /// sleeps and +0.83 µs per TCP write at 0.207: 3.3 and 4.0 µs. (At load 13: 6.7 µs.)
 pub const SWITCH_NS: u32 = 3_650;
-/// From the wakeup to the woken reader running: `sched_waking` to its `sched_switch`
-/// (`perf record -e sched:sched_waking -e sched:sched_switch -C 0,1`, only these two
-/// events, 15:18 UTC, load 6): the AF_UNIX reader's median 16 µs (1 352 wakeups, tenth
-/// percentile 14), the TCP reader's 14 µs (5 745, 13); the recorder's `--wakeups`
-/// gave 11-30 µs, the tracer's own cost included.
-pub const WAKEUP_NS: u32 = 15_000;
+/// From the end of the waker's `wake_ns` to the woken reader running (the engine
+/// starts the sleeper's wait once the waker has paid `wake_ns`). Measured from
+/// `sched_waking` to the reader's `sched_switch` in (`perf record -k CLOCK_MONOTONIC -e
+/// sched:sched_waking -e sched:sched_switch -C 0,1 -- pagealloc predict-program W
+/// --cpus 2`, only these two events): 2026-11-27 18:08 UTC, load 2.4-3.1, AF_UNIX five
+/// runs' medians 13.9, 15.0, 15.5, 17.7, 18.4 µs (tenth percentiles 13.4-14.0); 18:12,
+/// load 4.7, TCP 13.8, 13.9, 14.0, 14.0, 14.5 µs (13.0-13.9); at 15:18, load 6, 16 and
+/// 14. That interval begins where the waker's `try_to_wake_up` begins, and the waker's
+/// cost (`WAKE_NS`: its interrupts-off section, the IPI's exit to the hypervisor) runs
+/// inside it: the reader's vCPU is kicked during the waker's exit, not after it. This
+/// guest's idle driver is `haltpoll` with `guest_halt_poll_ns` 0 (the kernel command
+/// line; the poll state's usage is 0), so the idle reader has halted and does not
+/// spin: every wakeup pays the whole interval. 15 000 less `WAKE_NS`.
+pub const WAKEUP_NS: u32 = 15_000 - WAKE_NS;
 /// TCP over loopback: the send buffer the writer fills before it sleeps, bytes, given
 /// to the simulated stream as its receive buffer (its window is half of it). The live
 /// writer slept once per 230-270 writes of 16 KiB at two CPUs (0.004 per write,

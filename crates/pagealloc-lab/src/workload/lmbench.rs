@@ -175,6 +175,7 @@ impl Lmbench {
             send_protocol_ns: p.send_protocol_ns,
             recv_protocol_ns: p.recv_protocol_ns,
             sender_free_pct: 0,
+            back_parts: u16::MAX,
             recv_on_sender_pct: 0,
             skb_starts,
             turn_messages: p.turn_messages,

@@ -76,6 +76,13 @@ define_params! {
         /// (`pagealloc predict`'s events: 9 + 1 per 16 MiB unmap, 1 per 8 THPs);
         /// 0: none (the published tables' model, and the default).
         gather_pages: u8 = 0, full 0;
+        /// Cache lines each batch of an unmap's frees (31) shares with the other CPUs'
+        /// unmaps in the same memory cgroup (parallel_free's `shared_lines`: the
+        /// memcg's `lru_lock`, LRU lists and counters); with two CPUs or more each
+        /// batch pays `line_transfer_ns` for each; 0: none (the default).
+        shared_lines: u32 = 0, full 0;
+        /// The time one line takes to move from another CPU's cache, ns.
+        line_transfer_ns: u32 = 0, full 0;
     }
 }
 
@@ -150,8 +157,19 @@ impl Workload for PageFault1 {
     }
 
     fn scripts(&self, cpus: u32) -> Result<Vec<Box<dyn CpuScript>>, WorkloadError> {
+        // The unmaps of two CPUs or more fetch their memcg's shared lines from each
+        // other's caches (`shared_lines`).
+        let shared_ns = if cpus >= 2 {
+            u64::from(self.params.shared_lines) * u64::from(self.params.line_transfer_ns)
+        } else {
+            0
+        };
         Ok((0..cpus)
-            .map(|_| script(FaultLoop::new(&self.params)))
+            .map(|_| {
+                let mut l = FaultLoop::new(&self.params);
+                l.unmap_batch_ns = shared_ns;
+                script(l)
+            })
             .collect())
     }
 
@@ -209,6 +227,8 @@ pub(crate) struct FaultLoop {
     /// Work per fault and per block unmapped, ns (0: none).
     fault_work_ns: u64,
     unmap_work_ns: u64,
+    /// Work per batch of the unmap's frees beside its blocks' (the shared lines), ns.
+    unmap_batch_ns: u64,
     /// The mmu_gather's pages per loop ([`gather_pages`]), in the slots after the
     /// tables, then (`table_batch`) the page-table RCU batch's page.
     gather: Slot,
@@ -228,6 +248,7 @@ impl FaultLoop {
             },
             fault_work_ns: u64::from(p.fault_work_ns),
             unmap_work_ns: u64::from(p.unmap_work_ns),
+            unmap_batch_ns: 0,
             gather: if p.gather_pages > 0 {
                 gather_pages(p.blocks())
             } else {
@@ -254,9 +275,9 @@ impl FaultLoop {
 /// allocator its frees in these batches.
 const UNMAP_BATCH: Slot = 31;
 
-/// The unmap of `slots` (held blocks): with `work_ns` > 0, each batch of
-/// [`UNMAP_BATCH`] blocks is a `Compute` of `work_ns` per block and then their frees;
-/// with 0, the frees alone, as one phase. With slots in `gather` (at most
+/// The unmap of `slots` (held blocks): with `work_ns` or `batch_ns` > 0, each batch of
+/// [`UNMAP_BATCH`] blocks is a `Compute` of `work_ns` per block plus `batch_ns` and
+/// then their frees; with both 0, the frees alone, as one phase. With slots in `gather` (at most
 /// [`gather_pages`] of `slots`' length) it takes the mmu_gather's pages into them: the
 /// k-th (from 0) once the batch holding block `GATHER_FIRST + k × GATHER_PER_PAGE` is
 /// handed over, all of them freed after the blocks; and then, as the kernel's
@@ -267,10 +288,11 @@ const UNMAP_BATCH: Slot = 31;
 pub(crate) fn unmap(
     slots: std::ops::Range<Slot>,
     work_ns: u64,
+    batch_ns: u64,
     gather: std::ops::Range<Slot>,
     out: &mut VecDeque<Phase>,
 ) {
-    if work_ns == 0 && gather.is_empty() {
+    if work_ns == 0 && batch_ns == 0 && gather.is_empty() {
         out.push_back(Phase::Free(slots));
         return;
     }
@@ -281,9 +303,9 @@ pub(crate) fn unmap(
     let per_flush = GATHER_FIRST + GATHER_MAX * GATHER_PER_PAGE;
     while at < slots.end {
         let end = (at + UNMAP_BATCH).min(slots.end);
-        if work_ns > 0 {
+        if work_ns > 0 || batch_ns > 0 {
             out.push_back(Phase::Op(Op::Compute {
-                ns: work_ns * u64::from(end - at),
+                ns: work_ns * u64::from(end - at) + batch_ns,
             }));
         }
         // The gather pages whose entry lies in this batch, taken before its frees.
@@ -327,7 +349,13 @@ impl Program for FaultLoop {
         let gather = extra..extra + self.gather;
         if self.tables == 0 {
             out.push_back(self.faults(0..self.blocks));
-            unmap(0..self.blocks, self.unmap_work_ns, gather, out);
+            unmap(
+                0..self.blocks,
+                self.unmap_work_ns,
+                self.unmap_batch_ns,
+                gather,
+                out,
+            );
             return true;
         }
         // Each 2 MiB: its page table, then its faults.
@@ -344,7 +372,13 @@ impl Program for FaultLoop {
                 out.push_back(self.faults(first..end));
             }
         }
-        unmap(0..self.blocks, self.unmap_work_ns, gather.clone(), out);
+        unmap(
+            0..self.blocks,
+            self.unmap_work_ns,
+            self.unmap_batch_ns,
+            gather.clone(),
+            out,
+        );
         if self.table_batch {
             // `tlb_remove_table` batches the tables in a page of its own, freed with
             // them once the RCU grace period ends (`tlb_remove_table_rcu`).

@@ -9,7 +9,9 @@
 //! The unmap's own work: before the allocator sees a page, `zap_pte_range` clears its
 //! PTE and drops its rmap, and `release_pages` takes it off the LRU and uncharges it;
 //! the pages reach `free_unref_folios` a `folio_batch` (31) at a time
-//! ([`super::page_fault1::unmap`]).
+//! ([`super::page_fault1::unmap`]). With two exiting tasks or more (`tasks`), each
+//! batch also fetches the lines their memory cgroup's LRU and counters share from the
+//! CPU that wrote them last (`shared_lines`, `line_transfer_ns`; off by default).
 
 use super::entry::{scaled, Entry};
 use std::collections::VecDeque;
@@ -44,6 +46,16 @@ define_params! {
         /// freed at its end (`pagealloc predict`'s events: 20 order-0 unmovable
         /// allocations per `munmap`); 0: none (the default).
         gather_pages: u8 = 0, full 0;
+        /// Cache lines each batch of the unmap's frees (a `folio_batch`, 31) writes that
+        /// every other exiting task's batches write too: the lines of the memory
+        /// cgroup they share (its `lru_lock` and LRU lists, its page counters and
+        /// statistics). With two tasks or more each batch finds them in another CPU's
+        /// cache and pays `line_transfer_ns` for each (`pagealloc predict`'s
+        /// unmap at 2 CPUs, docs/sim-cost-model.md §12); 0: none (the default).
+        shared_lines: u32 = 0, full 0;
+        /// The time one line takes to move from another CPU's cache, ns
+        /// (`shared_lines`; `predict` measures it between the two CPUs it runs on).
+        line_transfer_ns: u32 = 0, full 0;
     }
 }
 
@@ -85,6 +97,17 @@ impl ParallelFree {
     }
 }
 
+impl ParallelFree {
+    /// The time each batch of the unmap spends fetching the lines the other exiting
+    /// tasks wrote last (`shared_lines` × `line_transfer_ns`); 0 with one task.
+    fn shared_line_ns(&self) -> u64 {
+        if self.params.tasks < 2 {
+            return 0;
+        }
+        u64::from(self.params.shared_lines) * u64::from(self.params.line_transfer_ns)
+    }
+}
+
 impl Workload for ParallelFree {
     fn name(&self) -> &'static str {
         NAME
@@ -118,6 +141,7 @@ impl Workload for ParallelFree {
                 super::page_fault1::unmap(
                     region,
                     u64::from(self.params.unmap_work_ns),
+                    self.shared_line_ns(),
                     self.blocks..self.blocks + gather,
                     &mut phases,
                 );

@@ -72,6 +72,10 @@ pub(crate) struct StreamShape {
     /// message it sends, without waiting (see [`Sender`]); 0: the receiver frees every
     /// block.
     pub(crate) sender_free_pct: u32,
+    /// The parts of such a message the receiver hands back (bit i: part i); it frees
+    /// the others itself (`u16::MAX`: every part). SCTP hands back the chunks, which
+    /// its sender frees once acknowledged, and frees the packet they were copied into.
+    pub(crate) back_parts: u16,
     /// The parts that begin a new skb (bit i: part i; part 0 always does): the sender
     /// queues each skb as soon as it is built and the receiver takes them one by one,
     /// as AF_UNIX sends a write larger than an skb's fragments (see [`Skbs`]); 0: the
@@ -155,7 +159,19 @@ impl StreamShape {
 
     /// Blocks the receiver hands back over the whole stream.
     fn returned_blocks(&self) -> u64 {
-        (0..self.messages).filter(|&j| self.returns(j)).count() as u64 * u64::from(self.blocks)
+        let per_message: u32 = self
+            .slot_parts()
+            .filter(|(r, _)| self.part_back(r))
+            .map(|(_, p)| p.blocks)
+            .sum();
+        (0..self.messages).filter(|&j| self.returns(j)).count() as u64 * u64::from(per_message)
+    }
+
+    /// Whether a returned message's part in `slots` goes back (`back_parts`).
+    fn part_back(&self, slots: &std::ops::Range<Slot>) -> bool {
+        self.slot_parts()
+            .position(|(r, _)| r == *slots)
+            .is_some_and(|i| self.back_parts & (1 << i) != 0)
     }
 }
 
@@ -566,7 +582,18 @@ impl Program for Receiver {
                 });
             }
             compute(out, CrossCopy::ns(skb.bytes(), s.cross_copy_out_ns_per_kib));
-            if s.returns(j) {
+            if s.returns(j) && s.back_parts != u16::MAX {
+                for (slots, _) in &skb.parts {
+                    out.push_back(if s.part_back(slots) {
+                        Phase::Send {
+                            slots: slots.clone(),
+                            to_cpu: self.from_cpu,
+                        }
+                    } else {
+                        Phase::Free(slots.clone())
+                    });
+                }
+            } else if s.returns(j) {
                 out.push_back(Phase::Send {
                     slots: skb.slots.clone(),
                     to_cpu: self.from_cpu,

@@ -102,6 +102,8 @@ impl ThpMix {
             },
             unmap_work_ns: self.params.unmap_work_ns,
             gather_pages: self.params.gather_pages,
+            shared_lines: 0,
+            line_transfer_ns: 0,
         }
     }
 }

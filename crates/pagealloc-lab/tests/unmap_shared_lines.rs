@@ -1,0 +1,117 @@
+//! parallel_free's shared lines (`shared_lines`, `line_transfer_ns`): with two exiting
+//! tasks or more each batch of the unmap's frees fetches the lines of their memory
+//! cgroup another CPU wrote last (page_fault1's unmaps too, at two CPUs or more); one
+//! task, or the terms at 0, leave the run as it was.
+//! Seen through the simulator's own counters (docs/predict.md, parallel_free).
+
+use pagealloc::Config;
+use pagealloc_lab::sim::{self, Machine, SimOptions};
+use pagealloc_lab::workload::{self, Scale};
+use pagealloc_lab::Row;
+
+/// Pages per task: 132 batches of 31 and one of 4.
+const PAGES: u64 = 4096;
+const BATCHES: u64 = 133;
+
+fn run(tasks: u32, extra: &[(&str, &str)]) -> Row {
+    let mut ov = vec![
+        ("region_pages".to_owned(), PAGES.to_string()),
+        ("tasks".to_owned(), tasks.to_string()),
+        ("unmap_work_ns".to_owned(), "200".to_owned()),
+        ("gather_pages".to_owned(), "1".to_owned()),
+    ];
+    ov.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    let w = workload::build("parallel_free", Scale::Laptop, &ov).unwrap();
+    let mut o = SimOptions::new(
+        Machine::by_name("desktop-8").unwrap(),
+        "linux-6.12".parse::<Config>().unwrap(),
+    );
+    o.cpus = Some(tasks);
+    o.seed = 1;
+    sim::run(w.as_ref(), &o).unwrap_or_else(|e| panic!("parallel_free: {}", e.error))
+}
+
+fn x(r: &Row, k: &str) -> f64 {
+    r.extra.get(k).copied().unwrap_or(0.0)
+}
+
+const ON: [(&str, &str); 2] = [("shared_lines", "8"), ("line_transfer_ns", "150")];
+
+/// Two tasks: each batch costs 8 × 150 ns more on each CPU, exactly, and the
+/// allocator does the same (blocks, refills, drains).
+#[test]
+fn two_tasks_pay_each_batch_its_shared_lines() {
+    let plain = run(2, &[]);
+    let shared = run(2, &ON);
+    for k in [
+        "alloc_blocks_o0",
+        "free_blocks_o0",
+        "pcp_refill",
+        "pcp_drain",
+    ] {
+        assert_eq!(x(&plain, k), x(&shared, k), "{k}");
+    }
+    let added = x(&shared, "cpu_time_s") - x(&plain, "cpu_time_s");
+    let want = 2.0 * BATCHES as f64 * 8.0 * 150.0 * 1e-9;
+    assert!(
+        (added - want).abs() < 1e-9 * PAGES as f64,
+        "added {added} s, want {want} s"
+    );
+    assert!(x(&shared, "elapsed_s") > x(&plain, "elapsed_s"));
+    assert_ne!(plain.trace_hash, shared.trace_hash);
+}
+
+/// One task shares its lines with nobody: the same run, the same trace; and the
+/// terms at 0 (the default) are the run without them.
+#[test]
+fn one_task_or_zero_terms_change_nothing() {
+    let alone = run(1, &[]);
+    let alone_on = run(1, &ON);
+    assert!(alone.trace_hash.is_some());
+    assert_eq!(alone.trace_hash, alone_on.trace_hash);
+    assert_eq!(x(&alone, "cpu_time_s"), x(&alone_on, "cpu_time_s"));
+    let zero = run(2, &[("shared_lines", "0"), ("line_transfer_ns", "150")]);
+    assert_eq!(run(2, &[]).trace_hash, zero.trace_hash);
+}
+
+/// page_fault1's unmaps take the same term: at two CPUs each loop's unmap pays its
+/// batches' shared lines (16 MiB: 132 batches of 31 and one of 4), at one CPU nothing.
+#[test]
+fn page_fault1_unmaps_pay_them_at_two_cpus() {
+    let pf = |cpus: u32, extra: &[(&str, &str)]| {
+        let mut ov = vec![
+            ("pages_per_loop".to_owned(), "4096".to_owned()),
+            ("loops".to_owned(), "2".to_owned()),
+            ("pte_tables".to_owned(), "1".to_owned()),
+            ("gather_pages".to_owned(), "1".to_owned()),
+        ];
+        ov.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let w = workload::build("page_fault1", Scale::Laptop, &ov).unwrap();
+        let mut o = SimOptions::new(
+            Machine::by_name("desktop-8").unwrap(),
+            "linux-6.12".parse::<Config>().unwrap(),
+        );
+        o.cpus = Some(cpus);
+        o.seed = 1;
+        sim::run(w.as_ref(), &o).unwrap_or_else(|e| panic!("page_fault1: {}", e.error))
+    };
+    let (plain, shared) = (pf(2, &[]), pf(2, &ON));
+    for k in ["alloc_blocks_o0", "free_blocks_o0"] {
+        assert_eq!(x(&plain, k), x(&shared, k), "{k}");
+    }
+    let added = x(&shared, "cpu_time_s") - x(&plain, "cpu_time_s");
+    let want = 2.0 * 2.0 * BATCHES as f64 * 8.0 * 150.0 * 1e-9;
+    assert!(
+        (added - want).abs() < 1e-9 * PAGES as f64,
+        "added {added} s, want {want} s"
+    );
+    assert_eq!(pf(1, &[]).trace_hash, pf(1, &ON).trace_hash);
+}
