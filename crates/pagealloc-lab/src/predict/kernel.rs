@@ -762,6 +762,17 @@ fn own_pcp_pages(ours: &[Event]) -> (i64, i64) {
 #[repr(align(128))]
 struct Line(std::sync::atomic::AtomicU64);
 
+impl Line {
+    /// Hands the line to the other end: `from` becomes `from + 1` unless a stop (or
+    /// anything else) was written meanwhile, which stays.
+    fn pass(&self, from: u64) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .0
+            .compare_exchange(from, from + 1, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
 /// Pins the calling thread to `cpu`; false if the kernel refused.
 fn pin_thread(cpu: u32) -> bool {
     if cpu as usize >= libc::CPU_SETSIZE as usize {
@@ -814,12 +825,7 @@ pub fn line_transfer_ns(cpus: u32) -> Option<f64> {
                 }
                 // A compare-exchange, not a store: a stop written meanwhile stays.
                 if v == want {
-                    let _ = line.0.compare_exchange(
-                        want,
-                        want + 1,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    );
+                    line.pass(want);
                     want += 2;
                 } else {
                     std::hint::spin_loop();
@@ -853,12 +859,7 @@ pub fn line_transfer_ns(cpus: u32) -> Option<f64> {
                         line.0.store(LINE_STOP, Ordering::Release);
                         return f64::INFINITY;
                     }
-                    let _ = line.0.compare_exchange(
-                        next,
-                        next + 1,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    );
+                    line.pass(next);
                     next += 2;
                 }
                 // The last answer, so the trial holds whole round trips.
