@@ -371,6 +371,9 @@ struct Core {
 #[derive(Clone, Copy, Debug)]
 struct Me {
     cpu: usize,
+    /// `cpu`'s owner field as an entry's first word keeps it: `(cpu + 1) << OWNER_SHIFT`
+    /// (an entry is `cpu`'s iff its bits above `LLC_MASK` equal it).
+    tag: u64,
     core: Core,
     llc: u64,
 }
@@ -820,11 +823,10 @@ impl State {
     /// `cpu` (its private caches and its socket's LLC, most recently used).
     #[inline(always)]
     fn visit(&mut self, me: &mut Me, e: &mut Entry, n: u64, home: impl Home, write: bool) -> Level {
-        let cpu = me.cpu;
-        let owner = (e[0] >> OWNER_SHIFT) as usize;
-        let dirty = write || (owner == cpu + 1 && e[1] & DIRTY != 0);
+        let mine = e[0] & !LLC_MASK == me.tag;
+        let dirty = write || (mine && e[1] & DIRTY != 0);
         let (level, stamps, llc) = self.serve(me, e, n, home);
-        e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (llc & LLC_MASK);
+        e[0] = me.tag | (llc & LLC_MASK);
         e[1] = stamps | if dirty { DIRTY } else { 0 };
         level
     }
@@ -835,6 +837,7 @@ impl State {
         let core = self.core[cpu];
         Me {
             cpu,
+            tag: (cpu as u64 + 1) << OWNER_SHIFT,
             core,
             llc: self.llc_clock[usize::from(core.socket)],
         }
@@ -882,7 +885,6 @@ impl State {
     /// hottest code: every reported line comes here).
     #[inline(always)]
     fn serve(&mut self, me: &mut Me, e: &Entry, n: u64, home: impl Home) -> (Level, u64, u64) {
-        let cpu = me.cpu;
         let (w0, w1) = (e[0], e[1]);
         let owner = (w0 >> OWNER_SHIFT) as usize;
         let llc_at = w0 & LLC_MASK;
@@ -905,7 +907,7 @@ impl State {
                 Level::RemoteDram
             }
         };
-        let (level, in_this_llc) = if owner == cpu + 1 {
+        let (level, in_this_llc) = if w0 & !LLC_MASK == me.tag {
             let d1 = c.l1_clock.wrapping_sub(w1 as u32);
             let level = if u64::from(d1) < self.l1_lines.saturating_sub(n - 1) {
                 Level::L1
