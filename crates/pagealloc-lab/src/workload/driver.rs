@@ -635,20 +635,28 @@ mod tests {
 
     #[test]
     fn a_slot_table_stores_only_up_to_its_highest_filled_slot() {
-        let mut t: SlotTable<u64> = SlotTable::new(3, 1000);
+        use pagealloc::{Frame, Pfn};
+        // The simulator's frames: one word a slot (`FrameSlot`).
+        let f = |pfn, order| Frame::new(Pfn(pfn), order);
+        let mut t: SlotTable<Frame> = SlotTable::new(3, 1000);
         assert!(t.check_empty(999, "alloc").is_ok());
         assert!(t.check_empty(1000, "alloc").is_err(), "beyond the table");
         assert!(t.get(5, "free").is_err(), "empty");
         assert_eq!(t.first_full(), None);
-        t.fill(700, 7);
+        t.fill(700, f(7, 3));
         assert_eq!(t.slots.len(), 701);
-        assert_eq!(t.get(700, "free"), Ok(7));
+        assert_eq!(t.get(700, "free"), Ok(f(7, 3)));
         assert!(t.check_empty(700, "alloc").is_err(), "full");
         assert!(t.check_empty(701, "alloc").is_ok());
-        t.fill(2, 9);
+        // Frame 0 of order 0 and the largest PFN a slot keeps are full slots.
+        t.fill(2, f(0, 0));
+        t.fill(3, f((1 << 56) - 1, 10));
         assert_eq!(t.slots.len(), 701, "a lower slot does not grow the store");
         assert_eq!(t.first_full(), Some(2));
+        assert_eq!(t.get(2, "free"), Ok(f(0, 0)));
+        assert_eq!(t.get(3, "free"), Ok(f((1 << 56) - 1, 10)));
         t.clear(2);
+        t.clear(3);
         t.clear(700);
         assert_eq!(t.first_full(), None);
         assert!(t.get(700, "free").is_err());
