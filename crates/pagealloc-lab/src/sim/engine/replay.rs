@@ -165,12 +165,10 @@ fn run_lines(r: Run<'_>, cpu: usize, l2_ns: f64, line_ns: f64, xs: &[Rec]) -> us
         // The line's level counts in the hierarchy's counters (`meta_levels`).
         let c = mem.access(x.key(), RecHome(x, map), x.write());
         let (mut ns, mut level) = (c.ns, c.level);
-        if x.frame().is_some() {
-            if stream.prefetched(x.key()) && c.level > Level::L2 {
-                ns = l2_ns;
-                level = Level::L2;
-                *prefetched += 1;
-            }
+        if x.frame().is_some() && stream.prefetched(x.key()) && c.level > Level::L2 {
+            ns = l2_ns;
+            level = Level::L2;
+            *prefetched += 1;
         }
         overlap.access(x.key(), level, ns, x.dep());
         if in_trip {
