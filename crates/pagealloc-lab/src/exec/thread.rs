@@ -356,6 +356,7 @@ fn zone_trip(src: &dyn PageSource, cpu: usize, last: &mut Option<Counters>) -> O
 }
 
 impl TraceBlock for Block {
+    type Slot = Option<Block>;
     fn order(&self) -> u8 {
         self.order
     }

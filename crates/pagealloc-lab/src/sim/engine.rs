@@ -71,14 +71,14 @@ use std::sync::Arc;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use pagealloc::{Allocator, Config, Counters, Frame, Platform};
+use pagealloc::{Allocator, Config, Counters, Frame, Pfn, Platform};
 
 use super::hierarchy::Hierarchy;
 use super::machine::{CostModel, Machine};
 use super::overlap::Overlap;
 use super::trace::{self, LineMap};
 use crate::row::histogram;
-use crate::workload::driver::{BarrierTable, ContractError, TraceBlock};
+use crate::workload::driver::{BarrierTable, ContractError, SlotCell, TraceBlock};
 use crate::workload::{CpuDriver, TraceHash, Workload, WorkloadError};
 
 mod backend;
@@ -168,11 +168,31 @@ struct VCpu {
 }
 
 impl TraceBlock for Frame {
+    type Slot = FrameSlot;
     fn order(&self) -> u8 {
         self.order
     }
     fn trace_word(&self) -> u64 {
         self.pfn.0
+    }
+}
+
+/// A driver's slot holding a [`Frame`], in one word: `pfn << 8 | order`, or
+/// `u64::MAX` when empty (no frame of the simulator has a PFN of 2^56 or more, nor an
+/// order of 255).
+#[derive(Clone, Copy, Debug)]
+pub struct FrameSlot(u64);
+
+impl SlotCell<Frame> for FrameSlot {
+    const EMPTY: Self = FrameSlot(u64::MAX);
+    #[inline]
+    fn full(f: Frame) -> Self {
+        debug_assert!(f.pfn.0 < 1 << 56, "pfn {} in a slot", f.pfn.0);
+        FrameSlot(f.pfn.0 << 8 | u64::from(f.order))
+    }
+    #[inline]
+    fn block(self) -> Option<Frame> {
+        (self.0 != u64::MAX).then(|| Frame::new(Pfn(self.0 >> 8), self.0 as u8))
     }
 }
 

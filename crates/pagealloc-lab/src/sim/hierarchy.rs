@@ -270,17 +270,21 @@ const MAX_SHARERS: usize = 256;
 #[derive(Debug)]
 pub struct Hierarchy {
     /// Entries of frames, `stride` entries per frame (calloc'ed: only touched frames
-    /// cost memory): the page's entry, then (stride 2) the frame's dense line entry.
+    /// cost memory): the page's entry, then (stride 2) the frame's dense line entry;
+    /// with stride 1, the dense lines' entries follow the frames'.
     frames: Vec<Entry>,
     nframes: usize,
     stride: usize,
+    /// Dense line `i`'s entry is `frames[dense_at + (i << dense_shift)]`: one
+    /// computation for both layouts, no branch on the layout per access.
+    dense_at: usize,
+    dense_shift: u32,
     /// Entries of other pages (user buffers).
     pages: FxHashMap<u64, Entry>,
     /// The dense line keys are `dense_base..dense_base + dense_count`: in the frames'
-    /// records when `stride == 2`, else in `dense`.
+    /// records when `stride == 2`, else after them (`dense_at`).
     dense_base: u64,
     dense_count: usize,
-    dense: Vec<Entry>,
     /// The line keys `indexed_base..indexed_base + indexed_count` with their sharers, by
     /// index ([`Hierarchy::with_indexed_lines`]), and per (line, sharer CPU) where the
     /// sharer's copy was last inserted (`MAX_SHARERS` words per line, meaningful while
@@ -288,7 +292,7 @@ pub struct Hierarchy {
     indexed_base: u64,
     indexed_count: usize,
     indexed: Vec<LineEntry>,
-    indexed_stamps: Vec<u64>,
+    indexed_stamps: Vec<[u64; MAX_SHARERS]>,
     /// Entries of the other line keys, with their sharers.
     lines: FxHashMap<u64, LineEntry>,
     /// Per (line key, sharer CPU) of the lines in `lines`: where the sharer's copy was
@@ -328,20 +332,22 @@ impl Stamps for MapStamps<'_> {
     }
 }
 
-/// The stamps of an indexed line: one word per CPU below `MAX_SHARERS`, from index `1`
-/// of the table `0` (a stale word is never read: the sharer bit says whether it is
-/// valid).
-struct RowStamps<'a>(&'a mut [u64], usize);
+/// The stamps of an indexed line: one word per CPU below `MAX_SHARERS` (a stale word is
+/// never read: the sharer bit says whether it is valid). Only CPUs below `MAX_SHARERS`
+/// are sharers: the index is masked, which spares the bounds check.
+struct RowStamps<'a>(&'a mut [u64; MAX_SHARERS]);
 
 impl Stamps for RowStamps<'_> {
     const CLEARS: bool = false;
     #[inline]
     fn get(&mut self, cpu: usize) -> u64 {
-        self.0[self.1 + cpu]
+        debug_assert!(cpu < MAX_SHARERS);
+        self.0[cpu % MAX_SHARERS]
     }
     #[inline]
     fn set(&mut self, cpu: usize, stamps: u64) {
-        self.0[self.1 + cpu] = stamps;
+        debug_assert!(cpu < MAX_SHARERS);
+        self.0[cpu % MAX_SHARERS] = stamps;
     }
     #[inline]
     fn clear(&mut self, _cpu: usize) {}
@@ -365,6 +371,9 @@ struct Core {
 #[derive(Clone, Copy, Debug)]
 struct Me {
     cpu: usize,
+    /// `cpu`'s owner field as an entry's first word keeps it: `(cpu + 1) << OWNER_SHIFT`
+    /// (an entry is `cpu`'s iff its bits above `LLC_MASK` equal it).
+    tag: u64,
     core: Core,
     llc: u64,
 }
@@ -511,10 +520,11 @@ impl Hierarchy {
             frames: vec![[0; 2]; frames as usize],
             nframes: frames as usize,
             stride: 1,
+            dense_at: 0,
+            dense_shift: 0,
             pages: FxHashMap::default(),
             dense_base: 0,
             dense_count: 0,
-            dense: Vec::new(),
             indexed_base: 0,
             indexed_count: 0,
             indexed: Vec::new(),
@@ -537,23 +547,23 @@ impl Hierarchy {
         if self.dense_count <= self.nframes {
             self.stride = 2;
             self.frames = vec![[0; 2]; 2 * self.nframes];
-            self.dense = Vec::new();
+            (self.dense_at, self.dense_shift) = (1, 1);
         } else {
             self.stride = 1;
-            self.frames = vec![[0; 2]; self.nframes];
-            self.dense = vec![[0; 2]; self.dense_count];
+            self.frames = vec![[0; 2]; self.nframes + self.dense_count];
+            (self.dense_at, self.dense_shift) = (self.nframes, 0);
         }
         self
     }
 
-    /// Where frame `pfn`'s record is: `(address of frame 0's, bytes per frame, frames)`.
-    /// For host prefetch hints only ([`super::trace::load_ahead`]); the table is
+    /// Where dense line `i`'s entry is (frame `i`'s metadata line, in the engine):
+    /// `(address of line 0's, bytes per line, lines)`. For host prefetch hints only ([`super::trace::load_ahead`]); the table is
     /// allocated once and never moves after [`Hierarchy::with_dense_lines`].
     pub(crate) fn frame_records(&self) -> (*const u64, usize, u64) {
         (
-            self.frames.as_ptr().cast(),
-            self.stride * std::mem::size_of::<Entry>(),
-            self.nframes as u64,
+            self.frames.as_ptr().wrapping_add(self.dense_at).cast(),
+            std::mem::size_of::<Entry>() << self.dense_shift,
+            self.dense_count as u64,
         )
     }
 
@@ -566,7 +576,7 @@ impl Hierarchy {
         self.indexed_base = base;
         self.indexed_count = count as usize;
         self.indexed = vec![LineEntry::default(); self.indexed_count];
-        self.indexed_stamps = vec![0; self.indexed_count * MAX_SHARERS];
+        self.indexed_stamps = vec![[0; MAX_SHARERS]; self.indexed_count];
         self.lines.clear();
         self.shared.clear();
         self
@@ -619,17 +629,28 @@ impl Hierarchy {
     fn access_as(&mut self, me: &mut Me, line: u64, home: impl Home, write: bool) -> Charge {
         let i = line.wrapping_sub(self.dense_base) as usize;
         let level = if i < self.dense_count {
-            let e = if self.stride == 2 {
-                &mut self.frames[2 * i + 1]
-            } else {
-                &mut self.dense[i]
-            };
+            let k = self.dense_at + (i << self.dense_shift);
+            debug_assert!(k < self.frames.len());
+            // SAFETY: `i < dense_count`, and `with_dense_lines` sized `frames` for
+            // `dense_at + (i << dense_shift)` with every such `i` (2 * nframes entries,
+            // `dense_count <= nframes`; or nframes + dense_count); the table is never
+            // resized after it. `&mut self` makes this the only reference to it.
+            let e = unsafe { self.frames.get_unchecked_mut(k) };
             self.state.visit(me, e, 1, home, write)
         } else {
             let j = line.wrapping_sub(self.indexed_base) as usize;
             if j < self.indexed_count {
-                let le = &mut self.indexed[j];
-                let mut row = RowStamps(&mut self.indexed_stamps, j * MAX_SHARERS);
+                debug_assert!(j < self.indexed.len() && j < self.indexed_stamps.len());
+                // SAFETY: `with_indexed_lines` made both tables `indexed_count` long and
+                // they are never resized after; `j < indexed_count`. `&mut self` makes
+                // these the only references to them.
+                let (le, row) = unsafe {
+                    (
+                        self.indexed.get_unchecked_mut(j),
+                        self.indexed_stamps.get_unchecked_mut(j),
+                    )
+                };
+                let mut row = RowStamps(row);
                 self.state.shared_access(me, le, &mut row, home, write)
             } else {
                 let (level, after) = self.map_access(*me, line, home.node(), write);
@@ -802,11 +823,10 @@ impl State {
     /// `cpu` (its private caches and its socket's LLC, most recently used).
     #[inline(always)]
     fn visit(&mut self, me: &mut Me, e: &mut Entry, n: u64, home: impl Home, write: bool) -> Level {
-        let cpu = me.cpu;
-        let owner = (e[0] >> OWNER_SHIFT) as usize;
-        let dirty = write || (owner == cpu + 1 && e[1] & DIRTY != 0);
+        let mine = e[0] & !LLC_MASK == me.tag;
+        let dirty = write || (mine && e[1] & DIRTY != 0);
         let (level, stamps, llc) = self.serve(me, e, n, home);
-        e[0] = ((cpu as u64 + 1) << OWNER_SHIFT) | (llc & LLC_MASK);
+        e[0] = me.tag | (llc & LLC_MASK);
         e[1] = stamps | if dirty { DIRTY } else { 0 };
         level
     }
@@ -817,6 +837,7 @@ impl State {
         let core = self.core[cpu];
         Me {
             cpu,
+            tag: (cpu as u64 + 1) << OWNER_SHIFT,
             core,
             llc: self.llc_clock[usize::from(core.socket)],
         }
@@ -864,7 +885,6 @@ impl State {
     /// hottest code: every reported line comes here).
     #[inline(always)]
     fn serve(&mut self, me: &mut Me, e: &Entry, n: u64, home: impl Home) -> (Level, u64, u64) {
-        let cpu = me.cpu;
         let (w0, w1) = (e[0], e[1]);
         let owner = (w0 >> OWNER_SHIFT) as usize;
         let llc_at = w0 & LLC_MASK;
@@ -887,7 +907,7 @@ impl State {
                 Level::RemoteDram
             }
         };
-        let (level, in_this_llc) = if owner == cpu + 1 {
+        let (level, in_this_llc) = if w0 & !LLC_MASK == me.tag {
             let d1 = c.l1_clock.wrapping_sub(w1 as u32);
             let level = if u64::from(d1) < self.l1_lines.saturating_sub(n - 1) {
                 Level::L1

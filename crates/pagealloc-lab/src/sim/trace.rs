@@ -408,6 +408,15 @@ impl LineMap {
                 return n;
             }
         }
+        self.search_node(pfn)
+    }
+
+    /// [`LineMap::node_of_pfn`] by a search over the spans: for the chunks several spans
+    /// start in and PFNs beyond the table. Out of line: rare, and inlined into the sink
+    /// its registers cost every report a save and a restore.
+    #[cold]
+    #[inline(never)]
+    fn search_node(&self, pfn: u64) -> u32 {
         if self.node_spans.len() == 1 {
             return self.node_spans[0].2;
         }

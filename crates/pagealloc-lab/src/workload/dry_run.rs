@@ -76,6 +76,7 @@ struct Block {
 }
 
 impl TraceBlock for Block {
+    type Slot = Option<Block>;
     fn order(&self) -> u8 {
         self.order
     }

@@ -17,12 +17,16 @@ use crate::sim::trace::{self, LineMap, Rec};
 /// one walks memmap sequentially, and its lines arrive prefetched. An access within two
 /// lines of the last one in a tracked page is charged an L2 hit (the line was on its
 /// way); anything else is charged what the hierarchy says.
+///
+/// Lines are named by their keys (`K_META | pfn`, never 0): the keys of one memmap page
+/// differ only in their low 6 bits, so a slot keeps the key of the last line accessed
+/// in its page, which names the page (`key >> 6`) and the line's offset in it (`key %
+/// 64`) at once; two keys of the same page are within two lines iff the keys are.
 #[derive(Clone, Debug)]
 pub(super) struct Streamer {
-    /// Per tracked memmap page: its number + 1 (0 = free slot), and the offset of the
-    /// last line accessed in it. A page is in at most one slot.
-    pages: [u64; STREAMS],
-    offs: [u64; STREAMS],
+    /// Per tracked memmap page: the key of the last line accessed in it (0 = free
+    /// slot). A page is in at most one slot.
+    keys: [u64; STREAMS],
     /// The slot to replace next (round robin), and the slot that matched last (checked
     /// first: a refill walks one page for many accesses).
     next: usize,
@@ -34,37 +38,43 @@ const STREAMS: usize = 32;
 /// Lines of `struct page` per 4 KiB page of memmap.
 const METAS_PER_PAGE: u64 = 64;
 
+/// Whether keys `a` and `b` are lines of the same memmap page.
+#[inline(always)]
+fn same_page(a: u64, b: u64) -> bool {
+    (a ^ b) < METAS_PER_PAGE
+}
+
 impl Streamer {
     pub(super) fn new() -> Streamer {
         Streamer {
-            pages: [0; STREAMS],
-            offs: [0; STREAMS],
+            keys: [0; STREAMS],
             next: 0,
             last: 0,
         }
     }
 
-    /// Records an access to frame `pfn`'s metadata; true if the streamer had it coming.
+    /// Records an access to the metadata line `key` (a frame's, `K_META | pfn`: not 0);
+    /// true if the streamer had it coming.
     #[inline]
-    fn prefetched(&mut self, pfn: u64) -> bool {
-        let (page, off) = (pfn / METAS_PER_PAGE + 1, pfn % METAS_PER_PAGE);
+    fn prefetched(&mut self, key: u64) -> bool {
+        debug_assert!(key >= METAS_PER_PAGE, "a frame line's key");
         // `last` is a slot (below `STREAMS`): the mask only spares the bounds check.
-        let found = if self.pages[self.last % STREAMS] == page {
-            Some(self.last)
+        let last = self.last % STREAMS;
+        let found = if same_page(self.keys[last], key) {
+            Some(last)
         } else {
-            self.pages.iter().position(|&p| p == page)
+            self.keys.iter().position(|&k| same_page(k, key))
         };
         match found {
             Some(k) => {
                 self.last = k;
-                let near = self.offs[k].abs_diff(off) <= 2;
-                self.offs[k] = off;
+                let near = self.keys[k].abs_diff(key) <= 2;
+                self.keys[k] = key;
                 near
             }
             None => {
                 let k = self.next;
-                self.pages[k] = page;
-                self.offs[k] = off;
+                self.keys[k] = key;
                 self.last = k;
                 self.next = (k + 1) % STREAMS;
                 false
@@ -155,12 +165,10 @@ fn run_lines(r: Run<'_>, cpu: usize, l2_ns: f64, line_ns: f64, xs: &[Rec]) -> us
         // The line's level counts in the hierarchy's counters (`meta_levels`).
         let c = mem.access(x.key(), RecHome(x, map), x.write());
         let (mut ns, mut level) = (c.ns, c.level);
-        if let Some(pfn) = x.frame() {
-            if stream.prefetched(pfn) && c.level > Level::L2 {
-                ns = l2_ns;
-                level = Level::L2;
-                *prefetched += 1;
-            }
+        if x.frame().is_some() && stream.prefetched(x.key()) && c.level > Level::L2 {
+            ns = l2_ns;
+            level = Level::L2;
+            *prefetched += 1;
         }
         overlap.access(x.key(), level, ns, x.dep());
         if in_trip {
