@@ -87,7 +87,9 @@ pub const TCP_RECV_ON_SENDER_PCT: u32 = 55;
 /// and 0.75 → 2.09 µs per 16 KiB TCP write (+84 ns per KiB); their mean. (At load 13
 /// the AF_UNIX profile gave +89.) The simulator copies the 60 KiB of AF_UNIX fragments
 /// in page blocks; the head's 4 KiB go to slab memory, not modelled. One line moves
-/// between the two vCPUs in 165 ns one way (a ping-pong).
+/// between the two vCPUs in ~40 ns one way while the host runs them on one L3 and ~160
+/// apart (a ping-pong, [`crate::predict`]'s `line_transfer_ns` note); the profile's
+/// placement was not recorded.
 pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 80;
 /// The AF_UNIX reader's `_copy_to_iter`, the same way: 1.19 → 1.96 µs per write, +12 ns
 /// per KiB (31 at load 13).
