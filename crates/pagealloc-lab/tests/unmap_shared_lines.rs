@@ -13,26 +13,35 @@ use pagealloc_lab::Row;
 const PAGES: u64 = 4096;
 const BATCHES: u64 = 133;
 
-fn run(tasks: u32, extra: &[(&str, &str)]) -> Row {
-    let mut ov = vec![
-        ("region_pages".to_owned(), PAGES.to_string()),
-        ("tasks".to_owned(), tasks.to_string()),
-        ("unmap_work_ns".to_owned(), "200".to_owned()),
-        ("gather_pages".to_owned(), "1".to_owned()),
-    ];
-    ov.extend(
-        extra
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-    );
-    let w = workload::build("parallel_free", Scale::Laptop, &ov).unwrap();
+/// `name` at laptop scale with `base` and then `extra` parameters, on `cpus` CPUs of
+/// desktop-8 under linux-6.12, seed 1.
+fn simulate(name: &str, cpus: u32, base: &[(&str, &str)], extra: &[(&str, &str)]) -> Row {
+    let ov: Vec<(String, String)> = base
+        .iter()
+        .chain(extra)
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let w = workload::build(name, Scale::Laptop, &ov).unwrap();
     let mut o = SimOptions::new(
         Machine::by_name("desktop-8").unwrap(),
         "linux-6.12".parse::<Config>().unwrap(),
     );
-    o.cpus = Some(tasks);
+    o.cpus = Some(cpus);
     o.seed = 1;
-    sim::run(w.as_ref(), &o).unwrap_or_else(|e| panic!("parallel_free: {}", e.error))
+    sim::run(w.as_ref(), &o).unwrap_or_else(|e| panic!("{name}: {}", e.error))
+}
+
+/// parallel_free with `tasks` exiting tasks.
+fn run(tasks: u32, extra: &[(&str, &str)]) -> Row {
+    let pages = PAGES.to_string();
+    let tasks_s = tasks.to_string();
+    let base = [
+        ("region_pages", pages.as_str()),
+        ("tasks", tasks_s.as_str()),
+        ("unmap_work_ns", "200"),
+        ("gather_pages", "1"),
+    ];
+    simulate("parallel_free", tasks, &base, extra)
 }
 
 fn x(r: &Row, k: &str) -> f64 {
@@ -83,25 +92,13 @@ fn one_task_or_zero_terms_change_nothing() {
 #[test]
 fn page_fault1_unmaps_pay_them_at_two_cpus() {
     let pf = |cpus: u32, extra: &[(&str, &str)]| {
-        let mut ov = vec![
-            ("pages_per_loop".to_owned(), "4096".to_owned()),
-            ("loops".to_owned(), "2".to_owned()),
-            ("pte_tables".to_owned(), "1".to_owned()),
-            ("gather_pages".to_owned(), "1".to_owned()),
+        let base = [
+            ("pages_per_loop", "4096"),
+            ("loops", "2"),
+            ("pte_tables", "1"),
+            ("gather_pages", "1"),
         ];
-        ov.extend(
-            extra
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-        );
-        let w = workload::build("page_fault1", Scale::Laptop, &ov).unwrap();
-        let mut o = SimOptions::new(
-            Machine::by_name("desktop-8").unwrap(),
-            "linux-6.12".parse::<Config>().unwrap(),
-        );
-        o.cpus = Some(cpus);
-        o.seed = 1;
-        sim::run(w.as_ref(), &o).unwrap_or_else(|e| panic!("page_fault1: {}", e.error))
+        simulate("page_fault1", cpus, &base, extra)
     };
     let (plain, shared) = (pf(2, &[]), pf(2, &ON));
     for k in ["alloc_blocks_o0", "free_blocks_o0"] {
