@@ -1,7 +1,8 @@
 //! parallel_free's shared lines (`shared_lines`, `line_transfer_ns`): with two exiting
 //! tasks or more each batch of the unmap's frees fetches the lines of their memory
 //! cgroup another CPU wrote last (page_fault1's unmaps too, at two CPUs or more); one
-//! task, or the terms at 0, leave the run as it was.
+//! task, or the terms at 0, leave the run as it was. page_fault1's faults pay their own
+//! (`fault_shared_lines`) once every 31 faults of a CPU, at two CPUs or more.
 //! Seen through the simulator's own counters (docs/predict.md, parallel_free).
 
 use pagealloc::Config;
@@ -111,4 +112,41 @@ fn page_fault1_unmaps_pay_them_at_two_cpus() {
         "added {added} s, want {want} s"
     );
     assert_eq!(pf(1, &[]).trace_hash, pf(1, &ON).trace_hash);
+}
+
+/// page_fault1's faults: at two CPUs every 31st fault of each CPU (its LRU add's
+/// batch, carried across regions and loops: 2 × 4096 faults hold 264 full batches)
+/// pays `fault_shared_lines` × `line_transfer_ns`, exactly, beside the unmaps' lines;
+/// the allocator does the same; at one CPU nothing changes.
+#[test]
+fn page_fault1_faults_pay_theirs_every_31_faults() {
+    let pf = |cpus: u32, extra: &[(&str, &str)]| {
+        let base = [
+            ("pages_per_loop", "4096"),
+            ("loops", "2"),
+            ("pte_tables", "1"),
+            ("gather_pages", "1"),
+            ("shared_lines", "8"),
+            ("line_transfer_ns", "150"),
+        ];
+        simulate("page_fault1", cpus, &base, extra)
+    };
+    let faults = [("fault_shared_lines", "12")];
+    let (plain, shared) = (pf(2, &[]), pf(2, &faults));
+    for k in [
+        "alloc_blocks_o0",
+        "free_blocks_o0",
+        "pcp_refill",
+        "pcp_refill_pages",
+    ] {
+        assert_eq!(x(&plain, k), x(&shared, k), "{k}");
+    }
+    let added = x(&shared, "cpu_time_s") - x(&plain, "cpu_time_s");
+    let want = 2.0 * (2.0 * 4096.0 / 31.0f64).floor() * 12.0 * 150.0 * 1e-9;
+    assert!(
+        (added - want).abs() < 1e-9 * PAGES as f64,
+        "added {added} s, want {want} s"
+    );
+    assert!(x(&shared, "elapsed_s") > x(&plain, "elapsed_s"));
+    assert_eq!(pf(1, &[]).trace_hash, pf(1, &faults).trace_hash);
 }

@@ -128,6 +128,7 @@ pub fn sim_workload(
                 ("gather_pages", 1),
                 ("shared_lines", work::UNMAP_SHARED_LINES.into()),
                 ("line_transfer_ns", work::LINE_TRANSFER_NS.into()),
+                ("fault_shared_lines", work::FAULT_SHARED_LINES.into()),
             ]),
         ),
         "parallel_free" => (

@@ -13,31 +13,49 @@
 //! zeroing or the copies through the cache hierarchy, the system calls). The two-CPU
 //! runs are the check (docs/sim-cost-model.md §12, docs/predict.md).
 
-/// Per 4 KiB fault: kernel 1.85 µs per page of page_fault1 (fault and unmap) less the
-/// simulator's 1.223 µs less the unmap's work below. The three constants here are
-/// measured alike (docs/sim-cost-model.md §12): `predict-program W --cpus 1` without
-/// the recorder at `SCHED_FIFO` priority 1 (as `predict` times them), 25 batches of 5
-/// runs back to back (2026-11-27 15:16-15:24 UTC, load average 4.1-8.7, other helpers
-/// building), each batch's least CPU time, the median batch (batches 1.68-2.18, middle
-/// half 1.78-1.91 µs).
-pub const FAULT_WORK_NS: u32 = 405;
-/// Per page unmapped: kernel 0.278 µs per page of one `munmap` of 256 MiB
-/// (parallel_free; batches 0.208-0.381, middle half 0.258-0.289) less the simulator's
-/// 0.056 µs (the frees).
-pub const UNMAP_WORK_NS: u32 = 222;
+/// Per 4 KiB fault: kernel 1.906 µs per page of page_fault1 (fault and unmap) at one CPU
+/// less the simulator's 1.223 µs less the unmap's work below. The kernel's own CPU per
+/// page moves by ±10 % between sessions with the host (the vCPUs' placement, other
+/// tenants' memory traffic), so this and the unmap's constant are centred on the
+/// median of five sessions' one-CPU figures, each measured as `predict` times them
+/// (`predict-program W --cpus 1` without the recorder at `SCHED_FIFO` priority 1,
+/// runs of least CPU time; docs/sim-cost-model.md §12), 2026-11-27 UTC:
+/// page_fault1 1.850 (15:16-15:24, load 4.1-8.7, 25 batches of 5), 1.930 (19:27, load
+/// 1.5-1.8, `predict --runs 7`), 1.926 (20:56, load 1.0-1.4, the same), 1.869 (21:01-21:04,
+/// load 2.7-5.6, 24 triples' least), 1.906 (21:05-21:09, load 6.3-8.0, 61 runs).
+pub const FAULT_WORK_NS: u32 = 444;
+/// Per page unmapped: kernel 0.295 µs per page of one `munmap` of 256 MiB (parallel_free
+/// at one CPU, the median of the same five sessions: 0.278, 0.324, 0.305, 0.295, 0.287)
+/// less the simulator's 0.056 µs (the frees). Where it goes (`perf record -e cpu-clock
+/// -F 20000 -g` around 8 runs, 21:00 UTC, load 1.4-2.7; the profiler adds ~20 %): of
+/// 364 ns per page, `folios_put_refs` 208 (the LRU removal under the memcg's `lru_lock`
+/// with interrupts off 104, `free_unref_folios` 68, the memcg uncharge 35), the PTE
+/// walk, rmap and their statistics 156; `flush_tlb_mm_range` 0.2 and no IPI: each task
+/// is its own process, so no TLB shootdown (docs/sim-cost-model.md §12).
+pub const UNMAP_WORK_NS: u32 = 239;
 /// Lines each batch of an unmap's frees (31 folios) shares with another CPU unmapping
 /// in the same memory cgroup at the same time (`parallel_free`'s `shared_lines`): the
 /// memcg's `lru_lock` and LRU lists and counts, its page counters and statistics,
-/// each found in the other CPU's cache. Fitted through the origin to the live excess
-/// of two overlapped `munmap`s of 256 MiB over one alone, alternated round by round
-/// beside a ping-pong of one line between the vCPUs (`SCHED_FIFO` 1; 200 rounds,
-/// 2026-11-27 18:09-18:22 UTC, load 4.3-10.7; docs/predict.md): +13.1 ns per page
-/// (median of 61 rounds) at 41.8 ns a line, +43.7 (139 rounds) at 162.4 ns; 8 lines
-/// give +10.8 and +41.9. Two memory cgroups: +0.3 / +32.3; the same two unmaps one
-/// after the other: +4.6 / +13.9. page_fault1's unmaps take the same (its 16 x 16 MiB
-/// at 2 CPUs, 180 rounds to 18:52: +0 / +78 ns per fault near / apart, the model +11 /
-/// +42: its faults' LRU adds under the same lock are not modelled).
+/// each found in the other CPU's cache. Fitted through the origin to the excess of
+/// two overlapped `munmap`s of 256 MiB over one alone against the line time measured
+/// beside them (a ping-pong of one line between the vCPUs), two sessions: 200
+/// alternated rounds (2026-11-27 18:09-18:22 UTC, load 4.3-10.7; docs/predict.md):
+/// +13.1 ns per page (median of 61 rounds) at 41.8 ns a line, +43.7 (139 rounds) at
+/// 162.4 ns; 122 runs each measured right after the ping-pong (21:05-21:09, load
+/// 6.3-8.0): -3 (37 runs) at 30 ns, +45 (24) at 160 ns. Slope 0.270 ns per page per
+/// ns of line: 8.4 lines a batch; 8 give +10.8 / +41.9 and +7.7 / +41.3.
 pub const UNMAP_SHARED_LINES: u32 = 8;
+/// Lines each batch of 31 faults (an LRU add) finds in the other CPU's cache while two
+/// CPUs fault and unmap in the same memory cgroup (`page_fault1`'s
+/// `fault_shared_lines`): the excess of page_fault1 (16 × 16 MiB) at two CPUs over one
+/// against the line time, fitted through the origin as above less the unmap's 8 lines:
+/// 180 alternated rounds to 18:52 UTC: +0 ns per fault at 41.8 ns a line, +78 at 162.4;
+/// 121 runs after the ping-pong, 21:05-21:09: -15 (36 runs) at 30, +141 (24) at 159.
+/// Slope 0.638 ns per fault per ns of line, 19.8 lines per 31 faults, 8 of them the
+/// unmap's. The lines the cpu-clock profile shows grow at two CPUs (21:10 UTC): the
+/// struct pages `__rmqueue_pcplist` unlinks (its `list_del` 4 % of a fault at one CPU,
+/// 11 % at two) and the LRU add's under `lru_lock` (6 % at both).
+pub const FAULT_SHARED_LINES: u32 = 12;
 /// One line's move between the two vCPUs when `predict` did not measure it
 /// ([`super::kernel::line_transfer_ns`]): the ping-pong while the host runs them on
 /// one L3 (38-48 ns, median 41.8, in 61 rounds of 200; 122-170 apart, median 162.4).

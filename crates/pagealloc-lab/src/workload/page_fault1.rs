@@ -83,6 +83,12 @@ define_params! {
         shared_lines: u32 = 0, full 0;
         /// The time one line takes to move from another CPU's cache, ns.
         line_transfer_ns: u32 = 0, full 0;
+        /// Cache lines each batch of 31 faults (an LRU-add `folio_batch`) finds in
+        /// another CPU's cache at two CPUs or more, each paid `line_transfer_ns` (the
+        /// memcg's `lru_lock`, LRU lists and counters the other CPU's faults and unmaps
+        /// write, and the struct pages the fault's allocation unlinks:
+        /// docs/sim-cost-model.md §12); 0: none (the default).
+        fault_shared_lines: u32 = 0, full 0;
     }
 }
 
@@ -159,15 +165,20 @@ impl Workload for PageFault1 {
     fn scripts(&self, cpus: u32) -> Result<Vec<Box<dyn CpuScript>>, WorkloadError> {
         // The unmaps of two CPUs or more fetch their memcg's shared lines from each
         // other's caches (`shared_lines`).
-        let shared_ns = if cpus >= 2 {
-            u64::from(self.params.shared_lines) * u64::from(self.params.line_transfer_ns)
-        } else {
-            0
+        let lines_ns = |lines: u32| {
+            if cpus >= 2 {
+                u64::from(lines) * u64::from(self.params.line_transfer_ns)
+            } else {
+                0
+            }
         };
+        let shared_ns = lines_ns(self.params.shared_lines);
+        let fault_ns = lines_ns(self.params.fault_shared_lines);
         Ok((0..cpus)
             .map(|_| {
                 let mut l = FaultLoop::new(&self.params);
                 l.unmap_batch_ns = shared_ns;
+                l.fault_batch_ns = fault_ns;
                 script(l)
             })
             .collect())
@@ -229,6 +240,10 @@ pub(crate) struct FaultLoop {
     unmap_work_ns: u64,
     /// Work per batch of the unmap's frees beside its blocks' (the shared lines), ns.
     unmap_batch_ns: u64,
+    /// Work per batch of [`FAULT_BATCH`] faults beside their own (the shared lines), ns.
+    fault_batch_ns: u64,
+    /// Faults in the current batch of [`FAULT_BATCH`].
+    batched: Slot,
     /// The mmu_gather's pages per loop ([`gather_pages`]), in the slots after the
     /// tables, then (`table_batch`) the page-table RCU batch's page.
     gather: Slot,
@@ -249,6 +264,8 @@ impl FaultLoop {
             fault_work_ns: u64::from(p.fault_work_ns),
             unmap_work_ns: u64::from(p.unmap_work_ns),
             unmap_batch_ns: 0,
+            fault_batch_ns: 0,
+            batched: 0,
             gather: if p.gather_pages > 0 {
                 gather_pages(p.blocks())
             } else {
@@ -260,15 +277,42 @@ impl FaultLoop {
         }
     }
 
-    /// The faults of `slots`: touched, then their work outside the allocator.
-    fn faults(&self, slots: std::ops::Range<Slot>) -> Phase {
-        Phase::Fill(
-            Fill::new(slots, self.order, MigrateKind::Movable)
-                .touching()
-                .working(self.fault_work_ns),
-        )
+    /// The faults of `slots`: touched, then their work outside the allocator; with
+    /// `fault_batch_ns`, that work after every [`FAULT_BATCH`]-th fault of the CPU
+    /// (its `folio_batch` carries over from one region and loop to the next).
+    fn faults(&mut self, slots: std::ops::Range<Slot>, out: &mut VecDeque<Phase>) {
+        let (order, work) = (self.order, self.fault_work_ns);
+        let fill = |r: std::ops::Range<Slot>| {
+            Phase::Fill(
+                Fill::new(r, order, MigrateKind::Movable)
+                    .touching()
+                    .working(work),
+            )
+        };
+        if self.fault_batch_ns == 0 {
+            out.push_back(fill(slots));
+            return;
+        }
+        let mut at = slots.start;
+        while at < slots.end {
+            let end = (at + FAULT_BATCH - self.batched).min(slots.end);
+            out.push_back(fill(at..end));
+            self.batched += end - at;
+            if self.batched == FAULT_BATCH {
+                out.push_back(Phase::Op(Op::Compute {
+                    ns: self.fault_batch_ns,
+                }));
+                self.batched = 0;
+            }
+            at = end;
+        }
     }
 }
+
+/// Faults per LRU add: `folio_add_lru` queues each new folio in a per-CPU
+/// `folio_batch` (`FOLIO_BATCH_SIZE`, 31) and `folio_batch_move_lru` moves a full batch
+/// onto the memcg's LRU under its `lru_lock`.
+const FAULT_BATCH: Slot = 31;
 
 /// Blocks per `free_unref_folios` call: a `folio_batch` (`FOLIO_BATCH_SIZE`, 31 folios,
 /// whatever their order). The unmap (`zap_pte_range`, then `release_pages`) hands the
@@ -348,7 +392,7 @@ impl Program for FaultLoop {
         let extra = self.blocks + self.tables;
         let gather = extra..extra + self.gather;
         if self.tables == 0 {
-            out.push_back(self.faults(0..self.blocks));
+            self.faults(0..self.blocks, out);
             unmap(
                 0..self.blocks,
                 self.unmap_work_ns,
@@ -369,7 +413,7 @@ impl Program for FaultLoop {
                 MigrateKind::Unmovable,
             )));
             if first < end {
-                out.push_back(self.faults(first..end));
+                self.faults(first..end, out);
             }
         }
         unmap(

@@ -80,6 +80,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("cross_copy_out_ns_per_kib", MAX_NS_PER_KIB, "ns per KiB"),
     ("exit_jitter_ns", MAX_NS, "ns"),
     ("exit_shift", MAX_CPUS, "CPUs"),
+    ("fault_shared_lines", 1000.0, "lines"),
     ("fault_work_ns", MAX_NS, "ns"),
     ("gather_pages", 1.0, "(0 or 1)"),
     ("fill_pages", MAX_PAGES, "pages"),

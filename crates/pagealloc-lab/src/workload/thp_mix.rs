@@ -104,6 +104,7 @@ impl ThpMix {
             gather_pages: self.params.gather_pages,
             shared_lines: 0,
             line_transfer_ns: 0,
+            fault_shared_lines: 0,
         }
     }
 }
