@@ -150,3 +150,41 @@ fn page_fault1_faults_pay_theirs_every_31_faults() {
     assert!(x(&shared, "elapsed_s") > x(&plain, "elapsed_s"));
     assert_eq!(pf(1, &[]).trace_hash, pf(1, &faults).trace_hash);
 }
+
+/// `predict`'s page_fault1 at two CPUs takes both terms of `predict/work.rs` with the
+/// line time it measured: from 40 to 160 ns a line each CPU pays 120 ns more for each of
+/// the unmaps' 8 lines per batch (16 loops of 132 batches of 31 and one of 4) and each of
+/// the faults' 12 per 31 faults (65 536 faults: 2 114 batches), exactly.
+#[test]
+fn predict_charges_page_fault1_both_terms_at_the_measured_line() {
+    use pagealloc_lab::predict::{self, work, PredictOptions};
+    use pagealloc_lab::sim::start::StartState;
+    let size = predict::default_size("page_fault1").unwrap();
+    assert_eq!((size.pages, size.count), (4096, 16));
+    let opts = PredictOptions {
+        workload: "page_fault1".into(),
+        cpus: 2,
+        size,
+        config: None,
+        exe: std::path::PathBuf::new(),
+        runs: 1,
+    };
+    let at = |ns: f64| {
+        predict::simulate_with(&opts, "linux-6.18", &StartState::default(), Some(ns))
+            .unwrap()
+            .0
+    };
+    let (near, apart) = (at(40.0), at(160.0));
+    let faults: f64 = 16.0 * 4096.0;
+    let per_cpu_ns = 120.0
+        * (16.0 * BATCHES as f64 * f64::from(work::UNMAP_SHARED_LINES)
+            + (faults / 31.0).floor() * f64::from(work::FAULT_SHARED_LINES));
+    let want_us = 2.0 * per_cpu_ns * 1e-3 / (2.0 * faults);
+    let added = apart.cpu_us_per_op - near.cpu_us_per_op;
+    assert!(
+        (added - want_us).abs() < 1e-6,
+        "added {added} µs per fault, want {want_us}"
+    );
+    assert_eq!(near.alloc_per_op, apart.alloc_per_op);
+    assert_eq!(near.free_per_op, apart.free_per_op);
+}
