@@ -52,9 +52,9 @@ pub const UNMAP_SHARED_LINES: u32 = 8;
 /// 180 alternated rounds to 18:52 UTC: +0 ns per fault at 41.8 ns a line, +78 at 162.4;
 /// 121 runs after the ping-pong, 21:05-21:09: -15 (36 runs) at 30, +141 (24) at 159.
 /// Slope 0.638 ns per fault per ns of line, 19.8 lines per 31 faults, 8 of them the
-/// unmap's. The lines the cpu-clock profile shows grow at two CPUs (21:10 UTC): the
+/// unmap's. What grows at two CPUs in a cpu-clock profile (21:05 UTC, load 6.4): the
 /// struct pages `__rmqueue_pcplist` unlinks (its `list_del` 4 % of a fault at one CPU,
-/// 11 % at two) and the LRU add's under `lru_lock` (6 % at both).
+/// 11 % at two); the LRU add's `lru_lock` section stays at 6 %.
 pub const FAULT_SHARED_LINES: u32 = 12;
 /// One line's move between the two vCPUs when `predict` did not measure it
 /// ([`super::kernel::line_transfer_ns`]): the ping-pong while the host runs them on
