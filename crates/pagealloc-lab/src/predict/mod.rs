@@ -720,13 +720,9 @@ pub fn predict(
             .join(" / ")
     ));
     let line_ns = (!lines.is_empty()).then(|| median(lines.clone()));
-    // The probe before the run the times come from: the kernel's CPU per write
-    // follows the host's wakeup cost from one run to the next (docs/predict.md).
-    let wake = wakes
-        .get(best)
-        .copied()
-        .flatten()
-        .or_else(|| wake_probe::median_of(&wakes));
+    // The probes' median: one probe can catch another process on the sleeper's CPU,
+    // whose vCPU then has not halted and wakes for under a microsecond.
+    let wake = wake_probe::median_of(&wakes);
     if let Some(note) = wake_probe::note(&wakes, &times) {
         notes.push(note);
     }

@@ -246,7 +246,7 @@ pub fn note(probes: &[Option<WakeProbe>], times: &[(f64, f64, f64)]) -> Option<S
         .collect::<Vec<_>>()
         .join("; ");
     Some(format!(
-        "kernel: a futex wakeup between CPUs 0 and 1 costs the waker {:.2} µs and the sleeper {:.2}, and runs the sleeper {:.1} µs after (medians; the simulator takes the probe before the timed run; before each timing run, waker/sleeper/latency: CPU µs/op: {each})",
+        "kernel: a futex wakeup between CPUs 0 and 1 costs the waker {:.2} µs and the sleeper {:.2}, and runs the sleeper {:.1} µs after (medians, given to the simulator; before each timing run, waker/sleeper/latency: CPU µs/op: {each})",
         m.waker_ns * 1e-3,
         m.sleeper_ns * 1e-3,
         m.latency_ns * 1e-3
