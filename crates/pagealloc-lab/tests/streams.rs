@@ -541,3 +541,56 @@ fn tcp_slab_pages_and_reader_frees_refill_the_writers_pageset() {
     assert!(f2.refills_per_op > 1e-3, "{}", f2.refills_per_op);
     assert_eq!(predicted("tcp_stream", 1).alloc_per_op[1], 0.0);
 }
+
+/// `predict` gives the simulator a stream's wakeup costs from the futex probe it runs
+/// beside the kernel's timing runs (predict/wake_probe.rs, `work::wake_costs`): the
+/// waker pays the probe's waker CPU per wakeup, the sleeper its sleeper CPU. A host
+/// that makes wakeups dearer (the probe at load 7: 8.3 / 16.2 µs against 0.74 / 0.56
+/// with the other vCPU busy) makes each of the stream's sleeps cost that much more CPU.
+#[test]
+fn probed_wakeups_cost_what_the_probe_measured() {
+    use pagealloc_lab::predict::wake_probe::WakeProbe;
+    use pagealloc_lab::predict::{self, work, PredictOptions};
+    let opts = PredictOptions {
+        workload: "unix_stream".into(),
+        cpus: 2,
+        size: predict::default_size("unix_stream").unwrap(),
+        config: None,
+        exe: "unused".into(),
+        runs: 1,
+    };
+    let run = |p: WakeProbe| {
+        predict::simulate_probed(&opts, "linux-6.18", &Default::default(), None, Some(&p))
+            .unwrap()
+            .0
+    };
+    let cheap = WakeProbe {
+        waker_ns: 740.0,
+        sleeper_ns: 560.0,
+        latency_ns: 900.0,
+    };
+    let dear = WakeProbe {
+        waker_ns: 8_300.0,
+        sleeper_ns: 16_200.0,
+        latency_ns: 16_100.0,
+    };
+    assert_eq!(work::wake_costs(Some(&dear)), (8_300.0, 16_200.0, 0.0));
+    assert_eq!(work::wake_costs(Some(&cheap)), (740.0, 560.0, 0.0));
+    let (a, b) = (run(cheap), run(dear));
+    let sleeps = |f: &predict::Figures| f.sleeps_per_op[0] + f.sleeps_per_op[1];
+    println!(
+        "AF_UNIX 2 CPUs: cheap wakeups {:.2} µs/write at {:.3} sleeps, dear {:.2} at {:.3}",
+        a.cpu_us_per_op,
+        sleeps(&a),
+        b.cpu_us_per_op,
+        sleeps(&b)
+    );
+    assert!(sleeps(&a) > 0.1 && sleeps(&b) > 0.1, "{a:?} {b:?}");
+    // Each sleep's wakeup: the waker's and the sleeper's CPU, µs.
+    let want = sleeps(&b) * 24.5 - sleeps(&a) * 1.3;
+    let got = b.cpu_us_per_op - a.cpu_us_per_op;
+    assert!(
+        (got - want).abs() < 0.25 * want,
+        "CPU per write rose {got:.2} µs, the wakeups {want:.2}"
+    );
+}
