@@ -28,33 +28,53 @@ use std::collections::{HashMap, HashSet};
 use super::program::{ProgramResult, TaskWindow};
 use crate::trace::format::{Event, EventKind};
 
-/// The frees (`ts`, `pfn`) by the program's tasks inside their windows of blocks none
-/// of its tasks allocated earlier in the recording, for the faulting programs
+/// Which frees in the program's windows are its own, where the task that ran them says
+/// otherwise (`ts`, `pfn` of each free event).
+#[derive(Clone, Debug, Default)]
+pub struct Frees {
+    /// By one of the program's tasks inside its window, of blocks none of its tasks
+    /// allocated earlier in the recording: other processes'.
+    pub theirs: HashSet<(u64, u64)>,
+    /// By another task (`ksoftirqd`, another process's softirq) on a program's CPU
+    /// inside that CPU's task's window, of a block the program's tasks allocated and had
+    /// not freed: RCU's of the program's page tables run wherever the CPU's callbacks
+    /// run. The program's.
+    pub ours: HashSet<(u64, u64)>,
+}
+
+impl Frees {
+    /// Whether event `e` is the program's, `mine` saying whether one of its tasks did
+    /// it inside its window.
+    pub fn counts(&self, e: &Event, mine: bool) -> bool {
+        if e.kind != EventKind::Free {
+            return mine;
+        }
+        let key = (e.ts, e.pfn);
+        (mine && !self.theirs.contains(&key)) || self.ours.contains(&key)
+    }
+}
+
+/// [`Frees`] of a recording of the faulting programs
 /// ([`super::kernel::timed_in_batches`]); none for the streams, whose tasks are threads
 /// of a process whose main thread allocates too. `ev` sorted by time, from `t0` on the
 /// monotonic clock.
-pub fn foreign_frees(
-    workload: &str,
-    ev: &[Event],
-    t0: u64,
-    prog: &ProgramResult,
-) -> HashSet<(u64, u64)> {
-    let mut out = HashSet::new();
+pub fn frees(workload: &str, ev: &[Event], t0: u64, prog: &ProgramResult) -> Frees {
+    let mut out = Frees::default();
     if !super::kernel::timed_in_batches(workload) {
         return out;
     }
     let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
+    let by_cpu: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.cpu, *t)).collect();
+    let inside = |w: &TaskWindow, e: &Event| (w.start_ns..=w.end_ns).contains(&(e.ts + t0));
     // Blocks the program's tasks hold, by first pfn (a count: a synthetic or lost-event
     // recording may show a pfn allocated twice).
     let mut held: HashMap<u64, u32> = HashMap::new();
     for e in ev {
-        let Some(w) = win.get(&e.pid) else {
-            continue;
-        };
+        let task = win.get(&e.pid);
         match e.kind {
-            EventKind::Alloc => *held.entry(e.pfn).or_default() += 1,
+            EventKind::Alloc if task.is_some() => *held.entry(e.pfn).or_default() += 1,
             EventKind::Free => {
-                let own = match held.get_mut(&e.pfn) {
+                let was_held = match held.get_mut(&e.pfn) {
                     Some(n) if *n > 1 => {
                         *n -= 1;
                         true
@@ -62,9 +82,14 @@ pub fn foreign_frees(
                     Some(_) => held.remove(&e.pfn).is_some(),
                     None => false,
                 };
-                let t = e.ts + t0;
-                if !own && (w.start_ns..=w.end_ns).contains(&t) {
-                    out.insert((e.ts, e.pfn));
+                match task {
+                    Some(w) if !was_held && inside(w, e) => {
+                        out.theirs.insert((e.ts, e.pfn));
+                    }
+                    None if was_held && by_cpu.get(&e.cpu).is_some_and(|w| inside(w, e)) => {
+                        out.ours.insert((e.ts, e.pfn));
+                    }
+                    _ => {}
                 }
             }
             _ => {}
@@ -73,17 +98,19 @@ pub fn foreign_frees(
     out
 }
 
-/// The note of [`foreign_frees`]' frees: how many, in interrupt context and not.
-pub fn note(ev: &[Event], foreign: &HashSet<(u64, u64)>) -> String {
+/// The note of [`Frees`]: how many each way, and of other processes' how many in
+/// interrupt context.
+pub fn note(ev: &[Event], f: &Frees) -> String {
     let irq = ev
         .iter()
         .filter(|e| {
-            e.kind == EventKind::Free && e.in_interrupt() && foreign.contains(&(e.ts, e.pfn))
+            e.kind == EventKind::Free && e.in_interrupt() && f.theirs.contains(&(e.ts, e.pfn))
         })
         .count();
     format!(
-        "kernel: {} frees in the program's windows of blocks its tasks did not allocate ({irq} in interrupt context: RCU's; the rest the CPU's LRU batch): other processes' blocks, counted as theirs (replayed)",
-        foreign.len()
+        "kernel: {} frees in the program's windows of blocks its tasks did not allocate ({irq} in interrupt context: RCU's; the rest the CPU's LRU batch): other processes' blocks, counted as theirs (replayed); {} frees of its blocks by other tasks on its CPUs in its windows (RCU's of its page tables): counted as its own",
+        f.theirs.len(),
+        f.ours.len()
     )
 }
 
@@ -106,11 +133,12 @@ mod tests {
         }
     }
 
-    /// Only the window's frees of blocks the program did not allocate are foreign: its
-    /// prelude's blocks freed in the window are its own, another process's block freed
-    /// by it is not, and nothing is foreign for a stream.
+    /// Only the window's frees of blocks the program did not allocate are other
+    /// processes': its prelude's blocks freed in the window are its own, another
+    /// process's block freed by it is not; its block freed by another task on its CPU
+    /// inside its window is its own; nothing is reattributed for a stream.
     #[test]
-    fn frees_of_blocks_the_program_did_not_allocate() {
+    fn frees_follow_the_blocks_owner() {
         let prog = ProgramResult {
             ops: 1,
             tasks: vec![TaskWindow {
@@ -129,13 +157,23 @@ mod tests {
             ev(130, 7, EventKind::Free, 3),  // allocated before the recording
             ev(140, 7, EventKind::Alloc, 4), // the window's
             ev(150, 7, EventKind::Free, 4),
+            ev(155, 7, EventKind::Alloc, 8),
+            ev(160, 3, EventKind::Free, 8), // its own, freed by ksoftirqd
+            ev(170, 3, EventKind::Free, 9), // another's, by another
             ev(250, 7, EventKind::Free, 6), // after the window
         ];
-        let f = foreign_frees("thp_mix", &e, 0, &prog);
-        let mut v: Vec<_> = f.iter().copied().collect();
-        v.sort_unstable();
-        assert_eq!(v, vec![(120, 2), (130, 3)]);
-        assert!(foreign_frees("unix_stream", &e, 0, &prog).is_empty());
+        let f = frees("thp_mix", &e, 0, &prog);
+        let sorted = |h: &HashSet<(u64, u64)>| {
+            let mut v: Vec<_> = h.iter().copied().collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(sorted(&f.theirs), vec![(120, 2), (130, 3)]);
+        assert_eq!(sorted(&f.ours), vec![(160, 8)]);
+        assert!(f.counts(&e[3], true) && !f.counts(&e[4], true) && f.counts(&e[9], false));
+        assert!(!f.counts(&e[10], false));
+        let s = frees("unix_stream", &e, 0, &prog);
+        assert!(s.theirs.is_empty() && s.ours.is_empty());
         assert!(note(&e, &f).starts_with("kernel: 2 frees"));
     }
 }

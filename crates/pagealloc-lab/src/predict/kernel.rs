@@ -159,8 +159,8 @@ pub fn measure(
                 p.alloc_factor = crate::trace::start::alloc_factor_of(first.get(&key), batch);
                 p.free_count = free_counts.get(&key).copied().unwrap_or(0);
             }
-            let foreign = super::foreign::foreign_frees(&opts.workload, &ev, h.t0_ns, &prog);
-            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &foreign);
+            let owner = super::foreign::frees(&opts.workload, &ev, h.t0_ns, &prog);
+            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &owner);
             k.notes.push(note);
             k.start = StartState {
                 pagesets,
@@ -201,7 +201,7 @@ fn background(
     t0: u64,
     prog: &ProgramResult,
     cpus: u32,
-    foreign: &HashSet<(u64, u64)>,
+    owner: &super::foreign::Frees,
 ) -> (Vec<start::BackgroundOp>, String) {
     let cached = |o: u8| o <= 3 || o == 9;
     let mut span: HashMap<u32, (u64, u64)> = HashMap::new();
@@ -249,11 +249,12 @@ fn background(
                 tick: true,
             });
         }
-        // Other processes' blocks the program's tasks free (`foreign`) are theirs.
-        let mine = win
-            .get(&e.pid)
-            .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&t))
-            && !foreign.contains(&(e.ts, e.pfn));
+        // A free is the block's owner's (`foreign`).
+        let mine = owner.counts(
+            e,
+            win.get(&e.pid)
+                .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&t)),
+        );
         if mine {
             if matches!(e.kind, EventKind::Alloc | EventKind::Free) {
                 *done.entry(e.cpu).or_default() += 1;
@@ -502,11 +503,11 @@ pub fn analyse(
         win.get(&e.pid)
             .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&abs(e)))
     };
-    // Other processes' blocks freed in the program's tasks are not its work (`foreign`).
-    let foreign = super::foreign::foreign_frees(&opts.workload, ev, t0_ns, prog);
+    // A free is the block's owner's, whichever task ran it (`foreign`).
+    let owner = super::foreign::frees(&opts.workload, ev, t0_ns, prog);
     let ours: Vec<Event> = ev
         .iter()
-        .filter(|e| mine(e) && !foreign.contains(&(e.ts, e.pfn)))
+        .filter(|e| owner.counts(e, mine(e)))
         .copied()
         .collect();
     let mut f = Figures::default();
@@ -637,8 +638,8 @@ pub fn analyse(
                 .join(" ")
         ),
     ];
-    if !foreign.is_empty() {
-        notes.push(super::foreign::note(ev, &foreign));
+    if !owner.theirs.is_empty() || !owner.ours.is_empty() {
+        notes.push(super::foreign::note(ev, &owner));
     }
     // Where the frees happened, by the freeing task's CPU.
     if opts.workload.ends_with("_stream") {

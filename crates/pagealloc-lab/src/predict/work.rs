@@ -54,6 +54,13 @@ pub const LINE_TRANSFER_NS: u32 = 42;
 /// before a run follows it (docs/predict.md, "The kernel's spread"): the constant is
 /// the median.
 pub const THP_FAULT_WORK_NS: u32 = 92_000;
+/// thp_mix's timing batches per batch the other faulting programs take (`predict`'s
+/// `max(K, 3)`): its batch of least CPU spreads the widest within a minute (25 batches
+/// back to back at `SCHED_FIFO`, 21:02-21:04 UTC, load 4.9-5.3: 0.175-0.322 µs per
+/// page, median 0.221), and the median of 7 such batches lies within ±11.8 % of theirs
+/// nine times in ten (resampled), of 21 within ±3.2 %. Between minutes the kernel moves
+/// more (two-minute medians 0.175-0.345 in 12 minutes at load 7-9): not averaged away.
+pub const THP_TIMING_BATCH_FACTOR: u32 = 3;
 /// AF_UNIX, per 64 KiB message and side: kernel 12.25 µs per message at one CPU on a
 /// quiet machine (both ends, half each; the least-CPU runs of four sessions, load
 /// 1.2-3.0, 15:05-15:13 UTC: 13.0, 11.7, 10.6, 12.8), less the simulator's 6.06 µs
