@@ -54,13 +54,13 @@ impl Frees {
     }
 }
 
-/// [`Frees`] of a recording of the faulting programs
-/// ([`super::kernel::timed_in_batches`]); none for the streams, whose tasks are threads
-/// of a process whose main thread allocates too. `ev` sorted by time, from `t0` on the
-/// monotonic clock.
-pub fn frees(workload: &str, ev: &[Event], t0: u64, prog: &ProgramResult) -> Frees {
+/// [`Frees`] of a recording of a program: of the faulting programs (`faulting`: forked
+/// processes that free only what they allocated); none for the streams, whose tasks are
+/// threads of a process whose main thread allocates too. `ev` sorted by time, from `t0`
+/// on the monotonic clock.
+pub fn frees(faulting: bool, ev: &[Event], t0: u64, prog: &ProgramResult) -> Frees {
     let mut out = Frees::default();
-    if !super::kernel::timed_in_batches(workload) {
+    if !faulting {
         return out;
     }
     let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
@@ -162,7 +162,7 @@ mod tests {
             ev(170, 3, EventKind::Free, 9), // another's, by another
             ev(250, 7, EventKind::Free, 6), // after the window
         ];
-        let f = frees("thp_mix", &e, 0, &prog);
+        let f = frees(true, &e, 0, &prog);
         let sorted = |h: &HashSet<(u64, u64)>| {
             let mut v: Vec<_> = h.iter().copied().collect();
             v.sort_unstable();
@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(sorted(&f.ours), vec![(160, 8)]);
         assert!(f.counts(&e[3], true) && !f.counts(&e[4], true) && f.counts(&e[9], false));
         assert!(!f.counts(&e[10], false));
-        let s = frees("unix_stream", &e, 0, &prog);
+        let s = frees(false, &e, 0, &prog);
         assert!(s.theirs.is_empty() && s.ours.is_empty());
         assert!(note(&e, &f).starts_with("kernel: 2 frees"));
     }

@@ -159,7 +159,8 @@ pub fn measure(
                 p.alloc_factor = crate::trace::start::alloc_factor_of(first.get(&key), batch);
                 p.free_count = free_counts.get(&key).copied().unwrap_or(0);
             }
-            let owner = super::foreign::frees(&opts.workload, &ev, h.t0_ns, &prog);
+            let owner =
+                super::foreign::frees(timed_in_batches(&opts.workload), &ev, h.t0_ns, &prog);
             let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &owner);
             k.notes.push(note);
             k.start = StartState {
@@ -504,7 +505,7 @@ pub fn analyse(
             .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&abs(e)))
     };
     // A free is the block's owner's, whichever task ran it (`foreign`).
-    let owner = super::foreign::frees(&opts.workload, ev, t0_ns, prog);
+    let owner = super::foreign::frees(timed_in_batches(&opts.workload), ev, t0_ns, prog);
     let ours: Vec<Event> = ev
         .iter()
         .filter(|e| owner.counts(e, mine(e)))
