@@ -33,12 +33,15 @@ use crate::trace::format::{Event, EventKind};
 #[derive(Clone, Debug, Default)]
 pub struct Frees {
     /// By one of the program's tasks inside its window, of blocks none of its tasks
-    /// allocated earlier in the recording: other processes'.
+    /// allocated earlier in the recording (other processes'), or in interrupt context
+    /// of a block its task allocated before its window (its prelude's page tables,
+    /// freed by RCU a grace period after the prelude's unmap: inside the window in some
+    /// runs, before it in others; the simulated prelude has none): not the window's.
     pub theirs: HashSet<(u64, u64)>,
     /// By another task (`ksoftirqd`, another process's softirq) on a program's CPU
     /// inside that CPU's task's window, of a block the program's tasks allocated and had
     /// not freed: RCU's of the program's page tables run wherever the CPU's callbacks
-    /// run. The program's.
+    /// run. The program's, but for its prelude's blocks freed so (as in `theirs`).
     pub ours: HashSet<(u64, u64)>,
 }
 
@@ -69,11 +72,23 @@ pub fn frees(faulting: bool, ev: &[Event], t0: u64, prog: &ProgramResult) -> Fre
     // Blocks the program's tasks hold, by first pfn (a count: a synthetic or lost-event
     // recording may show a pfn allocated twice).
     let mut held: HashMap<u64, u32> = HashMap::new();
+    // Of those, the ones its task allocated before its window (the prelude's).
+    let mut prelude: HashSet<u64> = HashSet::new();
     for e in ev {
         let task = win.get(&e.pid);
         match e.kind {
-            EventKind::Alloc if task.is_some() => *held.entry(e.pfn).or_default() += 1,
+            EventKind::Alloc => {
+                if let Some(w) = task {
+                    *held.entry(e.pfn).or_default() += 1;
+                    if e.ts + t0 < w.start_ns {
+                        prelude.insert(e.pfn);
+                    } else {
+                        prelude.remove(&e.pfn);
+                    }
+                }
+            }
             EventKind::Free => {
+                let deferred = prelude.remove(&e.pfn) && e.in_interrupt();
                 let was_held = match held.get_mut(&e.pfn) {
                     Some(n) if *n > 1 => {
                         *n -= 1;
@@ -83,10 +98,13 @@ pub fn frees(faulting: bool, ev: &[Event], t0: u64, prog: &ProgramResult) -> Fre
                     None => false,
                 };
                 match task {
-                    Some(w) if !was_held && inside(w, e) => {
+                    Some(w) if (!was_held || deferred) && inside(w, e) => {
                         out.theirs.insert((e.ts, e.pfn));
                     }
-                    None if was_held && by_cpu.get(&e.cpu).is_some_and(|w| inside(w, e)) => {
+                    None if was_held
+                        && !deferred
+                        && by_cpu.get(&e.cpu).is_some_and(|w| inside(w, e)) =>
+                    {
                         out.ours.insert((e.ts, e.pfn));
                     }
                     _ => {}
@@ -108,7 +126,7 @@ pub fn note(ev: &[Event], f: &Frees) -> String {
         })
         .count();
     format!(
-        "kernel: {} frees in the program's windows of blocks its tasks did not allocate ({irq} in interrupt context: RCU's; the rest the CPU's LRU batch): other processes' blocks, counted as theirs (replayed); {} frees of its blocks by other tasks on its CPUs in its windows (RCU's of its page tables): counted as its own",
+        "kernel: {} frees in the program's windows of blocks its tasks did not allocate or its prelude's by RCU ({irq} in interrupt context; the rest the CPU's LRU batch): not the window's, replayed as other processes' frees; {} frees of the window's blocks by other tasks on its CPUs in its windows (RCU's of its page tables): counted as its own",
         f.theirs.len(),
         f.ours.len()
     )
@@ -136,7 +154,14 @@ mod tests {
     /// Only the window's frees of blocks the program did not allocate are other
     /// processes': its prelude's blocks freed in the window are its own, another
     /// process's block freed by it is not; its block freed by another task on its CPU
-    /// inside its window is its own; nothing is reattributed for a stream.
+    /// inside its window is its own; its prelude's blocks freed by RCU (interrupt
+    /// context) inside the window are not the window's, whichever task ran them;
+    /// nothing is reattributed for a stream.
+    fn irq(mut e: Event) -> Event {
+        e.flags = crate::trace::format::FLAG_SOFTIRQ;
+        e
+    }
+
     #[test]
     fn frees_follow_the_blocks_owner() {
         let prog = ProgramResult {
@@ -161,19 +186,29 @@ mod tests {
             ev(160, 3, EventKind::Free, 8), // its own, freed by ksoftirqd
             ev(170, 3, EventKind::Free, 9), // another's, by another
             ev(250, 7, EventKind::Free, 6), // after the window
+            ev(50, 7, EventKind::Alloc, 10), // the prelude's page tables,
+            ev(51, 7, EventKind::Alloc, 11),
+            ev(52, 7, EventKind::Alloc, 12),
+            irq(ev(180, 7, EventKind::Free, 10)), // freed by RCU in its softirq,
+            irq(ev(185, 3, EventKind::Free, 11)), // in another task's,
+            ev(190, 7, EventKind::Free, 12),      // by its task: its own
         ];
+        let mut e = e;
+        e.sort_by_key(|x| x.ts);
+        let at = |ts: u64| e.iter().position(|x| x.ts == ts).unwrap_or(0);
         let f = frees(true, &e, 0, &prog);
         let sorted = |h: &HashSet<(u64, u64)>| {
             let mut v: Vec<_> = h.iter().copied().collect();
             v.sort_unstable();
             v
         };
-        assert_eq!(sorted(&f.theirs), vec![(120, 2), (130, 3)]);
+        assert_eq!(sorted(&f.theirs), vec![(120, 2), (130, 3), (180, 10)]);
         assert_eq!(sorted(&f.ours), vec![(160, 8)]);
-        assert!(f.counts(&e[3], true) && !f.counts(&e[4], true) && f.counts(&e[9], false));
-        assert!(!f.counts(&e[10], false));
+        assert!(f.counts(&e[at(110)], true) && !f.counts(&e[at(120)], true));
+        assert!(f.counts(&e[at(160)], false) && !f.counts(&e[at(170)], false));
+        assert!(!f.counts(&e[at(185)], false) && f.counts(&e[at(190)], true));
         let s = frees(false, &e, 0, &prog);
         assert!(s.theirs.is_empty() && s.ours.is_empty());
-        assert!(note(&e, &f).starts_with("kernel: 2 frees"));
+        assert!(note(&e, &f).starts_with("kernel: 3 frees"));
     }
 }
