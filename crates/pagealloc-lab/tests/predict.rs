@@ -111,7 +111,18 @@ fn the_kernel_side_counts_each_block_once_inside_the_windows() {
         if e.kind == EventKind::Switch {
             e.pfn = u64::from(e.pid);
         }
+        // The frees are of the window's two blocks.
+        match e.ts {
+            800 | 801 => e.pfn = 0x1000 + 130,
+            802 | 803 => e.pfn = 0x1000 + 150,
+            _ => {}
+        }
     }
+    // Another process's block freed in the program's task (the CPU's LRU batch, RCU):
+    // not the program's (`predict::foreign`).
+    let mut theirs = ev(804, 0, 7, EventKind::Free, 0, 0);
+    theirs.pfn = 0x1000 + 140;
+    events.push(theirs);
     assert_eq!(zone_locks(&events).into_iter().collect::<Vec<_>>(), [lock]);
     let k = analyse(&opts, 1000, "6.18", &events, &prog, &[10, 12, 11]);
     let f = &k.figures;

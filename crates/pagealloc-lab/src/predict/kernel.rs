@@ -159,7 +159,9 @@ pub fn measure(
                 p.alloc_factor = crate::trace::start::alloc_factor_of(first.get(&key), batch);
                 p.free_count = free_counts.get(&key).copied().unwrap_or(0);
             }
-            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus);
+            let owner =
+                super::foreign::frees(timed_in_batches(&opts.workload), &ev, h.t0_ns, &prog);
+            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &owner);
             k.notes.push(note);
             k.start = StartState {
                 pagesets,
@@ -200,6 +202,7 @@ fn background(
     t0: u64,
     prog: &ProgramResult,
     cpus: u32,
+    owner: &super::foreign::Frees,
 ) -> (Vec<start::BackgroundOp>, String) {
     let cached = |o: u8| o <= 3 || o == 9;
     let mut span: HashMap<u32, (u64, u64)> = HashMap::new();
@@ -247,9 +250,12 @@ fn background(
                 tick: true,
             });
         }
-        let mine = win
-            .get(&e.pid)
-            .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&t));
+        // A free is the block's owner's (`foreign`).
+        let mine = owner.counts(
+            e,
+            win.get(&e.pid)
+                .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&t)),
+        );
         if mine {
             if matches!(e.kind, EventKind::Alloc | EventKind::Free) {
                 *done.entry(e.cpu).or_default() += 1;
@@ -498,7 +504,13 @@ pub fn analyse(
         win.get(&e.pid)
             .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&abs(e)))
     };
-    let ours: Vec<Event> = ev.iter().filter(|e| mine(e)).copied().collect();
+    // A free is the block's owner's, whichever task ran it (`foreign`).
+    let owner = super::foreign::frees(timed_in_batches(&opts.workload), ev, t0_ns, prog);
+    let ours: Vec<Event> = ev
+        .iter()
+        .filter(|e| owner.counts(e, mine(e)))
+        .copied()
+        .collect();
     let mut f = Figures::default();
     let mut by_mt: [HashMap<i8, u64>; 11] = Default::default();
     for e in &ours {
@@ -627,6 +639,9 @@ pub fn analyse(
                 .join(" ")
         ),
     ];
+    if !owner.theirs.is_empty() || !owner.ours.is_empty() {
+        notes.push(super::foreign::note(ev, &owner));
+    }
     // Where the frees happened, by the freeing task's CPU.
     if opts.workload.ends_with("_stream") {
         notes.push(super::sleeps::note(ev, t0_ns, prog));

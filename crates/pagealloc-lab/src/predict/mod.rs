@@ -47,6 +47,7 @@
 //! processes' pages pass through the same pagesets, and their CPU time through the same
 //! CPUs (the load is printed).
 
+pub mod foreign;
 pub mod kernel;
 pub mod program;
 pub mod saved;
@@ -655,7 +656,10 @@ pub fn predict(
     // The times come from runs without the recorder: each traced page event costs the
     // tracer CPU time the program's own work does not (docs/predict.md).
     let traced_cpu = k.figures.cpu_us_per_op;
-    let timed = opts.runs.max(TIMING_RUNS);
+    let mut timed = opts.runs.max(TIMING_RUNS);
+    if opts.workload == "thp_mix" {
+        timed *= work::THP_TIMING_BATCH_FACTOR;
+    }
     let mut times = Vec::new();
     let mut per_task: Vec<Vec<f64>> = Vec::new();
     let mut sleeps: Vec<[f64; 2]> = Vec::new();

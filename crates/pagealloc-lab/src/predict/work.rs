@@ -61,9 +61,24 @@ pub const FAULT_SHARED_LINES: u32 = 12;
 /// one L3 (38-48 ns, median 41.8, in 61 rounds of 200; 122-170 apart, median 162.4).
 pub const LINE_TRANSFER_NS: u32 = 42;
 /// Per THP fault: kernel 0.247 µs per base page of thp_mix at one CPU (126 µs per
-/// 2 MiB, mostly its zeroing: ~17 GB/s here; batches 0.168-0.373, middle half
-/// 0.220-0.273) less the simulator's 34.3 µs less the unmap.
+/// 2 MiB; batches 0.168-0.373, middle half 0.220-0.273) less the simulator's 34.3 µs
+/// less the unmap. 84-88 % of a THP fault is `clear_page_erms` under
+/// `folio_zero_user` (cpu-clock profiles), and what a clear costs follows how long ago
+/// the block was last written: thp_mix reuses its eight blocks from the order-9
+/// pageset every ~1 ms, and a THP fault on a block freed 0.1 ms before costs 55 µs, 1 ms
+/// before 104, 3 ms or more 200 (`SCHED_FIFO`, 20 faults each, 2026-11-27 21:01 UTC),
+/// user-space 4 KiB `rep stosb` over a resident 2 MiB buffer 24 → 75 µs over the same
+/// gaps: the host's other tenants evict the lines within milliseconds. No probe run
+/// before a run follows it (docs/predict.md, "The kernel's spread"): the constant is
+/// the median.
 pub const THP_FAULT_WORK_NS: u32 = 92_000;
+/// thp_mix's timing batches per batch the other faulting programs take (`predict`'s
+/// `max(K, 3)`): its batch of least CPU spreads the widest within a minute (25 batches
+/// back to back at `SCHED_FIFO`, 21:02-21:04 UTC, load 4.9-5.3: 0.175-0.322 µs per
+/// page, median 0.221), and the median of 7 such batches lies within ±11.8 % of theirs
+/// nine times in ten (resampled), of 21 within ±3.2 %. Between minutes the kernel moves
+/// more (two-minute medians 0.175-0.345 in 12 minutes at load 7-9): not averaged away.
+pub const THP_TIMING_BATCH_FACTOR: u32 = 3;
 /// AF_UNIX, per 64 KiB message and side: kernel 12.25 µs per message at one CPU on a
 /// quiet machine (both ends, half each; the least-CPU runs of four sessions, load
 /// 1.2-3.0, 15:05-15:13 UTC: 13.0, 11.7, 10.6, 12.8), less the simulator's 6.06 µs
