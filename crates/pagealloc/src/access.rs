@@ -138,9 +138,60 @@ pub struct Access {
 ///
 /// Called with locks held (the zone lock for `locked` accesses): an implementation must
 /// not call back into the allocator, and should be quick.
+///
+/// Every report reaches [`AccessSink::access`] unless the sink overrides one of the
+/// methods by kind of line ([`AccessSink::frame`], [`AccessSink::zone`],
+/// [`AccessSink::pcp`], [`AccessSink::pageblock`]): the allocator calls those, with the
+/// line's fields as scalars, and by default they build the [`Access`] and hand it on. A
+/// sink that overrides one must treat its report exactly as `access` would treat the
+/// same [`Access`]; it spares building the `Access` in memory and matching on its line.
 pub trait AccessSink: Send + Sync + fmt::Debug {
     /// One access.
     fn access(&self, a: Access);
+
+    /// An access to [`Line::Frame`]`(pfn)`.
+    #[inline]
+    fn frame(&self, pfn: u64, write: bool, locked: bool, dep: u8) {
+        self.access(Access {
+            line: Line::Frame(pfn),
+            write,
+            locked,
+            dep,
+        });
+    }
+
+    /// An access to [`Line::Zone`]` { zone, line }` (`dep` 0).
+    #[inline]
+    fn zone(&self, zone: u16, line: ZoneLine, write: bool, locked: bool) {
+        self.access(Access {
+            line: Line::Zone { zone, line },
+            write,
+            locked,
+            dep: 0,
+        });
+    }
+
+    /// An access to [`Line::Pcp`]` { cpu, zone, list }` (`dep` 0).
+    #[inline]
+    fn pcp(&self, cpu: u32, zone: u16, list: u8, write: bool, locked: bool) {
+        self.access(Access {
+            line: Line::Pcp { cpu, zone, list },
+            write,
+            locked,
+            dep: 0,
+        });
+    }
+
+    /// An access to [`Line::Pageblock`]`(pfn)` (`dep` 0).
+    #[inline]
+    fn pageblock(&self, pfn: u64, write: bool, locked: bool) {
+        self.access(Access {
+            line: Line::Pageblock(pfn),
+            write,
+            locked,
+            dep: 0,
+        });
+    }
 }
 
 /// The installed sink, if any (a field of every zone, read on every path). With the
@@ -209,34 +260,19 @@ impl Tally {
 #[cold]
 #[inline(never)]
 pub(crate) fn emit_frame(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool, dep: u8) {
-    s.access(Access {
-        line: Line::Frame(pfn),
-        write,
-        locked,
-        dep,
-    });
+    s.frame(pfn, write, locked, dep);
 }
 
 #[cold]
 #[inline(never)]
 pub(crate) fn emit_pageblock(s: &dyn AccessSink, pfn: u64, write: bool, locked: bool) {
-    s.access(Access {
-        line: Line::Pageblock(pfn),
-        write,
-        locked,
-        dep: 0,
-    });
+    s.pageblock(pfn, write, locked);
 }
 
 #[cold]
 #[inline(never)]
 pub(crate) fn emit_zone(s: &dyn AccessSink, zone: u16, line: ZoneLine, write: bool, locked: bool) {
-    s.access(Access {
-        line: Line::Zone { zone, line },
-        write,
-        locked,
-        dep: 0,
-    });
+    s.zone(zone, line, write, locked);
 }
 
 #[cold]
@@ -249,12 +285,7 @@ pub(crate) fn emit_pcp(
     write: bool,
     locked: bool,
 ) {
-    s.access(Access {
-        line: Line::Pcp { cpu, zone, list },
-        write,
-        locked,
-        dep: 0,
-    });
+    s.pcp(cpu, zone, list, write, locked);
 }
 
 #[cold]
@@ -315,14 +346,6 @@ pub(crate) fn emit_zone_check(s: &dyn AccessSink, node: usize, pos: usize, zone:
         dep: 0,
     });
     for line in [ZoneLine::Watermarks, ZoneLine::Counters] {
-        s.access(Access {
-            line: Line::Zone {
-                zone: zone as u16,
-                line,
-            },
-            write: false,
-            locked,
-            dep: 0,
-        });
+        s.zone(zone as u16, line, false, locked);
     }
 }
