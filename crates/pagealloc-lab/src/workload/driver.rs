@@ -499,7 +499,8 @@ impl<B: TraceBlock> CpuDriver<B> {
             _ => block.map(|b| b.order()),
         };
         self.counts.record(&op, ok, order);
-        if self.measuring {
+        // A window open from the start measures what `counts` does: no second record.
+        if self.measuring && self.measured_after.is_some() {
             self.measured.record(&op, ok, order);
         }
         if let (Some(id), Op::Barrier { id: b }) = (self.measured_after, op) {
@@ -548,9 +549,14 @@ impl<B: TraceBlock> CpuDriver<B> {
     pub fn counts(&self) -> &OpCounts {
         &self.counts
     }
-    /// Counts of the measured window so far.
+    /// Counts of the measured window so far (the whole run's when the window opens at
+    /// the start).
     pub fn measured(&self) -> &OpCounts {
-        &self.measured
+        if self.measured_after.is_none() {
+            &self.counts
+        } else {
+            &self.measured
+        }
     }
     /// Ops completed.
     pub fn ops(&self) -> u64 {
