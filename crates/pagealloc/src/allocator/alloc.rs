@@ -119,6 +119,27 @@ impl Allocator {
         r
     }
 
+    /// [`Allocator::alloc_on`] for a caller that installed an access sink
+    /// ([`Allocator::set_access_sink`]: the simulator, at every allocation): straight to
+    /// the reported hit and the walk, without the inlined quiet hit, which serves no order
+    /// while a sink is installed (the same allocation and the same reports as
+    /// `alloc_on`). Without a sink, the same allocation by the walk.
+    #[cfg(feature = "access")]
+    #[inline]
+    pub fn alloc_on_reported(
+        &self,
+        cpu: usize,
+        order: u8,
+        gfp: Gfp,
+        node: Option<usize>,
+    ) -> Result<Frame, AllocError> {
+        let r = self.alloc_walk(cpu, order, gfp, node);
+        if let Ok(f) = r {
+            self.check_poison_on_alloc(cpu, f);
+        }
+        r
+    }
+
     /// With [`Config::poison`] on a memory-backed allocator, check that a block being
     /// handed out still holds the poison written when it was freed (`debug_pagealloc`'s
     /// `check_poison_mem`): a write after free is caught even when the block is allocated

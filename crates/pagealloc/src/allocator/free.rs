@@ -168,6 +168,17 @@ impl Allocator {
         self.free_on_lists::<false>(cpu, frame, false)
     }
 
+    /// [`Allocator::free_on`] for a caller that installed an access sink
+    /// ([`Allocator::set_access_sink`]: the simulator, at every free): straight to the
+    /// reported hit and the full path, without the inlined quiet hit, which serves no
+    /// order while a sink is installed (the same free, checks and reports as `free_on`).
+    /// Without a sink, the same free by the full path.
+    #[cfg(feature = "access")]
+    #[inline]
+    pub fn free_on_reported(&self, cpu: usize, frame: Frame) -> Result<(), FreeError> {
+        self.free_on_slow(cpu, frame, false)
+    }
+
     /// [`Allocator::free_on`] (`trusted` false) or [`Allocator::free_on_unchecked`]
     /// with the hit for the pageset's list forms: linked lists only (`RINGS` false), or
     /// rings and linked lists.

@@ -143,6 +143,7 @@ impl Allocator {
     /// `zonelist_scanned` counter of [`Allocator::cpu_counters`] alone, one cell, cheap
     /// enough to read around every operation (the simulator charges each entry's
     /// instructions with it). 0 for a CPU that does not exist.
+    #[inline]
     pub fn cpu_zonelist_scanned(&self, cpu: usize) -> u64 {
         self.cpus
             .get(cpu)

@@ -96,7 +96,7 @@ impl Backend for Engine<'_> {
             MigrateKind::Reclaimable => MigrateType::Reclaimable,
         });
         let scanned = self.a.cpu_zonelist_scanned(cpu);
-        let r = self.a.alloc_on(cpu, order, gfp, None);
+        let r = self.a.alloc_on_reported(cpu, order, gfp, None);
         let fault = if kind == MigrateKind::Movable && r.is_ok() {
             cost.fault_ns
         } else {
@@ -120,7 +120,7 @@ impl Backend for Engine<'_> {
         let t = self.cpus[cpu].time;
         let busy = self.cpus[cpu].busy;
         self.platform.set(cpu, t);
-        self.a.free_on(cpu, f).map_err(|e| {
+        self.a.free_on_reported(cpu, f).map_err(|e| {
             EngineError::Contract(format!("cpu {cpu}: free of {f:?} refused: {e:?}"))
         })?;
         self.charge(cpu, self.spec.cost.free_fast_ns);
