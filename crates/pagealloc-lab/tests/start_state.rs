@@ -311,12 +311,6 @@ fn a_saved_start_state_loads_equal_and_replays_the_same_run() {
         runs: 2,
         host_zones: saved::host_zones(),
         line_ns: None,
-        // Saved and loaded as measured (a stream's simulator input; page_fault1 ignores it).
-        wake: Some(pagealloc_lab::predict::wake_probe::WakeProbe {
-            waker_ns: 7_000.0,
-            sleeper_ns: 12_600.0,
-            latency_ns: 12_300.0,
-        }),
     };
     let d = scratch("roundtrip");
     saved::write(&d, &m, &runs).unwrap();

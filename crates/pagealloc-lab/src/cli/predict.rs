@@ -167,7 +167,6 @@ pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
             runs: p.runs.len() as u32,
             host_zones: saved::host_zones(),
             line_ns: p.line_ns,
-            wake: p.wake,
         };
         saved::write(st.path(), &m, &p.runs).map_err(CliError::run)?;
         st.commit_dir().map_err(CliError::run)?;

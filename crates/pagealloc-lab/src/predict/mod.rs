@@ -52,7 +52,6 @@ pub mod kernel;
 pub mod program;
 pub mod saved;
 pub mod sleeps;
-pub mod wake_probe;
 pub mod work;
 
 use serde::{Deserialize, Serialize};
@@ -424,9 +423,6 @@ pub struct Prediction {
     /// The time a line took between the program's CPUs, measured before the timing
     /// runs and given to the simulator (ns; `None`: not measured).
     pub line_ns: Option<f64>,
-    /// A stream's wakeup across the CPUs, measured before the timing runs and given
-    /// to the simulator (`None`: not measured).
-    pub wake: Option<wake_probe::WakeProbe>,
 }
 
 /// Options of one prediction.
@@ -528,21 +524,6 @@ pub fn simulate_with(
     start: &StartState,
     line_ns: Option<f64>,
 ) -> Result<(Figures, String), String> {
-    simulate_probed(opts, config, start, line_ns, None)
-}
-
-/// [`simulate_with`], with a stream's wakeup costs from the probe run beside the
-/// kernel's runs ([`wake_probe::measure`], [`work::wake_costs`]).
-///
-/// # Errors
-/// As [`simulate`].
-pub fn simulate_probed(
-    opts: &PredictOptions,
-    config: &str,
-    start: &StartState,
-    line_ns: Option<f64>,
-    wake: Option<&wake_probe::WakeProbe>,
-) -> Result<(Figures, String), String> {
     let (wl, mut ov) = sim_workload(&opts.workload, opts.cpus, opts.size)
         .ok_or_else(|| format!("no workload {}", opts.workload))?;
     if let Some(ns) = line_ns {
@@ -558,7 +539,9 @@ pub fn simulate_probed(
     let mut cost = m.cost;
     if is_stream(&opts.workload) {
         // Wakeups across this guest's vCPUs, measured here (`work`).
-        (cost.wake_ns, cost.switch_ns, cost.wakeup_ns) = work::wake_costs(wake);
+        cost.wake_ns = work::WAKE_NS.into();
+        cost.switch_ns = work::SWITCH_NS.into();
+        cost.wakeup_ns = work::WAKEUP_NS.into();
     }
     let mut o = SimOptions::new(m, cfg);
     o.cost = Some(cost);
@@ -664,14 +647,10 @@ pub fn predict(
     let mut per_task: Vec<Vec<f64>> = Vec::new();
     let mut sleeps: Vec<[f64; 2]> = Vec::new();
     let mut lines = Vec::new();
-    let mut wakes = Vec::new();
     for i in 0..timed {
         progress(&format!("timing run {} of {timed} (no recorder)", i + 1));
         // Where the host runs the two vCPUs now (docs/predict.md, parallel_free).
         lines.extend(kernel::line_transfer_ns(opts.cpus));
-        if is_stream(&opts.workload) {
-            wakes.push(wake_probe::measure(opts.cpus));
-        }
         let prog = kernel::run_untraced(opts)?;
         let ops = ops_of(&opts.workload, opts.cpus, opts.size).max(1) as f64;
         per_task.push(
@@ -725,12 +704,6 @@ pub fn predict(
             .join(" / ")
     ));
     let line_ns = (!lines.is_empty()).then(|| median(lines.clone()));
-    // The probes' median: one probe can catch another process on the sleeper's CPU,
-    // whose vCPU then has not halted and wakes for under a microsecond.
-    let wake = wake_probe::median_of(&wakes);
-    if let Some(note) = wake_probe::note(&wakes, &times) {
-        notes.push(note);
-    }
     if let Some(m) = line_ns {
         notes.push(format!(
             "kernel: a line moves between CPUs 0 and 1 in {m:.0} ns (before each timing run: {}; ~40 while the host runs the vCPUs on one L3, ~160 apart)",
@@ -750,8 +723,7 @@ pub fn predict(
         let mut sims = Vec::new();
         let mut hash = String::new();
         for (i, st) in starts.iter().enumerate() {
-            let (f, h) = simulate_probed(opts, &config, st, line_ns, wake.as_ref())
-                .map_err(TraceError::Failed)?;
+            let (f, h) = simulate_with(opts, &config, st, line_ns).map_err(TraceError::Failed)?;
             if i == 0 {
                 hash.clone_from(&h);
             }
@@ -843,7 +815,6 @@ pub fn predict(
         config,
         kernel_release: release,
         line_ns,
-        wake,
     })
 }
 

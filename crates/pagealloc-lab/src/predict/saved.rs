@@ -24,7 +24,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::program::Size;
-use super::{lines_of, simulate_probed, trips_of, Figures, PredictOptions, Prediction};
+use super::{lines_of, simulate_with, trips_of, Figures, PredictOptions, Prediction};
 use crate::sim::start::StartState;
 
 /// The format's name in `predict.json`.
@@ -65,10 +65,6 @@ pub struct Manifest {
     /// given to the simulator (ns; `None`: not measured).
     #[serde(default)]
     pub line_ns: Option<f64>,
-    /// A stream's wakeup as probed for the run and given to the simulator (`None`:
-    /// not measured).
-    #[serde(default)]
-    pub wake: Option<super::wake_probe::WakeProbe>,
 }
 
 /// `run-K.json`: one kernel run.
@@ -319,7 +315,7 @@ pub fn replay(
             "simulating run {k} of {} from its saved start state, config {config}",
             runs.len()
         ));
-        let (f, h) = simulate_probed(&opts, &config, &r.start, m.line_ns, m.wake.as_ref())
+        let (f, h) = simulate_with(&opts, &config, &r.start, m.line_ns)
             .map_err(|e| format!("run {k}: {e}"))?;
         if hash.is_empty() {
             hash.clone_from(&h);
@@ -372,6 +368,5 @@ pub fn replay(
         config,
         kernel_release: m.kernel_release.clone(),
         line_ns: m.line_ns,
-        wake: m.wake,
     })
 }

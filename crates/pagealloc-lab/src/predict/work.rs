@@ -131,9 +131,6 @@ pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 12;
 /// two CPUs (at one the reader copies 8 MiB of queued writes that have left the L2 by
 /// then): no term.
 pub const TCP_CROSS_COPY_OUT_NS_PER_KIB: u32 = 0;
-/// The three wakeup costs below are what the simulator takes when `predict` has no
-/// probe of the host's wakeups ([`wake_costs`]: a `--from` of an older save).
-///
 /// A wakeup across the vCPUs, the waker's CPU (`try_to_wake_up` and the IPI, which in
 /// this KVM guest exits to the hypervisor): the writer's `_raw_spin_unlock_irqrestore`
 /// (where the samples of the interrupts-off section land: the guest's CPU clock samples
@@ -159,26 +156,6 @@ pub const SWITCH_NS: u32 = 3_650;
 /// line; the poll state's usage is 0), so the idle reader has halted and does not
 /// spin: every wakeup pays the whole interval. 15 000 less `WAKE_NS`.
 pub const WAKEUP_NS: u32 = 15_000 - WAKE_NS;
-/// A stream's wakeup costs for the simulator's cost model (`wake_ns`, `switch_ns`,
-/// `wakeup_ns`): from the probe run beside the kernel's timing runs when there is one
-/// ([`super::wake_probe`]), otherwise [`WAKE_NS`], [`SWITCH_NS`], [`WAKEUP_NS`]. The
-/// waker pays the probe's waker CPU and the sleeper its sleeper CPU. On this guest the
-/// sleeper's CPU clock runs through nearly all of the wakeup's latency (the probe at
-/// 21:05 UTC, load 5-7: waker 7.0-8.3 µs, sleeper 12.6-16.2, latency 12.3-16.1; with
-/// the other vCPU busy, not halted: 0.74 / 0.56 / 0.9): the vCPU's return from its
-/// halt is charged to the task it wakes into. The idle wait is what is left of the
-/// latency after both, none here: the engine starts the sleeper's wait once the waker
-/// has paid, so the simulated sleeper runs `waker` later than the live one.
-pub fn wake_costs(probe: Option<&super::wake_probe::WakeProbe>) -> (f64, f64, f64) {
-    match probe {
-        Some(p) => (
-            p.waker_ns,
-            p.sleeper_ns,
-            (p.latency_ns - p.waker_ns - p.sleeper_ns).max(0.0),
-        ),
-        None => (WAKE_NS.into(), SWITCH_NS.into(), WAKEUP_NS.into()),
-    }
-}
 /// TCP over loopback: the send buffer the writer fills before it sleeps, bytes, given
 /// to the simulated stream as its receive buffer (its window is half of it). The live
 /// writer slept once per 230-270 writes of 16 KiB at two CPUs (0.004 per write,
