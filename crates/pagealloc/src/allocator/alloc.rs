@@ -112,11 +112,7 @@ impl Allocator {
                 return Ok(f);
             }
         }
-        let r = self.alloc_walk(cpu, order, gfp, node);
-        if let Ok(f) = r {
-            self.check_poison_on_alloc(cpu, f);
-        }
-        r
+        self.alloc_walk_checked(cpu, order, gfp, node)
     }
 
     /// [`Allocator::alloc_on`] for a caller that installed an access sink
@@ -127,6 +123,18 @@ impl Allocator {
     #[cfg(feature = "access")]
     #[inline]
     pub fn alloc_on_reported(
+        &self,
+        cpu: usize,
+        order: u8,
+        gfp: Gfp,
+        node: Option<usize>,
+    ) -> Result<Frame, AllocError> {
+        self.alloc_walk_checked(cpu, order, gfp, node)
+    }
+
+    /// Past the PCP hit: the walk, and the poison check of what it hands out.
+    #[inline(always)]
+    fn alloc_walk_checked(
         &self,
         cpu: usize,
         order: u8,
