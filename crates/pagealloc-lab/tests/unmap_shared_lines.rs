@@ -45,6 +45,18 @@ fn run(tasks: u32, extra: &[(&str, &str)]) -> Row {
     simulate("parallel_free", tasks, &base, extra)
 }
 
+/// page_fault1 with 2 loops of 4 096 pages (page tables on, frees after the gather
+/// pages) and `extra`, on `cpus` CPUs.
+fn page_fault1(cpus: u32, extra: &[(&str, &str)]) -> Row {
+    let base = [
+        ("pages_per_loop", "4096"),
+        ("loops", "2"),
+        ("pte_tables", "1"),
+        ("gather_pages", "1"),
+    ];
+    simulate("page_fault1", cpus, &base, extra)
+}
+
 fn x(r: &Row, k: &str) -> f64 {
     r.extra.get(k).copied().unwrap_or(0.0)
 }
@@ -103,15 +115,7 @@ fn one_task_or_zero_terms_change_nothing() {
 /// batches' shared lines (16 MiB: 132 batches of 31 and one of 4), at one CPU nothing.
 #[test]
 fn page_fault1_unmaps_pay_them_at_two_cpus() {
-    let pf = |cpus: u32, extra: &[(&str, &str)]| {
-        let base = [
-            ("pages_per_loop", "4096"),
-            ("loops", "2"),
-            ("pte_tables", "1"),
-            ("gather_pages", "1"),
-        ];
-        simulate("page_fault1", cpus, &base, extra)
-    };
+    let pf = page_fault1;
     let (plain, shared) = (pf(2, &[]), pf(2, &ON));
     let want = 2.0 * 2.0 * BATCHES as f64 * 8.0 * 150.0 * 1e-9;
     assert_only_cpu_added(
@@ -129,19 +133,10 @@ fn page_fault1_unmaps_pay_them_at_two_cpus() {
 /// the allocator does the same; at one CPU nothing changes.
 #[test]
 fn page_fault1_faults_pay_theirs_every_31_faults() {
-    let pf = |cpus: u32, extra: &[(&str, &str)]| {
-        let base = [
-            ("pages_per_loop", "4096"),
-            ("loops", "2"),
-            ("pte_tables", "1"),
-            ("gather_pages", "1"),
-            ("shared_lines", "8"),
-            ("line_transfer_ns", "150"),
-        ];
-        simulate("page_fault1", cpus, &base, extra)
-    };
-    let faults = [("fault_shared_lines", "12")];
-    let (plain, shared) = (pf(2, &[]), pf(2, &faults));
+    // Both runs with the unmaps' lines on (`ON`); the second with the faults' too.
+    let faults = [ON[0], ON[1], ("fault_shared_lines", "12")];
+    let pf = page_fault1;
+    let (plain, shared) = (pf(2, &ON), pf(2, &faults));
     let want = 2.0 * (2.0 * 4096.0 / 31.0f64).floor() * 12.0 * 150.0 * 1e-9;
     assert_only_cpu_added(
         &plain,
@@ -155,7 +150,7 @@ fn page_fault1_faults_pay_theirs_every_31_faults() {
         want,
     );
     assert!(x(&shared, "elapsed_s") > x(&plain, "elapsed_s"));
-    assert_eq!(pf(1, &[]).trace_hash, pf(1, &faults).trace_hash);
+    assert_eq!(pf(1, &ON).trace_hash, pf(1, &faults).trace_hash);
 }
 
 /// `predict`'s page_fault1 at two CPUs takes both terms of `predict/work.rs` with the
