@@ -541,3 +541,69 @@ fn tcp_slab_pages_and_reader_frees_refill_the_writers_pageset() {
     assert!(f2.refills_per_op > 1e-3, "{}", f2.refills_per_op);
     assert_eq!(predicted("tcp_stream", 1).alloc_per_op[1], 0.0);
 }
+
+/// TCP's rule of where a segment's receive work runs (`recv_arrival_pct`): where it
+/// arrives, on the writer's CPU, when the reader is asleep waiting for data; from the
+/// socket's backlog, on the reader's CPU, when the reader is inside its receive. A
+/// reader slower than its writer (more receive work than the writer's send work) is
+/// always inside its receive: it never sleeps and does the arrival work itself. A faster
+/// one sleeps for every write, and its writer does that work: the CPUs' `Compute`
+/// (`compute_s_cpu{N}`) and the reader's sleeps (`sleeps_cpu1`) show it. Without the
+/// rule (`recv_arrival_pct` 0) the work stays on the reader either way; with both ends
+/// on one CPU nothing moves.
+#[test]
+fn tcp_receive_work_runs_where_the_reader_is() {
+    let writes = 8000.0;
+    // Per write: `send_ns` on the writer; 4 µs of receive work, all arriving (`pct`).
+    let pair = |cpus, send_ns: &'static str, pct: &'static str| {
+        tcp_pair(
+            cpus,
+            &[
+                ("sender_free_pct", "100"),
+                ("send_protocol_ns", send_ns),
+                ("recv_protocol_ns", "4000"),
+                ("recv_arrival_pct", pct),
+            ],
+        )
+    };
+    let c = |r: &Row, cpu: u32| r.extra[&format!("compute_s_cpu{cpu}")] * 1e9 / writes;
+    let sleeps = |r: &Row| r.extra.get("sleeps_cpu1").copied().unwrap_or(0.0) / writes;
+    // Per write `Compute` besides the protocol work: the system call (200 ns); a
+    // message carries two writes (32 KiB fragments).
+    let (lagging, lagging0) = (pair(2, "500", "100"), pair(2, "500", "0"));
+    let (keeping_up, keeping_up0) = (pair(2, "12000", "100"), pair(2, "12000", "0"));
+    println!(
+        "reader lagging: sleeps/write {:.3}, Compute writer / reader {:.0} / {:.0} ns per write (rule off {:.0} / {:.0}); \
+         keeping up: sleeps/write {:.3}, {:.0} / {:.0} (rule off {:.0} / {:.0})",
+        sleeps(&lagging),
+        c(&lagging, 0),
+        c(&lagging, 1),
+        c(&lagging0, 0),
+        c(&lagging0, 1),
+        sleeps(&keeping_up),
+        c(&keeping_up, 0),
+        c(&keeping_up, 1),
+        c(&keeping_up0, 0),
+        c(&keeping_up0, 1),
+    );
+    // Lagging: no sleeps, and the reader does the whole receive work (as without the
+    // rule).
+    assert!(sleeps(&lagging) < 0.01, "{}", sleeps(&lagging));
+    assert!(c(&lagging, 1) > 4_000.0, "{}", c(&lagging, 1));
+    assert!(c(&lagging, 0) < 1_000.0, "{}", c(&lagging, 0));
+    // Keeping up: a sleep per message (two writes) at least, and the writer does the
+    // receive work of nearly every message; the reader does only its system call.
+    assert!(sleeps(&keeping_up) > 0.45, "{}", sleeps(&keeping_up));
+    assert!(c(&keeping_up, 0) > 12_000.0 + 3_600.0, "{}", c(&keeping_up, 0));
+    assert!(c(&keeping_up, 1) < 700.0, "{}", c(&keeping_up, 1));
+    // Without the rule the keeping-up reader does it all.
+    assert!(c(&keeping_up0, 1) > 4_000.0, "{}", c(&keeping_up0, 1));
+    // The work is moved, never made or lost: the two CPUs' sum is the rule-off sum.
+    for (on, off) in [(&lagging, &lagging0), (&keeping_up, &keeping_up0)] {
+        let sum = |r: &Row| c(r, 0) + c(r, 1);
+        assert!((sum(on) - sum(off)).abs() < 1.0, "{} {}", sum(on), sum(off));
+    }
+    // Both ends on one CPU: the rule changes nothing.
+    let (one, one0) = (pair(1, "12000", "100"), pair(1, "12000", "0"));
+    assert_eq!(one.trace_hash, one0.trace_hash);
+}

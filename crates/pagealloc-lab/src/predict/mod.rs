@@ -197,6 +197,7 @@ pub fn sim_workload(
                 ("send_protocol_ns", work::TCP_SEND_PROTOCOL_NS.into()),
                 ("recv_protocol_ns", work::TCP_RECV_PROTOCOL_NS.into()),
                 ("recv_on_sender_pct", work::TCP_RECV_ON_SENDER_PCT.into()),
+                ("recv_arrival_pct", work::TCP_RECV_ARRIVAL_PCT.into()),
                 (
                     "cross_copy_in_ns_per_kib",
                     work::CROSS_COPY_IN_NS_PER_KIB.into(),

@@ -97,19 +97,41 @@ pub const TCP_SEND_PROTOCOL_NS: u32 = 910;
 pub const TCP_RECV_PROTOCOL_NS: u32 = 4_370;
 
 /// TCP over loopback with the ends on two CPUs: share of the reader's protocol work
-/// (`TCP_RECV_PROTOCOL_NS`) the writer's CPU does instead, %. The quiet kernel's
-/// least-CPU two-CPU runs of the four sessions: writer 6.42, 6.72, 5.14, 5.62 µs per
-/// write (median 6.02), reader 2.76, 3.04, 3.59, 2.61 (2.90), against 1.64 / 5.10 at
-/// one CPU. Less what the other terms charge at two CPUs (the copy in, +80 ns/KiB:
-/// 1.28 µs; the wakes at 0.21 sleeps per write: 1.18 µs on the writer, 0.77 on the
-/// reader), the writer gained 1.92 µs (44 % of 4.37) and the reader lost 2.97 µs
-/// (68 %); their mean. The per-category profiles at load 8-10 (`perf record -e
-/// cpu-clock -F 20000 -g`, per thread) gave 25 % and 41 %: the writer's own transmits
-/// (`tcp_write_xmit` in `tcp_sendmsg`), the ACKs from its backlog (`__release_sock`)
-/// and its softirq's receive of its segments (`tcp_v4_rcv` under `net_rx_action`);
-/// on one CPU the reader's ACK pushes the queued segments in its own softirq
-/// (`__tcp_push_pending_frames`).
-pub const TCP_RECV_ON_SENDER_PCT: u32 = 55;
+/// (`TCP_RECV_PROTOCOL_NS`) the writer's CPU always does instead, %: the transmits.
+/// A segment is processed where it arrives when its socket's owner does not hold the
+/// socket, else from the owner's backlog (`tcp_v4_rcv`, `tcp_add_backlog`,
+/// `__release_sock`); the writer holds its socket nearly always (it slept 0.003 times
+/// per write), so the reader's ACKs wait in its backlog and the transmits they release
+/// (`tcp_rcv_established` → `tcp_data_snd_check` → `tcp_write_xmit`) run on the writer's
+/// CPU, with its own pushes; on one CPU they ran in the reader's context. Per-call-path
+/// cpu-clock profiles (`perf record -e cpu-clock -F 2000 -g -- pagealloc
+/// predict-program tcp_stream --cpus N --count 65536 --extra 16384`, per thread, three
+/// two-CPU runs and one one-CPU run, 2026-11-27 23:28 UTC, load 1.4-1.7): the writer's
+/// transmits (`__release_sock` and `tcp_write_xmit` not under `tcp_v4_rcv`) 2.44-2.55 µs
+/// of 6.16-6.45 per write at two CPUs against 0.16 of 2.05 at one; the reader's ACKs
+/// with their transmits in its softirq fell from 1.58 to 0.01-1.10. The profiler adds
+/// about a fifth (one CPU: 8.17 µs per write under it, 6.74 without), so the writer
+/// gained 1.9 µs (44 %) by the profile; by the quiet kernel's CPU per write without a
+/// profiler (the least-CPU two-CPU runs of four sessions: writer 6.02, reader 2.90 µs
+/// against 1.64 / 5.10 at one CPU, less the copy in's +1.28 µs and the wakes at 0.21
+/// sleeps per write, 1.18 µs on the writer and 0.77 on the reader) the writer gained
+/// 1.92 µs (44 %) and the reader lost 2.97 (68 %) with the arrivals below in both: their
+/// mean, 55 %, less the arrivals' 15 % × 0.8 (the share of them the writer's CPU took
+/// in the profiles: 0.52-0.69 of 0.69-0.85 µs per write).
+pub const TCP_RECV_ON_SENDER_PCT: u32 = 43;
+/// TCP over loopback with the ends on two CPUs: share of the reader's protocol work done
+/// where a data segment arrives, %: `tcp_v4_rcv` → `tcp_rcv_established` →
+/// `tcp_data_queue` and the reader's wakeup, on the writer's CPU (its transmit's
+/// `NET_RX` softirq) when the reader does not own its socket, on the reader's from the
+/// backlog (`__release_sock`, `__sk_flush_backlog` in `tcp_recvmsg_locked`) when it
+/// does (netperf's `recv_arrival_pct`: the simulated reader owns it except while asleep
+/// for data). The same profiles: data segments processed at arrival on the writer's CPU
+/// 0.52-0.69 µs per write, from the reader's backlog 0.12-0.17, in all 0.69-0.85 (median
+/// 0.77); at one CPU 0.64. Less the profiler's fifth: 0.64 µs, 15 % of 4.37. (The
+/// writer's CPU took 0.52-0.69 of them while the reader slept only 0.03-0.05 times per
+/// write under the profiler: the live reader also leaves its socket between its
+/// receives, which the simulated one does not.)
+pub const TCP_RECV_ARRIVAL_PCT: u32 = 15;
 /// A stream's copy when its ends run on two CPUs, per KiB, beyond what the simulator's
 /// `host` hierarchy charges (it streams another core's lines about as fast as its own
 /// L2). CPU-clock profiles of the two-CPU streams against the one-CPU ones on a quiet

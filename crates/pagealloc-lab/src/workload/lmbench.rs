@@ -177,6 +177,7 @@ impl Lmbench {
             sender_free_pct: 0,
             back_parts: u16::MAX,
             recv_on_sender_pct: 0,
+            recv_arrival_pct: 0,
             skb_starts,
             turn_messages: p.turn_messages,
             shared_switch_ns: p.shared_switch_ns,

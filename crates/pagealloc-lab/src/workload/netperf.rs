@@ -123,6 +123,15 @@ define_params! {
         /// transmits and receives a running writer's segments on the writer's CPU).
         /// 0 keeps all of it on the receiver.
         recv_on_sender_pct: u32 = 0, full 0;
+        /// With the ends on two CPUs: share of `recv_protocol_ns` done where a message
+        /// arrives, % (at most 100 − `recv_on_sender_pct`): on the sender's CPU when the
+        /// receiver is asleep waiting for data as the message arrives (until it runs
+        /// again), else on the receiver's CPU at that receive, as TCP's `tcp_v4_rcv`
+        /// processes a segment at once when the reader does not own its socket and
+        /// leaves it on the socket's backlog for the reader's `release_sock` when it
+        /// does (`stream.rs`, `ReaderState`). 0: none; the receiver's state is not
+        /// followed.
+        recv_arrival_pct: u32 = 0, full 0;
         /// With both ends on one CPU (a pair on a 1-CPU run): messages the writer
         /// queues before the woken reader preempts it; 0: until the buffer is full.
         turn_messages: u32 = 0, full 0;
@@ -245,6 +254,7 @@ impl Netperf {
                 u16::MAX
             },
             recv_on_sender_pct: p.recv_on_sender_pct.min(100),
+            recv_arrival_pct: p.recv_arrival_pct.min(100),
             skb_starts: 0,
             turn_messages: p.turn_messages,
             shared_switch_ns: p.shared_switch_ns,

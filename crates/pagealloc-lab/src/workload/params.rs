@@ -106,6 +106,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("pte_tables", 1.0, "(0 or 1)"),
     ("purgers", MAX_CPUS, "threads"),
     ("rcvbuf_bytes", MAX_BYTES, "bytes"),
+    ("recv_arrival_pct", 100.0, "%"),
     ("recv_on_sender_pct", 100.0, "%"),
     ("recv_protocol_ns", MAX_NS, "ns"),
     ("region_pages", MAX_PAGES, "pages"),

@@ -34,8 +34,8 @@
 //! 1) messages.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::program::{script, Fill, Once, Phase, Program, RETRY_FOREVER};
 use super::shared_cpu::SharedCpu;
@@ -67,6 +67,11 @@ pub(crate) struct StreamShape {
     /// Ends on two CPUs: share of `recv_protocol_ns` the sender's CPU does instead of
     /// the receiver's, % (see [`Sender`]); both ends on one CPU: none.
     pub(crate) recv_on_sender_pct: u32,
+    /// Ends on two CPUs: share of `recv_protocol_ns` done where an skb arrives, %: on the
+    /// sender's CPU when the reader is parked as the skb arrives, else on the
+    /// receiver's at that receive (TCP's socket backlog: see [`ReaderState`]); 0: none
+    /// (no reader state is kept). Both ends on one CPU: none.
+    pub(crate) recv_arrival_pct: u32,
     /// Share of messages whose blocks the sender's CPU frees, %: the receiver copies
     /// them out and hands them back, and the sender frees what has come back after each
     /// message it sends, without waiting (see [`Sender`]); 0: the receiver frees every
@@ -131,12 +136,20 @@ impl StreamShape {
         (j + 1) * p / 100 > j * p / 100
     }
 
-    /// The receive protocol's work per message charged on the sender's CPU and on the
-    /// receiver's: `recv_on_sender_pct` of it and the rest (they add up to
+    /// The receive protocol's work per message charged on the sender's CPU, where
+    /// each skb arrives, and on the receiver's: `recv_on_sender_pct` of it,
+    /// `recv_arrival_pct` (at most what is left) and the rest (they add up to
     /// `recv_protocol_ns`).
-    fn recv_protocol_split(&self) -> (u64, u64) {
-        let on_sender = self.recv_protocol_ns * u64::from(self.recv_on_sender_pct.min(100)) / 100;
-        (on_sender, self.recv_protocol_ns - on_sender)
+    fn recv_protocol_split(&self) -> (u64, u64, u64) {
+        let pct = |p: u32| self.recv_protocol_ns * u64::from(p) / 100;
+        let on_sender_pct = self.recv_on_sender_pct.min(100);
+        let on_sender = pct(on_sender_pct);
+        let arrival = pct(self.recv_arrival_pct.min(100 - on_sender_pct));
+        (
+            on_sender,
+            arrival,
+            self.recv_protocol_ns - on_sender - arrival,
+        )
     }
 
     /// Whether message `j` (0-based) carries a slab page: one per `slab_every`.
@@ -218,14 +231,6 @@ pub(crate) fn parts_of(list: &[Part]) -> ([Part; MAX_PARTS], u8, u32) {
 }
 
 impl StreamShape {
-    /// Payload bytes of one message (every part's blocks).
-    fn message_bytes(&self) -> u64 {
-        self.parts[..usize::from(self.nr_parts)]
-            .iter()
-            .map(|p| u64::from(p.blocks) * u64::from(p.bytes))
-            .sum()
-    }
-
     /// The message's skbs: their slot ranges and parts.
     fn skbs(&self) -> Vec<Skbs> {
         let mut v: Vec<Skbs> = Vec::new();
@@ -281,18 +286,34 @@ impl StreamShape {
             self.pairs
         };
         check_cpus(workload, 2 * pairs.max(1), cpus)?;
+        // Each pair's reader state, shared by its two ends (with the switch on).
+        let readers: Vec<Option<Arc<ReaderState>>> = (0..pairs)
+            .map(|_| (self.recv_arrival_pct > 0).then(|| Arc::new(ReaderState::default())))
+            .collect();
         Ok((0..cpus)
             .map(|cpu| {
                 if cpu >= 2 * pairs {
-                    script(Once::idle())
-                } else if cpu % 2 == 0 {
-                    Sender::script(*self, cpu + 1)
+                    return script(Once::idle());
+                }
+                let reader = readers[(cpu / 2) as usize].clone();
+                if cpu % 2 == 0 {
+                    Sender::script(*self, cpu + 1, reader)
                 } else {
-                    script(Receiver {
+                    let receiver = script(Receiver {
                         shape: *self,
                         from_cpu: cpu - 1,
                         left: self.messages,
-                    })
+                        reader: reader.clone(),
+                        at: None,
+                    });
+                    match reader {
+                        Some(state) => Box::new(Parking {
+                            inner: receiver,
+                            state,
+                            waiting: None,
+                        }),
+                        None => receiver,
+                    }
                 }
             })
             .collect())
@@ -306,16 +327,19 @@ impl StreamShape {
         let shape = StreamShape {
             sender_free_pct: 0,
             recv_on_sender_pct: 0,
+            recv_arrival_pct: 0,
             cross_copy_in_ns_per_kib: 0,
             cross_copy_out_ns_per_kib: 0,
             slab_every: 0,
             ..*self
         };
-        let writer = Sender::script(shape, 0);
+        let writer = Sender::script(shape, 0, None);
         let reader = script(Receiver {
             shape,
             from_cpu: 0,
             left: shape.messages,
+            reader: None,
+            at: None,
         });
         Box::new(SharedCpu::new(
             writer,
@@ -392,11 +416,20 @@ struct Sender {
     taken: Arc<AtomicU64>,
     /// Whether the wait for the last returned blocks has been queued.
     tail_queued: bool,
+    /// The pair's reader state: with it, where an skb's moved receive work runs is
+    /// decided as the skb is sent ([`ReaderState`]).
+    reader: Option<Arc<ReaderState>>,
+    /// With `reader`: the skb (message, index) built and to be sent next.
+    at_send: Option<(u32, usize)>,
 }
 
 impl Sender {
     /// The sender's script sending to `to_cpu`.
-    fn script(shape: StreamShape, to_cpu: u32) -> Box<dyn CpuScript> {
+    fn script(
+        shape: StreamShape,
+        to_cpu: u32,
+        reader: Option<Arc<ReaderState>>,
+    ) -> Box<dyn CpuScript> {
         let taken = Arc::new(AtomicU64::new(0));
         let inner = script(Sender {
             shape,
@@ -404,6 +437,8 @@ impl Sender {
             left: shape.messages,
             taken: taken.clone(),
             tail_queued: false,
+            reader,
+            at_send: None,
         });
         if shape.sender_free_pct == 0 {
             return inner;
@@ -462,6 +497,29 @@ impl Program for Sender {
 
     fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
         let s = self.shape;
+        if let Some((j, i)) = self.at_send.take() {
+            // The reader's state as skb `i` arrives decides who does its moved work.
+            let skbs = s.skbs();
+            let state = self.reader.as_ref().expect("at_send only with a reader");
+            let parked = state.parked.load(Ordering::Acquire);
+            if parked {
+                let (_, moved, _) = s.recv_protocol_split();
+                compute(out, skb_share(moved, &skbs, i));
+            }
+            state
+                .by_writer
+                .lock()
+                .expect("reader state")
+                .push_back(parked);
+            self.send_skb(j, i, &skbs, out);
+            if i + 1 < skbs.len() {
+                self.build_skb(i + 1, &skbs, out);
+                self.at_send = Some((j, i + 1));
+            } else {
+                self.take_back(out);
+            }
+            return true;
+        }
         if self.left == 0 {
             if s.sender_free_pct == 0 || self.tail_queued {
                 return false;
@@ -489,53 +547,87 @@ impl Program for Sender {
         self.left -= 1;
         compute(out, s.syscall_ns);
         let skbs = s.skbs();
-        let total = s.message_bytes();
-        let (recv_here, _) = s.recv_protocol_split();
-        let (mut done, mut done_recv) = (0, 0);
-        let slab = s.slab_slot().filter(|_| s.slab(j));
-        if let Some(r) = &slab {
+        if let Some(r) = s.slab_slot().filter(|_| s.slab(j)) {
             out.push_back(Phase::Fill(
-                Fill::new(r.clone(), 1, MigrateKind::Unmovable).retry(RETRY_FOREVER, s.backoff_ns),
+                Fill::new(r, 1, MigrateKind::Unmovable).retry(RETRY_FOREVER, s.backoff_ns),
             ));
         }
-        for (i, skb) in skbs.iter().enumerate() {
-            for (slots, p) in &skb.parts {
-                out.push_back(Phase::Fill(
-                    Fill::new(slots.clone(), p.order, MigrateKind::Unmovable)
-                        .retry(RETRY_FOREVER, s.backoff_ns),
-                ));
-            }
-            for (slots, p) in &skb.parts {
-                out.push_back(Phase::Copy {
-                    slots: slots.clone(),
-                    bytes: p.bytes,
-                    into_block: true,
-                });
-            }
-            compute(out, CrossCopy::ns(skb.bytes(), s.cross_copy_in_ns_per_kib));
-            compute(
-                out,
-                share(s.send_protocol_ns, &mut done, skb.bytes(), total)
-                    + share(recv_here, &mut done_recv, skb.bytes(), total),
-            );
+        if self.reader.is_some() {
+            // Up to the first skb's send: the reader's state is read when it goes.
+            self.build_skb(0, &skbs, out);
+            self.at_send = Some((j, 0));
+            return true;
+        }
+        for i in 0..skbs.len() {
+            self.build_skb(i, &skbs, out);
+            self.send_skb(j, i, &skbs, out);
+        }
+        self.take_back(out);
+        true
+    }
+}
+
+/// `ns`'s share for skb `i` of `skbs` by its bytes (the shares add up to `ns`).
+fn skb_share(ns: u64, skbs: &[Skbs], i: usize) -> u64 {
+    let total: u64 = skbs.iter().map(Skbs::bytes).sum();
+    let mut done: u64 = skbs[..i].iter().map(Skbs::bytes).sum();
+    share(ns, &mut done, skbs[i].bytes(), total)
+}
+
+impl Sender {
+    /// Skb `i` of message `j` up to its send: its blocks, the copy into them, the
+    /// transmit's protocol work and, without a reader state, the receive work the
+    /// sender's CPU always does.
+    fn build_skb(&self, i: usize, skbs: &[Skbs], out: &mut VecDeque<Phase>) {
+        let s = self.shape;
+        let skb = &skbs[i];
+        for (slots, p) in &skb.parts {
+            out.push_back(Phase::Fill(
+                Fill::new(slots.clone(), p.order, MigrateKind::Unmovable)
+                    .retry(RETRY_FOREVER, s.backoff_ns),
+            ));
+        }
+        for (slots, p) in &skb.parts {
+            out.push_back(Phase::Copy {
+                slots: slots.clone(),
+                bytes: p.bytes,
+                into_block: true,
+            });
+        }
+        compute(out, CrossCopy::ns(skb.bytes(), s.cross_copy_in_ns_per_kib));
+        let recv_here = s.recv_protocol_split().0;
+        compute(
+            out,
+            skb_share(s.send_protocol_ns, skbs, i) + skb_share(recv_here, skbs, i),
+        );
+    }
+
+    /// Sends skb `i` of message `j` (and the slab page after the first).
+    fn send_skb(&self, j: u32, i: usize, skbs: &[Skbs], out: &mut VecDeque<Phase>) {
+        out.push_back(Phase::Send {
+            slots: skbs[i].slots.clone(),
+            to_cpu: self.to_cpu,
+        });
+        if let Some(r) = self
+            .shape
+            .slab_slot()
+            .filter(|_| i == 0 && self.shape.slab(j))
+        {
             out.push_back(Phase::Send {
-                slots: skb.slots.clone(),
+                slots: r,
                 to_cpu: self.to_cpu,
             });
-            if let Some(r) = slab.clone().filter(|_| i == 0) {
-                out.push_back(Phase::Send {
-                    slots: r,
-                    to_cpu: self.to_cpu,
-                });
-            }
         }
-        if s.sender_free_pct > 0 {
+    }
+
+    /// After a message: frees what the receiver has handed back so far.
+    fn take_back(&self, out: &mut VecDeque<Phase>) {
+        if self.shape.sender_free_pct > 0 {
             // The transmit's softirq frees what the receiver has handed back so far.
             let back = self.back();
             out.push_back(Phase::TryRecv(back.clone()));
             out.push_back(Phase::Free(back));
         }
-        true
     }
 }
 
@@ -544,6 +636,11 @@ struct Receiver {
     shape: StreamShape,
     from_cpu: u32,
     left: u32,
+    /// The pair's reader state: with it, each skb's processing is queued only once it
+    /// has been received, when the sender has said who did its moved work.
+    reader: Option<Arc<ReaderState>>,
+    /// With `reader`: the skb (message, index) received and to be processed next.
+    at: Option<(u32, usize)>,
 }
 
 impl Program for Receiver {
@@ -552,58 +649,167 @@ impl Program for Receiver {
     }
 
     fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
+        let s = self.shape;
+        let skbs = s.skbs();
+        if let Some((j, i)) = self.at.take() {
+            let state = self.reader.as_ref().expect("at only with a reader");
+            let by_writer = state
+                .by_writer
+                .lock()
+                .expect("reader state")
+                .pop_front()
+                .expect("the sender says who processed each skb before sending it");
+            let (_, moved, rest) = s.recv_protocol_split();
+            // Not done where it arrived: from the socket's backlog, in this receive.
+            let here = if by_writer { rest } else { rest + moved };
+            self.process_skb(j, i, &skbs, here, out);
+            if i + 1 < skbs.len() {
+                out.push_back(Phase::Recv(skbs[i + 1].slots.clone()));
+                self.at = Some((j, i + 1));
+            }
+            return true;
+        }
         if self.left == 0 {
             return false;
         }
-        let j = self.shape.messages - self.left;
+        let j = s.messages - self.left;
         self.left -= 1;
-        let s = &self.shape;
-        let skbs = s.skbs();
         // The first skb wakes the reader; its `read` takes the rest as they come.
         out.push_back(Phase::Recv(skbs[0].slots.clone()));
-        if let Some(r) = s.slab_slot().filter(|_| s.slab(j)) {
-            // The slab page the writer took: emptied by the reader's frees, given back.
-            out.push_back(Phase::Recv(r.clone()));
-            out.push_back(Phase::Free(r));
+        if self.reader.is_some() {
+            self.at = Some((j, 0));
+            return true;
         }
-        compute(out, s.syscall_ns);
-        let total = s.message_bytes();
-        let (_, recv_here) = s.recv_protocol_split();
-        let mut done = 0;
-        for (i, skb) in skbs.iter().enumerate() {
+        let (_, moved, rest) = s.recv_protocol_split();
+        let here = moved + rest;
+        for i in 0..skbs.len() {
             if i > 0 {
-                out.push_back(Phase::Recv(skb.slots.clone()));
+                out.push_back(Phase::Recv(skbs[i].slots.clone()));
             }
-            for (slots, p) in &skb.parts {
-                out.push_back(Phase::Copy {
-                    slots: slots.clone(),
-                    bytes: p.bytes,
-                    into_block: false,
-                });
-            }
-            compute(out, CrossCopy::ns(skb.bytes(), s.cross_copy_out_ns_per_kib));
-            if s.returns(j) && s.back_parts != u16::MAX {
-                for (slots, _) in &skb.parts {
-                    out.push_back(if s.part_back(slots) {
-                        Phase::Send {
-                            slots: slots.clone(),
-                            to_cpu: self.from_cpu,
-                        }
-                    } else {
-                        Phase::Free(slots.clone())
-                    });
-                }
-            } else if s.returns(j) {
-                out.push_back(Phase::Send {
-                    slots: skb.slots.clone(),
-                    to_cpu: self.from_cpu,
-                });
-            } else {
-                out.push_back(Phase::Free(skb.slots.clone()));
-            }
-            compute(out, share(recv_here, &mut done, skb.bytes(), total));
+            self.process_skb(j, i, &skbs, here, out);
         }
         true
+    }
+}
+
+impl Receiver {
+    /// Skb `i` of message `j` once received (the slab page and the system call with
+    /// the first): the copy out, the frees or hand-backs and `recv_ns`'s share of it.
+    fn process_skb(
+        &self,
+        j: u32,
+        i: usize,
+        skbs: &[Skbs],
+        recv_ns: u64,
+        out: &mut VecDeque<Phase>,
+    ) {
+        let s = &self.shape;
+        let skb = &skbs[i];
+        if i == 0 {
+            if let Some(r) = s.slab_slot().filter(|_| s.slab(j)) {
+                // The slab page the writer took: emptied by the reader's frees, given back.
+                out.push_back(Phase::Recv(r.clone()));
+                out.push_back(Phase::Free(r));
+            }
+            compute(out, s.syscall_ns);
+        }
+        for (slots, p) in &skb.parts {
+            out.push_back(Phase::Copy {
+                slots: slots.clone(),
+                bytes: p.bytes,
+                into_block: false,
+            });
+        }
+        compute(out, CrossCopy::ns(skb.bytes(), s.cross_copy_out_ns_per_kib));
+        if s.returns(j) && s.back_parts != u16::MAX {
+            for (slots, _) in &skb.parts {
+                out.push_back(if s.part_back(slots) {
+                    Phase::Send {
+                        slots: slots.clone(),
+                        to_cpu: self.from_cpu,
+                    }
+                } else {
+                    Phase::Free(slots.clone())
+                });
+            }
+        } else if s.returns(j) {
+            out.push_back(Phase::Send {
+                slots: skb.slots.clone(),
+                to_cpu: self.from_cpu,
+            });
+        } else {
+            out.push_back(Phase::Free(skb.slots.clone()));
+        }
+        compute(out, skb_share(recv_ns, skbs, i));
+    }
+}
+
+/// A stream pair's reader as its writer sees it, for TCP's rule of where a segment's
+/// receive work runs (`recv_arrival_pct`).
+///
+/// Over loopback the writer's transmit delivers each segment in its own CPU's
+/// `NET_RX` softirq (`__dev_queue_xmit` → `netif_rx` → `net_rx_action`), where
+/// `tcp_v4_rcv` takes the reader's socket lock: when the reader does not own the
+/// socket (asleep in `sk_wait_data`, which releases it around its sleep and takes it
+/// again only once it runs) the segment is processed there and then (`tcp_v4_do_rcv`
+/// → `tcp_rcv_established`: queued, the reader woken): the writer's CPU does the work.
+/// When the reader owns it (inside `tcp_recvmsg`, copying what is queued) the segment
+/// goes to the socket's backlog (`tcp_add_backlog`) and the reader processes it in
+/// `release_sock` (`__release_sock` → `sk_backlog_rcv`) or, before it would sleep, in
+/// `__sk_flush_backlog` from `tcp_recvmsg_locked`: the reader's CPU does it. So a
+/// reader that keeps up, asleep when data arrives, leaves the work to the writer, and
+/// one that lags, always inside its receive, does it itself.
+///
+/// `parked` is set by [`Parking`] while the reader waits for data, from the moment its
+/// receive finds nothing until it runs again after the wakeup; the sender reads it as
+/// it sends each skb and queues its answer in `by_writer`, which the receiver takes
+/// once it has received that skb (both in skb order).
+#[derive(Debug, Default)]
+pub(crate) struct ReaderState {
+    parked: AtomicBool,
+    by_writer: Mutex<VecDeque<bool>>,
+}
+
+/// The receiving end's script with its waits made visible ([`ReaderState`]): each
+/// `Recv` of the inner script is first tried without waiting; if the inbox is empty
+/// the reader is parked and waits (`Recv`) until it is given a block and runs again.
+/// The inner script sees each receive complete once, as before.
+#[derive(Debug)]
+struct Parking {
+    inner: Box<dyn CpuScript>,
+    state: Arc<ReaderState>,
+    /// The slot of the receive being tried (`false`) or waited for (`true`).
+    waiting: Option<(Slot, bool)>,
+}
+
+impl CpuScript for Parking {
+    fn slot_count(&self) -> Slot {
+        self.inner.slot_count()
+    }
+
+    fn next(&mut self, last: OpResult, rng: &mut dyn Rng) -> Op {
+        let last = match self.waiting.take() {
+            Some((slot, false)) if !last.ok => {
+                self.state.parked.store(true, Ordering::Release);
+                self.waiting = Some((slot, true));
+                return Op::Recv { slot };
+            }
+            Some((_, parked)) => {
+                if parked {
+                    self.state.parked.store(false, Ordering::Release);
+                }
+                // The inner script's receive has completed.
+                OpResult::OK
+            }
+            None => last,
+        };
+        match self.inner.next(last, rng) {
+            Op::Recv { slot } => {
+                self.waiting = Some((slot, false));
+                Op::TryRecv { slot }
+            }
+            op => op,
+        }
     }
 }
 
