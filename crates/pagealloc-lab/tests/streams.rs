@@ -594,7 +594,11 @@ fn tcp_receive_work_runs_where_the_reader_is() {
     // Keeping up: a sleep per message (two writes) at least, and the writer does the
     // receive work of nearly every message; the reader does only its system call.
     assert!(sleeps(&keeping_up) > 0.45, "{}", sleeps(&keeping_up));
-    assert!(c(&keeping_up, 0) > 12_000.0 + 3_600.0, "{}", c(&keeping_up, 0));
+    assert!(
+        c(&keeping_up, 0) > 12_000.0 + 3_600.0,
+        "{}",
+        c(&keeping_up, 0)
+    );
     assert!(c(&keeping_up, 1) < 700.0, "{}", c(&keeping_up, 1));
     // Without the rule the keeping-up reader does it all.
     assert!(c(&keeping_up0, 1) > 4_000.0, "{}", c(&keeping_up0, 1));
@@ -606,4 +610,19 @@ fn tcp_receive_work_runs_where_the_reader_is() {
     // Both ends on one CPU: the rule changes nothing.
     let (one, one0) = (pair(1, "12000", "100"), pair(1, "12000", "0"));
     assert_eq!(one.trace_hash, one0.trace_hash);
+    // On threads, with real sleeps, the stream runs to its end as well.
+    let w = workload::build(
+        "netperf",
+        Scale::Laptop,
+        &kv(&[
+            ("pairs", "1"),
+            ("messages", "2000"),
+            ("message_bytes", "16384"),
+            ("frag_bytes", "32768"),
+            ("sender_free_pct", "96"),
+            ("recv_arrival_pct", "100"),
+        ]),
+    )
+    .unwrap();
+    assert!(on_two_threads(&*w).score.unwrap() > 0.0);
 }
