@@ -147,7 +147,10 @@ pub const TCP_RECV_ARRIVAL_PCT: u32 = 15;
 /// placement was not recorded.
 pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 80;
 /// The AF_UNIX reader's `_copy_to_iter`, the same way: 1.19 → 1.96 µs per write, +12 ns
-/// per KiB (31 at load 13).
+/// per KiB (31 at load 13). It follows where the host places the vCPUs: 1.67 → 8.3-8.5 µs
+/// per write (+110 ns per KiB) in profiles at 23:46 UTC (load 5.8, `-F 2000`), where the
+/// reader, now as slow as its writer, slept 0.12-0.19 times per write against 0.3-0.7 in
+/// runs where it kept up (docs/predict.md): the constant stays the quiet figure.
 pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 12;
 /// The TCP reader's `_copy_to_iter`, the same way: 1.17 → 0.48 µs per write, cheaper at
 /// two CPUs (at one the reader copies 8 MiB of queued writes that have left the L2 by
