@@ -394,13 +394,13 @@ pub(crate) fn order_for(bytes: u64) -> u32 {
 ///
 /// With the ends on two CPUs the sender also does `recv_on_sender_pct` of the receive
 /// protocol's work, as TCP over loopback does: a writer running beside its reader
-/// transmits its segments itself (`tcp_sendmsg` → `tcp_write_xmit`; on one CPU the
-/// reader's ACK mostly pushes them, `tcp_data_snd_check` in the reader's softirq),
-/// loopback delivers them in the transmitting CPU's `NET_RX` softirq (`tcp_v4_rcv`
-/// into the reader's queue when the reader does not own the socket), and the writer
-/// processes the ACKs that arrived while it owned its own socket in `release_sock`.
-/// CPU-clock profiles of the live two-CPU stream against the one-CPU one put 1.3-2.1 µs
-/// per 16 KiB write more of this work on the writer (docs/predict.md, predict/work.rs).
+/// holds its own socket nearly always, so the reader's ACKs wait in its backlog and the
+/// transmits they release run in its `release_sock` (`tcp_data_snd_check` →
+/// `tcp_write_xmit`; on one CPU the reader's ACK pushes them in the reader's softirq),
+/// beside its own pushes in `tcp_sendmsg`. And it does `recv_arrival_pct` of it for each
+/// skb that arrives while the reader is parked ([`ReaderState`]): loopback delivers a
+/// segment in the transmitting CPU's `NET_RX` softirq, where `tcp_v4_rcv` processes it
+/// at once when the reader does not own its socket. (docs/predict.md, predict/work.rs.)
 ///
 /// Neither end can wait on the other forever: the sender waits only on a full inbox of
 /// the receiver (woken at `resume`), the receiver only on an empty one; the receiver's
