@@ -144,6 +144,7 @@ pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
         Some(d) => Some(crate::output::Staged::dir(d).map_err(CliError::usage)?),
         None => None,
     };
+    predict::kernel::KEEP_RECORDINGS.store(staged.is_some(), std::sync::atomic::Ordering::Relaxed);
     let opts = PredictOptions {
         workload,
         cpus: a.cpus,

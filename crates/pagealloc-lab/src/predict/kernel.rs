@@ -31,7 +31,18 @@ pub struct KernelMeasure {
     /// The program's CPUs' pagesets when the recording began (its start
     /// `/proc/zoneinfo`): the simulator starts from them.
     pub start: StartState,
+    /// The recording itself, as `trace record` writes it, when [`KEEP_RECORDINGS`] is
+    /// set (`predict --save` keeps it as `run-K.trace` for `trace replay` and for
+    /// comparing the kernel's events with the simulator's run by run).
+    pub recording: Option<Arc<Recording>>,
 }
+
+/// A recording: its header and events ([`crate::trace::format::write`] writes it).
+pub type Recording = (crate::trace::format::Header, Vec<Event>);
+
+/// Set by `predict --save`: [`measure`] keeps each run's recording
+/// ([`KernelMeasure::recording`]); off, the events are dropped after the analysis.
+pub static KEEP_RECORDINGS: AtomicBool = AtomicBool::new(false);
 
 /// Pagesets' pages on CPUs `0..cpus`, every zone, sampled every 10 ms until `stop`.
 fn sampler(cpus: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<i64>> {
@@ -174,6 +185,9 @@ pub fn measure(
             "the recording's start zoneinfo: {e}; the simulator's pagesets start empty"
         )),
     }
+    if KEEP_RECORDINGS.load(Ordering::Relaxed) {
+        k.recording = Some(Arc::new((h, ev)));
+    }
     Ok(k)
 }
 
@@ -219,8 +233,29 @@ fn background(
     // Per CPU: the last page event's task and kind.
     let mut last: HashMap<u32, (u32, EventKind)> = HashMap::new();
     let types = crate::trace::format::pageblock_types(ev);
+    // The vmstat worker's passes, where recorded (`EventKind::Vmstat`): each is a decay
+    // of the CPU's pagesets, whether or not it drained (one that drains nothing leaves
+    // no page event, only the lower `high`). Those before the program's window on the
+    // CPU (its prelude) run as the window begins. Without them, a run of drains is read
+    // as a decay (below).
+    let passes = ev.iter().any(|e| e.kind == EventKind::Vmstat);
     for e in ev.iter().filter(|e| e.cpu < cpus) {
         let t = e.ts + t0;
+        if e.kind == EventKind::Vmstat {
+            if span.get(&e.cpu).is_some_and(|s| t <= s.1) {
+                ticks += 1;
+                out.push(start::BackgroundOp {
+                    cpu: e.cpu as usize,
+                    after: done.get(&e.cpu).copied().unwrap_or(0),
+                    order: 0,
+                    gfp: pagealloc::Gfp(0),
+                    alloc: false,
+                    before: None,
+                    tick: true,
+                });
+            }
+            continue;
+        }
         // A run of drains by another task on the program's CPU that no free of that
         // task's began: the vmstat worker's decay of the CPU's pagesets (its `high`
         // lowered, the pages above it drained), replayed as a decay tick.
@@ -231,6 +266,7 @@ fn background(
         };
         let inside = span.get(&e.cpu).is_some_and(|s| (s.0..=s.1).contains(&t));
         if e.kind == EventKind::PcpuDrain
+            && !passes
             && inside
             && !win.contains_key(&e.pid)
             && !matches!(
@@ -316,8 +352,13 @@ fn background(
             _ => {}
         }
     }
+    let how = if passes {
+        "its recorded passes, the prelude's as the window begins"
+    } else {
+        "drains no free began"
+    };
     let note = format!(
-        "kernel: other processes on the program's CPUs while it ran: {allocs} allocations and {frees} frees of their blocks (replayed beside it in the simulator), {unseen} frees of blocks allocated before (held from the start, replayed), {other} of another order than allocated (not replayed); {ticks} decays of the CPUs' pagesets by the vmstat worker (drains no free began: replayed as decay ticks)"
+        "kernel: other processes on the program's CPUs while it ran: {allocs} allocations and {frees} frees of their blocks (replayed beside it in the simulator), {unseen} frees of blocks allocated before (held from the start, replayed), {other} of another order than allocated (not replayed); {ticks} decays of the CPUs' pagesets by the vmstat worker ({how}: replayed as decay ticks)"
     );
     (out, note)
 }
@@ -664,6 +705,7 @@ pub fn analyse(
         mt_labels,
         notes,
         start: StartState::default(),
+        recording: None,
     }
 }
 
@@ -893,4 +935,123 @@ pub fn line_transfer_ns(cpus: u32) -> Option<f64> {
     line.0.store(LINE_STOP, Ordering::Release);
     let _ = peer.join();
     best.is_finite().then_some(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::program::Size;
+    use crate::sim::start::PagesetStart;
+    use pagealloc::{MigrateType, SeedList};
+
+    fn at(ts: u64, pid: u32, kind: EventKind, pfn: u64) -> Event {
+        Event {
+            ts,
+            pid,
+            pfn,
+            mt: 1,
+            ..Event::synthetic(0, kind, pfn)
+        }
+    }
+
+    fn ticks(ops: &[start::BackgroundOp]) -> Vec<u64> {
+        ops.iter().filter(|o| o.tick).map(|o| o.after).collect()
+    }
+
+    /// The vmstat worker's recorded passes on the program's CPU are its decays, drained
+    /// or not: one in the prelude runs as the window begins, one inside it after the
+    /// program's ops before it, one after the window not at all, and the pass's own
+    /// drain is not read as another. Without recorded passes a run of drains by another
+    /// task is still read as one.
+    #[test]
+    fn vmstat_passes_are_decay_ticks() {
+        let prog = ProgramResult {
+            ops: 1,
+            tasks: vec![TaskWindow {
+                pid: 7,
+                start_ns: 100,
+                end_ns: 300,
+                ..TaskWindow::default()
+            }],
+        };
+        let worker = 4;
+        let mut ev = vec![
+            at(10, 7, EventKind::Alloc, 1), // the prelude's
+            at(50, worker, EventKind::Vmstat, 0xffff_8000),
+            at(110, 7, EventKind::Alloc, 2),
+            at(120, 7, EventKind::Free, 2),
+            at(130, worker, EventKind::Vmstat, 0xffff_8000),
+            at(131, worker, EventKind::PcpuDrain, 3),
+            at(140, 7, EventKind::Alloc, 5),
+            at(400, worker, EventKind::Vmstat, 0xffff_8000),
+        ];
+        let owner = crate::predict::foreign::frees(true, &ev, 0, &prog);
+        let (ops, note) = background(&ev, 0, &prog, 1, &owner);
+        assert_eq!(ticks(&ops), vec![0, 2], "{ops:?}");
+        assert!(
+            note.contains("2 decays") && note.contains("recorded passes"),
+            "{note}"
+        );
+        ev.retain(|e| e.kind != EventKind::Vmstat);
+        let (ops, note) = background(&ev, 0, &prog, 1, &owner);
+        assert_eq!(ticks(&ops), vec![2], "{ops:?}");
+        assert!(note.contains("drains no free began"), "{note}");
+    }
+
+    /// A decay that drains nothing still lowers `high` by an eighth: page_fault1's
+    /// frees then reach it and drain (through the simulator's counters), where
+    /// without the pass they stay below the `high` the start state read.
+    #[test]
+    fn a_decay_that_drains_nothing_makes_the_frees_drain() {
+        let opts = PredictOptions {
+            workload: "page_fault1".into(),
+            cpus: 1,
+            size: Size {
+                pages: 512,
+                count: 1,
+                extra: 0,
+            },
+            config: None,
+            exe: "unused".into(),
+            runs: 1,
+        };
+        // CPU 0's Normal pageset 16 000 pages deep, `high` 18 000: seven eighths of it,
+        // 15 750, lies between the count after the loop's faults and after its unmap.
+        let mut st = StartState {
+            pagesets: vec![PagesetStart {
+                cpu: 0,
+                zone: 2,
+                count: 16_000,
+                high: 18_000,
+                taken: vec![SeedList {
+                    order: 0,
+                    mt: MigrateType::Movable,
+                    blocks: 600,
+                }],
+                used: [(0u8, 1u8)].into_iter().collect(),
+                alloc_factor: 0,
+                free_count: 0,
+            }],
+            ..StartState::default()
+        };
+        let quiet = crate::predict::simulate(&opts, "linux-6.18", &st)
+            .unwrap()
+            .0;
+        st.background.push(start::BackgroundOp {
+            cpu: 0,
+            after: 400,
+            order: 0,
+            gfp: pagealloc::Gfp(0),
+            alloc: false,
+            before: None,
+            tick: true,
+        });
+        let decayed = crate::predict::simulate(&opts, "linux-6.18", &st)
+            .unwrap()
+            .0;
+        assert_eq!(quiet.drains_per_op, 0.0, "{quiet:?}");
+        assert!(decayed.drains_per_op > 0.0, "{decayed:?}");
+        // The pass itself drained nothing: every drain is the program's, on a free.
+        assert!(decayed.pcp_end < 0.0, "{decayed:?}");
+    }
 }
