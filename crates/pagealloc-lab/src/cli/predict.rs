@@ -46,7 +46,8 @@ pub struct PredictArgs {
     pub json: bool,
     /// Also keep each kernel run's start state, the kernel's figures and the
     /// simulator's options in directory DIR (JSON; written whole or not at all, a
-    /// directory there before is replaced), for `--from`.
+    /// directory there before is replaced), for `--from`, and each run's recording
+    /// (run-K.trace, for `trace replay`).
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,
     /// Run only the simulator side again, from the start states `--save` kept in DIR
