@@ -170,9 +170,9 @@ pub fn measure(
                 p.alloc_factor = crate::trace::start::alloc_factor_of(first.get(&key), batch);
                 p.free_count = free_counts.get(&key).copied().unwrap_or(0);
             }
-            let owner =
-                super::foreign::frees(timed_in_batches(&opts.workload), &ev, h.t0_ns, &prog);
-            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &owner);
+            let faulting = timed_in_batches(&opts.workload);
+            let owner = super::foreign::frees(faulting, &ev, h.t0_ns, &prog);
+            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &owner, faulting);
             k.notes.push(note);
             k.start = StartState {
                 pagesets,
@@ -208,15 +208,18 @@ fn list_events(ev: &[Event], spans: &[(u64, u64)]) -> Vec<start::ListEvent> {
 
 /// The other processes' allocations and frees of pageset orders on the program's CPUs
 /// while the program ran there (from its first task's window start to its last one's
-/// end on that CPU), each with the program's allocations and frees on that CPU before it
-/// ([`start::Background`]), and a note of their totals. A free is kept when its block
-/// was allocated by such an op (an earlier one, on any of these CPUs).
+/// end on that CPU; with `pre_window`, from the recording's start, less the program's
+/// own task-context ops before its window), each with the program's allocations and
+/// frees on that CPU before it ([`start::Background`]), and a note of their totals. A
+/// free is kept when its block was allocated by such an op (an earlier one, on any of
+/// these CPUs).
 fn background(
     ev: &[Event],
     t0: u64,
     prog: &ProgramResult,
     cpus: u32,
     owner: &super::foreign::Frees,
+    pre_window: bool,
 ) -> (Vec<start::BackgroundOp>, String) {
     let cached = |o: u8| o <= 3 || o == 9;
     let mut span: HashMap<u32, (u64, u64)> = HashMap::new();
@@ -298,7 +301,14 @@ fn background(
             }
             continue;
         }
-        if !inside || !cached(e.order) {
+        // Before a faulting program's window (its prelude, its start): the other
+        // processes' ops on its CPUs, and the frees in interrupt context in its task
+        // (RCU's), took from and gave to the lists the start state seeded; they run as
+        // the window begins (a stream's start is not replayed).
+        let earlier = pre_window
+            && span.get(&e.cpu).is_some_and(|s| t < s.0)
+            && (!win.contains_key(&e.pid) || e.in_interrupt());
+        if !(inside || earlier) || !cached(e.order) {
             continue;
         }
         let after = done.get(&e.cpu).copied().unwrap_or(0);
@@ -962,7 +972,8 @@ mod tests {
     /// or not: one in the prelude runs as the window begins, one inside it after the
     /// program's ops before it, one after the window not at all, and the pass's own
     /// drain is not read as another. Without recorded passes a run of drains by another
-    /// task is still read as one.
+    /// task is still read as one. Another process's allocation before the window runs as
+    /// the window begins (a faulting program's), the prelude's own does not.
     #[test]
     fn vmstat_passes_are_decay_ticks() {
         let prog = ProgramResult {
@@ -977,6 +988,7 @@ mod tests {
         let worker = 4;
         let mut ev = vec![
             at(10, 7, EventKind::Alloc, 1), // the prelude's
+            at(20, 9, EventKind::Alloc, 6), // another process's before the window
             at(50, worker, EventKind::Vmstat, 0xffff_8000),
             at(110, 7, EventKind::Alloc, 2),
             at(120, 7, EventKind::Free, 2),
@@ -986,14 +998,22 @@ mod tests {
             at(400, worker, EventKind::Vmstat, 0xffff_8000),
         ];
         let owner = crate::predict::foreign::frees(true, &ev, 0, &prog);
-        let (ops, note) = background(&ev, 0, &prog, 1, &owner);
+        let (ops, note) = background(&ev, 0, &prog, 1, &owner, true);
         assert_eq!(ticks(&ops), vec![0, 2], "{ops:?}");
+        // Before the window only the other process's allocation, as the window begins.
+        let takes: Vec<_> = ops.iter().filter(|o| o.alloc).map(|o| o.after).collect();
+        assert_eq!(takes, vec![0], "{ops:?}");
+        let (ops, _) = background(&ev, 0, &prog, 1, &owner, false);
+        assert!(
+            ops.iter().all(|o| !o.alloc),
+            "a stream's start is not replayed: {ops:?}"
+        );
         assert!(
             note.contains("2 decays") && note.contains("recorded passes"),
             "{note}"
         );
         ev.retain(|e| e.kind != EventKind::Vmstat);
-        let (ops, note) = background(&ev, 0, &prog, 1, &owner);
+        let (ops, note) = background(&ev, 0, &prog, 1, &owner, true);
         assert_eq!(ticks(&ops), vec![2], "{ops:?}");
         assert!(note.contains("drains no free began"), "{note}");
     }
