@@ -294,6 +294,7 @@ fn a_saved_start_state_loads_equal_and_replays_the_same_run() {
             start: st.clone(),
             sim: Some(f),
             trace_hash: Some(h),
+            recording: None,
         });
     }
     // The two starts differ in what the run does: the background takes the list.

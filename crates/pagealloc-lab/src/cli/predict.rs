@@ -46,7 +46,8 @@ pub struct PredictArgs {
     pub json: bool,
     /// Also keep each kernel run's start state, the kernel's figures and the
     /// simulator's options in directory DIR (JSON; written whole or not at all, a
-    /// directory there before is replaced), for `--from`.
+    /// directory there before is replaced), for `--from`, and each run's recording
+    /// (run-K.trace, for `trace replay`).
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,
     /// Run only the simulator side again, from the start states `--save` kept in DIR
@@ -144,6 +145,7 @@ pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
         Some(d) => Some(crate::output::Staged::dir(d).map_err(CliError::usage)?),
         None => None,
     };
+    predict::kernel::KEEP_RECORDINGS.store(staged.is_some(), std::sync::atomic::Ordering::Relaxed);
     let opts = PredictOptions {
         workload,
         cpus: a.cpus,

@@ -38,7 +38,8 @@ pub struct RecordArgs {
     /// Per-CPU ring buffer, KiB (enlarge it if the recorder says it lost events).
     #[arg(long = "buffer-kb", default_value_t = record::DEFAULT_BUFFER_KB)]
     pub buffer_kb: u64,
-    /// Page events only (no lock contention, no sched_switch): a smaller file.
+    /// Page events only (no lock contention, no sched_switch, no vmstat worker passes): a
+    /// smaller file.
     #[arg(long)]
     pub pages_only: bool,
     /// Record `sched:sched_waking` too (who woke whom, onto which CPU); off by default.

@@ -31,7 +31,18 @@ pub struct KernelMeasure {
     /// The program's CPUs' pagesets when the recording began (its start
     /// `/proc/zoneinfo`): the simulator starts from them.
     pub start: StartState,
+    /// The recording itself, as `trace record` writes it, when [`KEEP_RECORDINGS`] is
+    /// set (`predict --save` keeps it as `run-K.trace` for `trace replay` and for
+    /// comparing the kernel's events with the simulator's run by run).
+    pub recording: Option<Arc<Recording>>,
 }
+
+/// A recording: its header and events ([`crate::trace::format::write`] writes it).
+pub type Recording = (crate::trace::format::Header, Vec<Event>);
+
+/// Set by `predict --save`: [`measure`] keeps each run's recording
+/// ([`KernelMeasure::recording`]); off, the events are dropped after the analysis.
+pub static KEEP_RECORDINGS: AtomicBool = AtomicBool::new(false);
 
 /// Pagesets' pages on CPUs `0..cpus`, every zone, sampled every 10 ms until `stop`.
 fn sampler(cpus: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<i64>> {
@@ -159,9 +170,9 @@ pub fn measure(
                 p.alloc_factor = crate::trace::start::alloc_factor_of(first.get(&key), batch);
                 p.free_count = free_counts.get(&key).copied().unwrap_or(0);
             }
-            let owner =
-                super::foreign::frees(timed_in_batches(&opts.workload), &ev, h.t0_ns, &prog);
-            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &owner);
+            let faulting = timed_in_batches(&opts.workload);
+            let owner = super::foreign::frees(faulting, &ev, h.t0_ns, &prog);
+            let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &owner, faulting);
             k.notes.push(note);
             k.start = StartState {
                 pagesets,
@@ -173,6 +184,9 @@ pub fn measure(
         Err(e) => k.notes.push(format!(
             "the recording's start zoneinfo: {e}; the simulator's pagesets start empty"
         )),
+    }
+    if KEEP_RECORDINGS.load(Ordering::Relaxed) {
+        k.recording = Some(Arc::new((h, ev)));
     }
     Ok(k)
 }
@@ -194,15 +208,18 @@ fn list_events(ev: &[Event], spans: &[(u64, u64)]) -> Vec<start::ListEvent> {
 
 /// The other processes' allocations and frees of pageset orders on the program's CPUs
 /// while the program ran there (from its first task's window start to its last one's
-/// end on that CPU), each with the program's allocations and frees on that CPU before it
-/// ([`start::Background`]), and a note of their totals. A free is kept when its block
-/// was allocated by such an op (an earlier one, on any of these CPUs).
+/// end on that CPU; with `pre_window`, from the recording's start, less the program's
+/// own task-context ops before its window), each with the program's allocations and
+/// frees on that CPU before it ([`start::Background`]), and a note of their totals. A
+/// free is kept when its block was allocated by such an op (an earlier one, on any of
+/// these CPUs).
 fn background(
     ev: &[Event],
     t0: u64,
     prog: &ProgramResult,
     cpus: u32,
     owner: &super::foreign::Frees,
+    pre_window: bool,
 ) -> (Vec<start::BackgroundOp>, String) {
     let cached = |o: u8| o <= 3 || o == 9;
     let mut span: HashMap<u32, (u64, u64)> = HashMap::new();
@@ -219,8 +236,29 @@ fn background(
     // Per CPU: the last page event's task and kind.
     let mut last: HashMap<u32, (u32, EventKind)> = HashMap::new();
     let types = crate::trace::format::pageblock_types(ev);
+    // The vmstat worker's passes, where recorded (`EventKind::Vmstat`): each is a decay
+    // of the CPU's pagesets, whether or not it drained (one that drains nothing leaves
+    // no page event, only the lower `high`). Those before the program's window on the
+    // CPU (its prelude) run as the window begins. Without them, a run of drains is read
+    // as a decay (below).
+    let passes = ev.iter().any(|e| e.kind == EventKind::Vmstat);
     for e in ev.iter().filter(|e| e.cpu < cpus) {
         let t = e.ts + t0;
+        if e.kind == EventKind::Vmstat {
+            if span.get(&e.cpu).is_some_and(|s| t <= s.1) {
+                ticks += 1;
+                out.push(start::BackgroundOp {
+                    cpu: e.cpu as usize,
+                    after: done.get(&e.cpu).copied().unwrap_or(0),
+                    order: 0,
+                    gfp: pagealloc::Gfp(0),
+                    alloc: false,
+                    before: None,
+                    tick: true,
+                });
+            }
+            continue;
+        }
         // A run of drains by another task on the program's CPU that no free of that
         // task's began: the vmstat worker's decay of the CPU's pagesets (its `high`
         // lowered, the pages above it drained), replayed as a decay tick.
@@ -231,6 +269,7 @@ fn background(
         };
         let inside = span.get(&e.cpu).is_some_and(|s| (s.0..=s.1).contains(&t));
         if e.kind == EventKind::PcpuDrain
+            && !passes
             && inside
             && !win.contains_key(&e.pid)
             && !matches!(
@@ -262,7 +301,14 @@ fn background(
             }
             continue;
         }
-        if !inside || !cached(e.order) {
+        // Before a faulting program's window (its prelude, its start): the other
+        // processes' ops on its CPUs, and the frees in interrupt context in its task
+        // (RCU's), took from and gave to the lists the start state seeded; they run as
+        // the window begins (a stream's start is not replayed).
+        let earlier = pre_window
+            && span.get(&e.cpu).is_some_and(|s| t < s.0)
+            && (!win.contains_key(&e.pid) || e.in_interrupt());
+        if !(inside || earlier) || !cached(e.order) {
             continue;
         }
         let after = done.get(&e.cpu).copied().unwrap_or(0);
@@ -316,8 +362,13 @@ fn background(
             _ => {}
         }
     }
+    let how = if passes {
+        "its recorded passes, the prelude's as the window begins"
+    } else {
+        "drains no free began"
+    };
     let note = format!(
-        "kernel: other processes on the program's CPUs while it ran: {allocs} allocations and {frees} frees of their blocks (replayed beside it in the simulator), {unseen} frees of blocks allocated before (held from the start, replayed), {other} of another order than allocated (not replayed); {ticks} decays of the CPUs' pagesets by the vmstat worker (drains no free began: replayed as decay ticks)"
+        "kernel: other processes on the program's CPUs while it ran: {allocs} allocations and {frees} frees of their blocks (replayed beside it in the simulator), {unseen} frees of blocks allocated before (held from the start, replayed), {other} of another order than allocated (not replayed); {ticks} decays of the CPUs' pagesets by the vmstat worker ({how}: replayed as decay ticks)"
     );
     (out, note)
 }
@@ -664,6 +715,7 @@ pub fn analyse(
         mt_labels,
         notes,
         start: StartState::default(),
+        recording: None,
     }
 }
 
@@ -893,4 +945,133 @@ pub fn line_transfer_ns(cpus: u32) -> Option<f64> {
     line.0.store(LINE_STOP, Ordering::Release);
     let _ = peer.join();
     best.is_finite().then_some(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::program::Size;
+    use crate::sim::start::PagesetStart;
+    use pagealloc::{MigrateType, SeedList};
+
+    fn at(ts: u64, pid: u32, kind: EventKind, pfn: u64) -> Event {
+        Event {
+            ts,
+            pid,
+            pfn,
+            mt: 1,
+            ..Event::synthetic(0, kind, pfn)
+        }
+    }
+
+    fn ticks(ops: &[start::BackgroundOp]) -> Vec<u64> {
+        ops.iter().filter(|o| o.tick).map(|o| o.after).collect()
+    }
+
+    /// The vmstat worker's recorded passes on the program's CPU are its decays, drained
+    /// or not: one in the prelude runs as the window begins, one inside it after the
+    /// program's ops before it, one after the window not at all, and the pass's own
+    /// drain is not read as another. Without recorded passes a run of drains by another
+    /// task is still read as one. Another process's allocation before the window runs as
+    /// the window begins (a faulting program's), the prelude's own does not.
+    #[test]
+    fn vmstat_passes_are_decay_ticks() {
+        let prog = ProgramResult {
+            ops: 1,
+            tasks: vec![TaskWindow {
+                pid: 7,
+                start_ns: 100,
+                end_ns: 300,
+                ..TaskWindow::default()
+            }],
+        };
+        let worker = 4;
+        let mut ev = vec![
+            at(10, 7, EventKind::Alloc, 1), // the prelude's
+            at(20, 9, EventKind::Alloc, 6), // another process's before the window
+            at(50, worker, EventKind::Vmstat, 0xffff_8000),
+            at(110, 7, EventKind::Alloc, 2),
+            at(120, 7, EventKind::Free, 2),
+            at(130, worker, EventKind::Vmstat, 0xffff_8000),
+            at(131, worker, EventKind::PcpuDrain, 3),
+            at(140, 7, EventKind::Alloc, 5),
+            at(400, worker, EventKind::Vmstat, 0xffff_8000),
+        ];
+        let owner = crate::predict::foreign::frees(true, &ev, 0, &prog);
+        let (ops, note) = background(&ev, 0, &prog, 1, &owner, true);
+        assert_eq!(ticks(&ops), vec![0, 2], "{ops:?}");
+        // Before the window only the other process's allocation, as the window begins.
+        let takes: Vec<_> = ops.iter().filter(|o| o.alloc).map(|o| o.after).collect();
+        assert_eq!(takes, vec![0], "{ops:?}");
+        let (ops, _) = background(&ev, 0, &prog, 1, &owner, false);
+        assert!(
+            ops.iter().all(|o| !o.alloc),
+            "a stream's start is not replayed: {ops:?}"
+        );
+        assert!(
+            note.contains("2 decays") && note.contains("recorded passes"),
+            "{note}"
+        );
+        ev.retain(|e| e.kind != EventKind::Vmstat);
+        let (ops, note) = background(&ev, 0, &prog, 1, &owner, true);
+        assert_eq!(ticks(&ops), vec![2], "{ops:?}");
+        assert!(note.contains("drains no free began"), "{note}");
+    }
+
+    /// A decay that drains nothing still lowers `high` by an eighth: page_fault1's
+    /// frees then reach it and drain (through the simulator's counters), where
+    /// without the pass they stay below the `high` the start state read.
+    #[test]
+    fn a_decay_that_drains_nothing_makes_the_frees_drain() {
+        let opts = PredictOptions {
+            workload: "page_fault1".into(),
+            cpus: 1,
+            size: Size {
+                pages: 512,
+                count: 1,
+                extra: 0,
+            },
+            config: None,
+            exe: "unused".into(),
+            runs: 1,
+        };
+        // CPU 0's Normal pageset 16 000 pages deep, `high` 18 000: seven eighths of it,
+        // 15 750, lies between the count after the loop's faults and after its unmap.
+        let mut st = StartState {
+            pagesets: vec![PagesetStart {
+                cpu: 0,
+                zone: 2,
+                count: 16_000,
+                high: 18_000,
+                taken: vec![SeedList {
+                    order: 0,
+                    mt: MigrateType::Movable,
+                    blocks: 600,
+                }],
+                used: [(0u8, 1u8)].into_iter().collect(),
+                alloc_factor: 0,
+                free_count: 0,
+            }],
+            ..StartState::default()
+        };
+        let quiet = crate::predict::simulate(&opts, "linux-6.18", &st)
+            .unwrap()
+            .0;
+        st.background.push(start::BackgroundOp {
+            cpu: 0,
+            after: 400,
+            order: 0,
+            gfp: pagealloc::Gfp(0),
+            alloc: false,
+            before: None,
+            tick: true,
+        });
+        let decayed = crate::predict::simulate(&opts, "linux-6.18", &st)
+            .unwrap()
+            .0;
+        assert_eq!(quiet.drains_per_op, 0.0, "{quiet:?}");
+        assert!(decayed.drains_per_op > 0.0, "{decayed:?}");
+        // The pass itself drained nothing: every drain is the program's, on a free.
+        assert!(decayed.pcp_end < 0.0, "{decayed:?}");
+    }
 }

@@ -619,11 +619,13 @@ pub fn predict(
     runs.push(k.figures.clone());
     // Each kernel run's start state: the simulator runs once from each.
     let mut starts = vec![k.start.clone()];
+    let mut recordings = vec![k.recording.take()];
     for i in 1..opts.runs.max(1) {
         progress(&format!("kernel run {} of {}", i + 1, opts.runs));
         let m = kernel::measure(opts, progress)?;
         runs.push(m.figures);
         starts.push(m.start);
+        recordings.push(m.recording);
     }
     let mut notes = k.notes.clone();
     if runs.len() > 1 {
@@ -734,6 +736,7 @@ pub fn predict(
                 start: st.clone(),
                 sim: Some(f.clone()),
                 trace_hash: Some(h),
+                recording: recordings[i].take(),
             });
             sims.push(f);
         }

@@ -81,6 +81,11 @@ pub struct SavedRun {
     pub sim: Option<Figures>,
     /// Their trace hash.
     pub trace_hash: Option<String>,
+    /// The kernel run's recording (`predict --save`): written beside as `run-K.trace`
+    /// (`trace record`'s format, for `trace replay` and event-by-event comparison),
+    /// never read back.
+    #[serde(skip)]
+    pub recording: Option<std::sync::Arc<super::kernel::Recording>>,
 }
 
 /// The host's zones as [`Manifest::host_zones`] names them; empty when the host
@@ -137,6 +142,14 @@ fn write_json<T: Serialize>(dir: &Path, name: &str, v: &T, pretty: bool) -> Resu
 pub fn write(dir: &Path, m: &Manifest, runs: &[SavedRun]) -> Result<(), String> {
     for (i, r) in runs.iter().enumerate() {
         write_json(dir, &run_file(i + 1), r, false)?;
+        if let Some(rec) = &r.recording {
+            let p = dir.join(format!("run-{}.trace", i + 1));
+            std::fs::File::create(&p)
+                .and_then(|f| {
+                    crate::trace::format::write(std::io::BufWriter::new(f), &rec.0, &rec.1)
+                })
+                .map_err(|e| format!("{}: {e}", p.display()))?;
+        }
     }
     write_json(dir, MANIFEST, m, true)
 }

@@ -19,6 +19,7 @@
 //!       lock events   lock address varint, aux varint (begin: flags; end: ret)
 //!       sched_switch  prev_pid varint, next_pid | prev_state << 32 varint
 //!       sched_waking  woken pid varint, target_cpu varint (recorded on request only)
+//!       vmstat        the work function's address varint, 0 varint (`vmstat_update` only)
 //!   end marker  u8 0xFF
 //! ```
 //! Varints are LEB128 (7 bits a byte, low first). A file that ends early, has a bad
@@ -68,11 +69,17 @@ pub enum EventKind {
     /// `sched:sched_waking`: a task being woken (recorded only when asked for:
     /// `trace record --wakeups`, `predict`).
     Waking = 9,
+    /// `workqueue:workqueue_execute_start` of `vmstat_update` (filtered by its address
+    /// in `/proc/kallsyms`; not recorded where the symbol cannot be read): the vmstat
+    /// worker's pass on the CPU, whose `decay_pcp_high` lowers every pageset's `high`
+    /// there by an eighth and drains what is above it: a decay that drains nothing
+    /// leaves no page event, this one shows it.
+    Vmstat = 10,
 }
 
 impl EventKind {
     /// Every kind, with its tracefs event path.
-    pub const ALL: [(EventKind, &'static str); 9] = [
+    pub const ALL: [(EventKind, &'static str); 10] = [
         (EventKind::Alloc, "kmem/mm_page_alloc"),
         (EventKind::Free, "kmem/mm_page_free"),
         (EventKind::FreeBatched, "kmem/mm_page_free_batched"),
@@ -82,6 +89,7 @@ impl EventKind {
         (EventKind::LockEnd, "lock/contention_end"),
         (EventKind::Switch, "sched/sched_switch"),
         (EventKind::Waking, "sched/sched_waking"),
+        (EventKind::Vmstat, "workqueue/workqueue_execute_start"),
     ];
 
     fn from_u8(v: u8) -> Option<EventKind> {

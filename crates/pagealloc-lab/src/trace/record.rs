@@ -299,6 +299,7 @@ fn decode_page(page: &[u8], cpu: u32, dec: &Decoders, out: &mut Vec<Event>) -> b
                         e.pfn = g("pid");
                         e.aux = g("target_cpu");
                     }
+                    EventKind::Vmstat => e.pfn = g("function"),
                     EventKind::Switch => {
                         e.pfn = g("prev_pid");
                         // The task's state as it left (0: still runnable, preempted)
@@ -324,6 +325,20 @@ fn decode_page(page: &[u8], cpu: u32, dec: &Decoders, out: &mut Vec<Event>) -> b
         }
     }
     missed
+}
+
+/// The address of kernel text symbol `name` (`/proc/kallsyms`; `None` where it is
+/// missing or hidden, `kptr_restrict` showing zeros).
+fn kernel_symbol(name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (addr, _kind, sym) = (f.next()?, f.next()?, f.next()?);
+        (sym == name)
+            .then(|| u64::from_str_radix(addr, 16).ok())
+            .flatten()
+            .filter(|&a| a != 0)
+    })
 }
 
 fn snapshot() -> Result<Snapshot, TraceError> {
@@ -391,6 +406,17 @@ pub fn record(
             .trim()
             .parse()
             .map_err(|_| TraceError::Failed(format!("{ev}: unreadable id")))?;
+        if kind == EventKind::Vmstat {
+            // Only the vmstat worker's work: its function's address, else not recorded.
+            let Some(addr) = kernel_symbol("vmstat_update") else {
+                progress("no address of vmstat_update in /proc/kallsyms: its passes not recorded");
+                continue;
+            };
+            write_text(
+                &inst.path.join("events").join(ev).join("filter"),
+                &format!("function == {addr:#x}"),
+            )?;
+        }
         dec.insert(id, (kind, Fields::parse(&fmt)));
         write_text(&inst.path.join("events").join(ev).join("enable"), "1")?;
     }
