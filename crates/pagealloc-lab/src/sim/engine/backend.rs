@@ -110,6 +110,10 @@ impl Backend for Engine<'_> {
             cost.alloc_fast_ns + fault + checks * cost.zone_check_ns,
         );
         self.out.page_ops += 1;
+        if self.out.page_ops >= self.next_collapse {
+            self.next_collapse = self.next_collapse.saturating_mul(8);
+            crate::host_alloc::collapse_dense();
+        }
         self.replay(cpu, Call::Alloc, self.cpus[cpu].time);
         let v = &mut self.cpus[cpu];
         v.sys += v.busy - busy;
