@@ -26,13 +26,13 @@ pub const SLOTS: usize = 8;
 
 /// Maps the densely used parts of the live pooled blocks with 2 MiB host pages
 /// (`MADV_COLLAPSE`): every aligned 2 MiB of a live pooled mapping of which at least
-/// [`DENSE_PAGES`] 4 KiB pages hold memory. The simulator's big tables (the core's frame
-/// metadata, 16 bytes per frame; the hierarchy's frame records, 32) are touched in a few
-/// such runs (the frames in use) and sparsely elsewhere (block heads), so huge pages for
-/// the whole table would clear gigabytes, and none leave the hot part on some 3 500 host
-/// TLB entries. A hint: contents do not change, nothing is reported; does nothing off
-/// Linux, where the kernel lacks `MADV_COLLAPSE`, or where the page map cannot be read.
-/// Returns how many 2 MiB ranges the kernel mapped (or found mapped) with a huge page.
+/// [`DENSE_PAGES`] 4 KiB pages are resident (`mincore`). The simulator's big tables (the
+/// core's frame metadata, 16 bytes per frame; the hierarchy's frame records, 32) are
+/// written densely only where the frames in use lie, and sparsely elsewhere (block
+/// heads), so huge pages for a whole table would clear gigabytes, and none leave the hot
+/// part spread over thousands of host TLB entries. A hint: contents do not change;
+/// does nothing off Linux or where the kernel lacks `MADV_COLLAPSE`. Returns how many
+/// 2 MiB ranges the kernel mapped (or found mapped) with a huge page.
 pub fn collapse_dense() -> usize {
     #[cfg(target_os = "linux")]
     return pool::collapse_dense();
@@ -207,8 +207,8 @@ mod pool {
     }
 
     /// See [`super::collapse_dense`]. The list's lock is held throughout, so no listed
-    /// mapping is given back (and unmapped or reused) while its pages are looked at:
-    /// `put` and `resize` wait for it. `MADV_COLLAPSE` keeps a range's contents, so the
+    /// mapping is given back (and unmapped or reused) while its pages are looked at
+    /// (`put` and `resize` wait for it). `MADV_COLLAPSE` keeps a range's contents, so the
     /// owner may go on using its block meanwhile.
     pub(super) fn collapse_dense() -> usize {
         const HUGE: usize = 2 << 20;
@@ -216,48 +216,32 @@ mod pool {
         if page != 4096 {
             return 0;
         }
-        let mut done = 0;
-        // The page map of up to 64 ranges per read (256 KiB, the system allocator's).
+        // Residency of up to 64 ranges per call (32 KiB, the system allocator's).
         const PER: usize = HUGE / 4096;
-        let mut buf = vec![0u64; 64 * PER];
+        let mut buf = vec![0u8; 64 * PER];
+        let mut done = 0;
         let live = in_use();
-        // SAFETY: a NUL-terminated path; the descriptor is closed below.
-        let fd = unsafe {
-            libc::open(
-                c"/proc/self/pagemap".as_ptr(),
-                libc::O_RDONLY | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return 0;
-        }
-        'maps: for &(addr, len) in live.iter().filter(|s| s.0 != 0) {
+        for &(addr, len) in live.iter().filter(|s| s.0 != 0) {
             let (mut at, end) = (addr.next_multiple_of(HUGE), addr + len);
             while at + HUGE <= end {
                 let ranges = ((end - at) / HUGE).min(64);
-                let want = ranges * PER * 8;
-                // SAFETY: `buf` is valid for `want <= 64 * PER * 8` bytes of writes; `fd`
-                // is open.
-                let got = unsafe {
-                    libc::pread(
-                        fd,
-                        buf.as_mut_ptr().cast(),
-                        want,
-                        (at / page * 8) as libc::off_t,
-                    )
+                // SAFETY: `[at, at + ranges * HUGE)` is page aligned and inside a live
+                // pooled mapping (listed, and the list is locked, so it is neither
+                // unmapped nor moved meanwhile); `buf` has a byte for each of its pages.
+                let rc = unsafe {
+                    libc::mincore(at as *mut libc::c_void, ranges * HUGE, buf.as_mut_ptr())
                 };
-                if got != want as isize {
-                    break 'maps;
+                if rc != 0 {
+                    return done;
                 }
                 for r in buf[..ranges * PER].chunks_exact(PER) {
-                    let held = r.iter().filter(|&&e| e & (PRESENT | SWAPPED) != 0).count();
+                    let held = r.iter().filter(|&&b| b & 1 != 0).count();
                     if held >= super::DENSE_PAGES {
-                        // SAFETY: `[at, at + HUGE)` lies inside a live pooled mapping
-                        // (listed, and the list is locked, so it is neither unmapped nor
-                        // moved meanwhile); MADV_COLLAPSE moves its pages into one huge
-                        // page with their contents unchanged and names no other memory.
-                        // A failure changes nothing (a hint: ignored), but EINVAL says the
-                        // kernel lacks it: no use trying further.
+                        // SAFETY: `[at, at + HUGE)` lies inside that live mapping;
+                        // MADV_COLLAPSE moves its pages into one huge page with their
+                        // contents unchanged and names no other memory. A failure
+                        // changes nothing (a hint: ignored), but EINVAL says the kernel
+                        // lacks it: no use trying further.
                         let rc = unsafe {
                             libc::madvise(at as *mut libc::c_void, HUGE, libc::MADV_COLLAPSE)
                         };
@@ -266,15 +250,13 @@ mod pool {
                         } else if std::io::Error::last_os_error().raw_os_error()
                             == Some(libc::EINVAL)
                         {
-                            break 'maps;
+                            return done;
                         }
                     }
                     at += HUGE;
                 }
             }
         }
-        // SAFETY: `fd` was opened above and is closed once.
-        unsafe { libc::close(fd) };
         done
     }
 
