@@ -24,26 +24,6 @@ pub const MIN_POOLED: usize = 64 << 20;
 /// How many freed mappings are kept.
 pub const SLOTS: usize = 8;
 
-/// Maps the densely used parts of the live pooled blocks with 2 MiB host pages
-/// (`MADV_COLLAPSE`): every aligned 2 MiB of a live pooled mapping of which at least
-/// [`DENSE_PAGES`] 4 KiB pages are resident (`mincore`). The simulator's big tables (the
-/// core's frame metadata, 16 bytes per frame; the hierarchy's frame records, 32) are
-/// written densely only where the frames in use lie, and sparsely elsewhere (block
-/// heads), so huge pages for a whole table would clear gigabytes, and none leave the hot
-/// part spread over thousands of host TLB entries. A hint: contents do not change;
-/// does nothing off Linux or where the kernel lacks `MADV_COLLAPSE`. Returns how many
-/// 2 MiB ranges the kernel mapped (or found mapped) with a huge page.
-pub fn collapse_dense() -> usize {
-    #[cfg(target_os = "linux")]
-    return pool::collapse_dense();
-    #[cfg(not(target_os = "linux"))]
-    0
-}
-
-/// The 4 KiB pages of 512 that a 2 MiB range of a pooled block must hold for
-/// [`collapse_dense`] to map it with one huge page (so it costs less than 1/4 more memory).
-pub const DENSE_PAGES: usize = 384;
-
 /// The global allocator of the `pagealloc` binary (`src/main.rs`); see the module doc.
 #[derive(Debug, Default)]
 pub struct PoolingAlloc;
@@ -124,29 +104,6 @@ mod pool {
     /// Kept mappings: (address, length in bytes), oldest first; 0 = empty.
     static KEPT: Mutex<[(usize, usize); SLOTS]> = Mutex::new([(0, 0); SLOTS]);
 
-    /// Mappings handed out and not yet given back, for [`collapse_dense`]; 0 = empty.
-    /// Beyond `LIVE` at once the others are not listed (a hint only).
-    const LIVE: usize = 16;
-    static IN_USE: Mutex<[(usize, usize); LIVE]> = Mutex::new([(0, 0); LIVE]);
-
-    fn in_use() -> std::sync::MutexGuard<'static, [(usize, usize); LIVE]> {
-        IN_USE.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Lists `[addr, addr + len)` as handed out.
-    fn lend(addr: usize, len: usize) {
-        if let Some(s) = in_use().iter_mut().find(|s| s.0 == 0) {
-            *s = (addr, len);
-        }
-    }
-
-    /// Takes `addr` off the list of handed-out mappings.
-    fn unlend(addr: usize) {
-        if let Some(s) = in_use().iter_mut().find(|s| s.0 == addr) {
-            *s = (0, 0);
-        }
-    }
-
     fn page() -> usize {
         // SAFETY: sysconf reads a constant of the system; no memory is passed.
         let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -181,7 +138,6 @@ mod pool {
             // SAFETY: `addr` is a kept mapping of `len` bytes, taken out of the pool under
             // its lock, so no one else holds it.
             if !zero || unsafe { rezero(addr as *mut u8, len) } {
-                lend(addr, len);
                 return addr as *mut u8;
             }
             // SAFETY: as above; it could not be zeroed, so it is given back to the OS.
@@ -201,90 +157,9 @@ mod pool {
         if p == libc::MAP_FAILED {
             std::ptr::null_mut()
         } else {
-            lend(p as usize, len);
             p.cast()
         }
     }
-
-    /// See [`super::collapse_dense`]. The list's lock is held throughout, so no listed
-    /// mapping is given back (and unmapped or reused) while its pages are looked at
-    /// (`put` and `resize` wait for it). `MADV_COLLAPSE` keeps a range's contents, so the
-    /// owner may go on using its block meanwhile.
-    pub(super) fn collapse_dense() -> usize {
-        const HUGE: usize = 2 << 20;
-        let page = page();
-        if page != 4096 {
-            return 0;
-        }
-        // Residency of up to 64 ranges per call (32 KiB, the system allocator's).
-        const PER: usize = HUGE / 4096;
-        let mut buf = vec![0u8; 64 * PER];
-        let mut done = 0;
-        let live = in_use();
-        for &(addr, len) in live.iter().filter(|s| s.0 != 0) {
-            let (mut at, end) = (addr.next_multiple_of(HUGE), addr + len);
-            // Where the current run of dense ranges began: one call for the run, as
-            // every MADV_COLLAPSE call drains the per-CPU LRU caches first (~0.6 ms).
-            let mut run = at;
-            while at + HUGE <= end {
-                let ranges = ((end - at) / HUGE).min(64);
-                // SAFETY: `[at, at + ranges * HUGE)` is page aligned and inside a live
-                // pooled mapping (listed, and the list is locked, so it is neither
-                // unmapped nor moved meanwhile); `buf` has a byte for each of its pages.
-                let rc = unsafe {
-                    libc::mincore(at as *mut libc::c_void, ranges * HUGE, buf.as_mut_ptr())
-                };
-                if rc != 0 {
-                    return done;
-                }
-                for r in buf[..ranges * PER].chunks_exact(PER) {
-                    let held = r.iter().filter(|&&b| b & 1 != 0).count();
-                    if held < super::DENSE_PAGES {
-                        // SAFETY: `[run, at)` lies inside that live mapping (see `collapse`).
-                        match unsafe { collapse(run, at) } {
-                            Some(n) => done += n,
-                            None => return done,
-                        }
-                        run = at + HUGE;
-                    }
-                    at += HUGE;
-                }
-            }
-            // SAFETY: as above.
-            match unsafe { collapse(run, at) } {
-                Some(n) => done += n,
-                None => return done,
-            }
-        }
-        done
-    }
-
-    /// Asks for `[from, to)` (whole 2 MiB ranges, maybe none) to be mapped with huge pages:
-    /// how many ranges it holds if the kernel did it, 0 if it did not, `None` if the kernel
-    /// lacks `MADV_COLLAPSE` (EINVAL: no use trying further).
-    ///
-    /// # Safety
-    /// `[from, to)` lies inside a live pooled mapping that is neither unmapped nor moved
-    /// during the call.
-    unsafe fn collapse(from: usize, to: usize) -> Option<usize> {
-        if to <= from {
-            return Some(0);
-        }
-        // SAFETY: the caller's range; MADV_COLLAPSE moves its pages into huge pages with
-        // their contents unchanged and names no other memory. A failure changes nothing.
-        let rc =
-            unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_COLLAPSE) };
-        if rc == 0 {
-            Some((to - from) / (2 << 20))
-        } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-            None
-        } else {
-            Some(0)
-        }
-    }
-
-    const PRESENT: u64 = 1 << 63;
-    const SWAPPED: u64 = 1 << 62;
 
     /// Keeps the mapping `ptr` of a `size`-byte request, unmapping the oldest kept one if
     /// the pool is full.
@@ -293,7 +168,6 @@ mod pool {
     /// `ptr` is a whole mapping from [`take`] for `size`, which nobody uses any more.
     pub(super) unsafe fn put(ptr: *mut u8, size: usize) {
         let Some(len) = len(size) else { return };
-        unlend(ptr as usize);
         let evicted = {
             let mut k = kept();
             if let Some(s) = k.iter_mut().find(|s| s.0 == 0) {
@@ -321,16 +195,12 @@ mod pool {
         let (Some(old), Some(new)) = (len(size), len(new_size)) else {
             return std::ptr::null_mut();
         };
-        // Off the list first, so that `collapse_dense` never looks at a range being moved.
-        unlend(ptr as usize);
         // SAFETY: `[ptr, ptr + old)` is exactly the caller's mapping; on failure it is
         // left as it was.
         let p = unsafe { libc::mremap(ptr.cast(), old, new, libc::MREMAP_MAYMOVE) };
         if p == libc::MAP_FAILED {
-            lend(ptr as usize, old);
             std::ptr::null_mut()
         } else {
-            lend(p as usize, new);
             p.cast()
         }
     }
@@ -342,6 +212,8 @@ mod pool {
     /// # Safety
     /// `[p, p + len)` is a whole private anonymous mapping owned by the caller alone.
     unsafe fn rezero(p: *mut u8, len: usize) -> bool {
+        const PRESENT: u64 = 1 << 63;
+        const SWAPPED: u64 = 1 << 62;
         let page = page();
         // SAFETY: a NUL-terminated path; the descriptor is closed below.
         let fd = unsafe {
@@ -445,53 +317,6 @@ mod tests {
             let s = a.realloc(big, grown, 100);
             assert_eq!((*s.add(0), *s.add(99)), (0, 0));
             a.dealloc(s, Layout::from_size_align(100, 16).unwrap());
-        }
-    }
-
-    /// `collapse_dense` maps a densely written 2 MiB range of a live pooled block with a
-    /// huge page (where the kernel has transparent huge pages) and changes no byte; a
-    /// sparse range stays as it is; a freed block is no longer looked at.
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn dense_ranges_of_a_live_block_are_collapsed_unchanged() {
-        const HUGE: usize = 2 << 20;
-        let a = PoolingAlloc;
-        // A length no other test uses, so the pool hands out a fresh mapping.
-        let layout = Layout::from_size_align(MIN_POOLED + 5 * HUGE + 4096, 16).unwrap();
-        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-            .is_ok_and(|s| !s.contains("[never]"));
-        // SAFETY: non-zero size; the block is freed with its layout below.
-        unsafe {
-            let p = a.alloc_zeroed(layout);
-            assert!(!p.is_null());
-            let dense = (p as usize).next_multiple_of(HUGE) + HUGE - p as usize;
-            let byte = |i: usize| (i % 251) as u8 + 1;
-            // Dense: a range, and the last whole range of the block (a run ending there).
-            let last = (p as usize + layout.size()) / HUGE * HUGE - HUGE - p as usize;
-            for i in (dense..dense + HUGE).chain(last..last + HUGE).step_by(64) {
-                *p.add(i) = byte(i);
-            }
-            // Sparse: one 4 KiB page in four of the next 2 MiB.
-            for i in (dense + HUGE..dense + 2 * HUGE).step_by(4 * 4096) {
-                *p.add(i) = byte(i);
-            }
-            let n = collapse_dense();
-            if thp {
-                assert!(n >= 2, "the dense 2 MiB ranges were not collapsed");
-            }
-            for i in (dense..dense + HUGE).chain(last..last + HUGE).step_by(64) {
-                assert_eq!(*p.add(i), byte(i), "byte {i}");
-                assert_eq!(*p.add(i + 1), 0, "byte {}", i + 1);
-            }
-            for i in (dense + HUGE..dense + 2 * HUGE).step_by(4096) {
-                let want = if (i - dense - HUGE) % (4 * 4096) == 0 {
-                    byte(i)
-                } else {
-                    0
-                };
-                assert_eq!(*p.add(i), want, "byte {i}");
-            }
-            a.dealloc(p, layout);
         }
     }
 }

@@ -220,14 +220,6 @@ enum Call {
 
 const NO_CPU: u32 = u32::MAX;
 
-/// Page ops before the first [`crate::host_alloc::collapse_dense`] of a run: by then the
-/// frames in use have their metadata and records written densely (a hint for host
-/// speed only; nothing simulated depends on it).
-const FIRST_COLLAPSE: u64 = 1 << 18;
-/// The factor between the page ops of two such calls (each reads the residency of every
-/// pooled table: 3 M pages for two spr-2s-224 runs at once).
-const COLLAPSE_STEP: u64 = 8;
-
 /// The simulator's platform seam: the virtual CPU and its clock.
 #[derive(Debug, Default)]
 struct SimPlatform {
@@ -304,9 +296,6 @@ struct Engine<'a> {
     tick_pos: usize,
     tick_round: u64,
     next_sample: u64,
-    /// Page ops at which the host's dense table ranges are next mapped with huge pages
-    /// ([`crate::host_alloc::collapse_dense`]; times [`COLLAPSE_STEP`] each time).
-    next_collapse: u64,
     /// Page-cache model: blocks held per zone, and the CPU that allocates them.
     cache_blocks: Vec<Vec<Frame>>,
     cache_cpu: Vec<usize>,
@@ -441,7 +430,6 @@ pub(crate) fn simulate(
         tick_pos: 0,
         tick_round: 0,
         next_sample: 0,
-        next_collapse: FIRST_COLLAPSE,
         cache_blocks: vec![Vec::new(); nzones],
         cache_cpu: Vec::new(),
         base_counters: Counters::default(),

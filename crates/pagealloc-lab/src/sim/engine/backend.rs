@@ -4,7 +4,7 @@
 
 use pagealloc::{Frame, Gfp, MigrateType};
 
-use super::{event_key, round_ns, Call, Engine, EngineError, Park, State, COLLAPSE_STEP};
+use super::{event_key, round_ns, Call, Engine, EngineError, Park, State};
 use crate::sim::hierarchy::{user_page, Charge, Hierarchy, Span};
 use crate::workload::{Backend, Flow, MigrateKind};
 use std::cmp::Reverse;
@@ -110,10 +110,6 @@ impl Backend for Engine<'_> {
             cost.alloc_fast_ns + fault + checks * cost.zone_check_ns,
         );
         self.out.page_ops += 1;
-        if self.out.page_ops >= self.next_collapse {
-            self.next_collapse = self.next_collapse.saturating_mul(COLLAPSE_STEP);
-            crate::host_alloc::collapse_dense();
-        }
         self.replay(cpu, Call::Alloc, self.cpus[cpu].time);
         let v = &mut self.cpus[cpu];
         v.sys += v.busy - busy;
