@@ -49,6 +49,7 @@
 
 pub mod foreign;
 pub mod kernel;
+pub mod line;
 pub mod program;
 pub mod saved;
 pub mod sleeps;
@@ -514,7 +515,7 @@ pub fn simulate(
 }
 
 /// [`simulate`], with the time one line takes between the program's CPUs as measured
-/// beside the kernel's runs ([`kernel::line_transfer_ns`]) in place of
+/// beside the kernel's runs ([`line::line_transfer_ns`]) in place of
 /// [`work::LINE_TRANSFER_NS`] where the workload takes one (parallel_free, page_fault1).
 ///
 /// # Errors
@@ -653,7 +654,7 @@ pub fn predict(
     for i in 0..timed {
         progress(&format!("timing run {} of {timed} (no recorder)", i + 1));
         // Where the host runs the two vCPUs now (docs/predict.md, parallel_free).
-        lines.extend(kernel::line_transfer_ns(opts.cpus));
+        lines.extend(line::line_transfer_ns(opts.cpus));
         let prog = kernel::run_untraced(opts)?;
         let ops = ops_of(&opts.workload, opts.cpus, opts.size).max(1) as f64;
         per_task.push(

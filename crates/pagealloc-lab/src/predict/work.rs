@@ -57,7 +57,7 @@ pub const UNMAP_SHARED_LINES: u32 = 8;
 /// 11 % at two); the LRU add's `lru_lock` section stays at 6 %.
 pub const FAULT_SHARED_LINES: u32 = 12;
 /// One line's move between the two vCPUs when `predict` did not measure it
-/// ([`super::kernel::line_transfer_ns`]): the ping-pong while the host runs them on
+/// ([`super::line::line_transfer_ns`]): the ping-pong while the host runs them on
 /// one L3 (38-48 ns, median 41.8, in 61 rounds of 200; 122-170 apart, median 162.4).
 pub const LINE_TRANSFER_NS: u32 = 42;
 /// Per THP fault: kernel 0.247 µs per base page of thp_mix at one CPU (126 µs per
