@@ -213,7 +213,8 @@ pub enum Op {
 /// The result of the previous op, passed to [`CpuScript::next`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpResult {
-    /// `false` only when an [`Op::Alloc`] failed.
+    /// `false` only when an [`Op::Alloc`] failed or an [`Op::TryRecv`] found the inbox
+    /// empty.
     pub ok: bool,
 }
 
