@@ -219,6 +219,20 @@ impl Skbs {
             .map(|(_, p)| u64::from(p.blocks) * u64::from(p.bytes))
             .sum()
     }
+
+    /// The copy of every part of the skb, into its blocks (the writer's) or out of them
+    /// (the reader's), then what the copy costs beyond the hierarchy's charge with the
+    /// ends on two CPUs (`ns_per_kib`, [`CrossCopy`]).
+    fn copy(&self, into_block: bool, ns_per_kib: u64, out: &mut VecDeque<Phase>) {
+        for (slots, p) in &self.parts {
+            out.push_back(Phase::Copy {
+                slots: slots.clone(),
+                bytes: p.bytes,
+                into_block,
+            });
+        }
+        compute(out, CrossCopy::ns(self.bytes(), ns_per_kib));
+    }
 }
 
 /// A message's parts from a list (at most [`MAX_PARTS`]); returns the array, the count
@@ -587,14 +601,7 @@ impl Sender {
                     .retry(RETRY_FOREVER, s.backoff_ns),
             ));
         }
-        for (slots, p) in &skb.parts {
-            out.push_back(Phase::Copy {
-                slots: slots.clone(),
-                bytes: p.bytes,
-                into_block: true,
-            });
-        }
-        compute(out, CrossCopy::ns(skb.bytes(), s.cross_copy_in_ns_per_kib));
+        skb.copy(true, s.cross_copy_in_ns_per_kib, out);
         let recv_here = s.recv_protocol_split().0;
         compute(
             out,
@@ -713,14 +720,7 @@ impl Receiver {
             }
             compute(out, s.syscall_ns);
         }
-        for (slots, p) in &skb.parts {
-            out.push_back(Phase::Copy {
-                slots: slots.clone(),
-                bytes: p.bytes,
-                into_block: false,
-            });
-        }
-        compute(out, CrossCopy::ns(skb.bytes(), s.cross_copy_out_ns_per_kib));
+        skb.copy(false, s.cross_copy_out_ns_per_kib, out);
         if s.returns(j) && s.back_parts != u16::MAX {
             for (slots, _) in &skb.parts {
                 out.push_back(if s.part_back(slots) {
