@@ -626,3 +626,30 @@ fn tcp_receive_work_runs_where_the_reader_is() {
     .unwrap();
     assert!(on_two_threads(&*w).score.unwrap() > 0.0);
 }
+
+/// TCP with both ends on one CPU (`turn_messages` 0): the writer fills its buffer and
+/// sleeps; the reader runs until the write-space rule wakes the writer at two thirds
+/// (`sk_stream_write_space`), and the woken writer preempts it, so the reader never
+/// empties the queue. 4 000 messages through a 128-message buffer woken at 85: a first
+/// fill of 128, then a hand-over each way per 43 messages (counted as the hand-overs'
+/// `Compute`: 1 ms each here), not per 128. `predict`'s one-CPU stream keeps the whole
+/// 4 MiB buffer in flight, as the live writer does (153-233 fragments at its peak):
+/// from an empty pageset it refills about 128 fragments' pages, not 50.
+#[test]
+fn tcp_one_cpu_writer_preempts_the_reader_at_the_write_space_wakeup() {
+    let pair = |switch_ns: &'static str| {
+        tcp_pair(
+            1,
+            &[("rcvbuf_bytes", "8388608"), ("shared_switch_ns", switch_ns)],
+        )
+    };
+    let handovers =
+        (pair("1000000").extra["cpu_time_s"] - pair("0").extra["cpu_time_s"]) * 1e9 / 1e6;
+    let expected = 2.0 * (4_000.0 - 128.0) / 43.0;
+    println!("tcp 1 CPU: {handovers:.1} hand-overs ({expected:.1} expected; 62 if the reader emptied the buffer)");
+    assert!((handovers - expected).abs() < 3.0, "{handovers}");
+    let f = predicted("tcp_stream", 1);
+    let refill_pages = f.refills_per_op * f.pages_per_refill * 16_384.0;
+    println!("predict tcp_stream 1 CPU: {refill_pages:.0} pages refilled");
+    assert!(refill_pages > 120.0 * 8.0, "{refill_pages}");
+}

@@ -194,7 +194,6 @@ pub fn sim_workload(
                 ("sender_free_pct", work::TCP_SENDER_FREE_PCT.into()),
                 ("slab_every_writes", work::TCP_SLAB_EVERY_WRITES.into()),
                 ("rcvbuf_bytes", work::TCP_BUFFER_BYTES.into()),
-                ("turn_messages", work::TCP_TURN_MESSAGES.into()),
                 ("send_protocol_ns", work::TCP_SEND_PROTOCOL_NS.into()),
                 ("recv_protocol_ns", work::TCP_RECV_PROTOCOL_NS.into()),
                 ("recv_on_sender_pct", work::TCP_RECV_ON_SENDER_PCT.into()),

@@ -185,11 +185,16 @@ pub const WAKEUP_NS: u32 = 15_000 - WAKE_NS;
 /// to the simulated stream as its receive buffer (its window is half of it). The live
 /// writer slept once per 230-270 writes of 16 KiB at two CPUs (0.004 per write,
 /// `sched_switch` with a sleeping state): about `tcp_wmem`'s 4 MiB ceiling, to which
-/// the kernel grows a busy socket's buffer, not the 208 KiB default of SCTP.
+/// the kernel grows a busy socket's buffer, not the 208 KiB default of SCTP. On one CPU
+/// (`turn_messages` 0) the writer fills it too, sleeps, and preempts the reader once
+/// the write-space rule wakes it at two thirds (`workload/shared_cpu.rs`): the live
+/// writer slept 0.010-0.011 times per write, the reader never (0.012 simulated), and
+/// the writer held 153-233 fragments of 32 KiB (4.8-7.3 MiB) unfreed at its peak
+/// (`predict --save`'s recordings, 2026-11-28 02:28 UTC, 7 runs), which the pageset
+/// refills when it starts with fewer: at `turn_messages` 50 the simulated writer
+/// held 50 and refilled a quarter of the kernel's pages (4.27e-4 against 1.77e-3 trips
+/// per write in the run that started with 8 fragments' blocks).
 pub const TCP_BUFFER_BYTES: u32 = 8 << 20;
-/// TCP on one CPU: messages (of two 16 KiB writes) the writer queues before the reader
-/// runs: the kernel switched 0.02 times per write, a hand-over each way per 100 writes.
-pub const TCP_TURN_MESSAGES: u32 = 50;
 /// TCP with the ends on two CPUs: share of the order-3 fragments freed on the writer's
 /// CPU, %. The reader queues a consumed skb on its allocating CPU's deferred-free list
 /// (`skb_attempt_defer_free`) and frees it itself when the list is full; the quiet

@@ -359,6 +359,7 @@ impl StreamShape {
             writer,
             reader,
             shape.inbox_capacity(),
+            shape.inbox_resume(),
             shape.turn_messages as usize * shape.blocks as usize,
             shape.shared_switch_ns,
         ))
