@@ -188,12 +188,13 @@ pub const WAKEUP_NS: u32 = 15_000 - WAKE_NS;
 /// the kernel grows a busy socket's buffer, not the 208 KiB default of SCTP. On one CPU
 /// (`turn_messages` 0) the writer fills it too, sleeps, and preempts the reader once
 /// the write-space rule wakes it at two thirds (`workload/shared_cpu.rs`): the live
-/// writer slept 0.010-0.011 times per write, the reader never (0.012 simulated), and
-/// the writer held 153-233 fragments of 32 KiB (4.8-7.3 MiB) unfreed at its peak
-/// (`predict --save`'s recordings, 2026-11-28 02:28 UTC, 7 runs), which the pageset
-/// refills when it starts with fewer: at `turn_messages` 50 the simulated writer
-/// held 50 and refilled a quarter of the kernel's pages (4.27e-4 against 1.77e-3 trips
-/// per write in the run that started with 8 fragments' blocks).
+/// writer slept 0.010-0.011 times per write, the reader never (0.012 simulated). The
+/// live writer held 152-233 fragments of 32 KiB unfreed at its peak (`predict --save`'s
+/// recordings, 2026-11-28 02:28-02:55 UTC, 17 runs; 128 simulated), which the pageset
+/// refills when it starts with fewer: the run that started with 8 fragments' blocks
+/// refilled 29 times, the simulator 18 (7 with a turn of 50 messages). The rest is
+/// the receive queue beyond the send buffer (the reader's window, which the kernel's
+/// receive buffer tuning grows per run: 24-105 fragments), not modelled.
 pub const TCP_BUFFER_BYTES: u32 = 8 << 20;
 /// TCP with the ends on two CPUs: share of the order-3 fragments freed on the writer's
 /// CPU, %. The reader queues a consumed skb on its allocating CPU's deferred-free list
