@@ -181,21 +181,21 @@ pub const SWITCH_NS: u32 = 3_650;
 /// line; the poll state's usage is 0), so the idle reader has halted and does not
 /// spin: every wakeup pays the whole interval. 15 000 less `WAKE_NS`.
 pub const WAKEUP_NS: u32 = 15_000 - WAKE_NS;
-/// TCP over loopback: the send buffer the writer fills before it sleeps, bytes, given
-/// to the simulated stream as its receive buffer (its window is half of it). The live
-/// writer slept once per 230-270 writes of 16 KiB at two CPUs (0.004 per write,
-/// `sched_switch` with a sleeping state): about `tcp_wmem`'s 4 MiB ceiling, to which
-/// the kernel grows a busy socket's buffer, not the 208 KiB default of SCTP. On one CPU
-/// (`turn_messages` 0) the writer fills it too, sleeps, and preempts the reader once
-/// the write-space rule wakes it at two thirds (`workload/shared_cpu.rs`): the live
-/// writer slept 0.010-0.011 times per write, the reader never (0.012 simulated). The
-/// live writer held 152-233 fragments of 32 KiB unfreed at its peak (`predict --save`'s
-/// recordings, 2026-11-28 02:28-02:55 UTC, 17 runs; 128 simulated), which the pageset
-/// refills when it starts with fewer: the run that started with 8 fragments' blocks
-/// refilled 29 times, the simulator 18 (7 with a turn of 50 messages). The rest is
-/// the receive queue beyond the send buffer (the reader's window, which the kernel's
-/// receive buffer tuning grows per run: 24-105 fragments), not modelled.
-pub const TCP_BUFFER_BYTES: u32 = 8 << 20;
+/// TCP over loopback: the data in flight when the writer sleeps, bytes, given to the
+/// simulated stream as its receive buffer (its window is half of it): the writer's send
+/// buffer, unacknowledged or unsent (`sk_wmem_queued` up to `sk_sndbuf`), and the
+/// reader's receive queue, acknowledged but not read (up to `sk_rcvbuf`), whose
+/// fragments stay allocated. `ss -tmi` of the live sockets every 0.1 s through 655 360
+/// writes (2026-11-28 03:12 UTC, load 8.8): the writer's `tb` 4 194 304 (`tcp_wmem`'s
+/// ceiling; `w` up to 4.26 MB), the reader's `rb` 867 242 at one CPU (`r` up to
+/// 865 039), 2 397 409 at two; the receive buffer is the kernel's per-run tuning
+/// (`tcp_rcv_space_adjust`), the one-CPU figure kept. 154 fragments of 32 KiB, woken at
+/// 102; the live writer's peak unfreed fragments in the traced runs 152-233 (`predict
+/// --save`, 02:28-02:55 UTC, 17 runs at one CPU, 14 of them 152-171), 132-237 at two.
+/// At two CPUs the live writer slept once per 230-270 writes (0.004 per write). On one
+/// CPU (`turn_messages` 0) the woken writer preempts the reader (`workload/shared_cpu.rs`):
+/// it slept 0.010-0.011 times per write, the reader never (0.0096 simulated).
+pub const TCP_BUFFER_BYTES: u32 = 2 * (4_194_304 + 867_242);
 /// TCP with the ends on two CPUs: share of the order-3 fragments freed on the writer's
 /// CPU, %. The reader queues a consumed skb on its allocating CPU's deferred-free list
 /// (`skb_attempt_defer_free`) and frees it itself when the list is full; the quiet
