@@ -164,6 +164,7 @@ fn recorded() -> StartState {
             .collect(),
         background: Vec::new(),
         zone_spans: Vec::new(),
+        table_free_lag: 0,
     }
 }
 

@@ -116,6 +116,92 @@ pub fn frees(faulting: bool, ev: &[Event], t0: u64, prog: &ProgramResult) -> Fre
     out
 }
 
+/// Loops of the program whose unmap ended before RCU freed a loop's page tables: on
+/// each CPU of `cpus` (those faulting 4 KiB pages), the order-0 unmovable blocks its
+/// task allocated inside its window (page tables, their RCU batch page, the unmap's
+/// gather pages) that no free had given back by the window's end, in loops of
+/// `per_loop` (a loop's tables and batch page), rounded; the median over those CPUs
+/// (of two, the upper).
+/// RCU frees a loop's tables a grace period after its unmap, and the tables of the
+/// loops unmapped within that period before the window ends are still held then: the
+/// loops unmapped in a grace period. `ev` sorted by time, from `t0`.
+pub fn table_free_lag(
+    ev: &[Event],
+    t0: u64,
+    prog: &ProgramResult,
+    cpus: &[u32],
+    per_loop: u64,
+) -> u32 {
+    let win: HashMap<u32, TaskWindow> = prog
+        .tasks
+        .iter()
+        .filter(|t| cpus.contains(&t.cpu))
+        .map(|t| (t.pid, *t))
+        .collect();
+    if win.is_empty() || per_loop == 0 {
+        return 0;
+    }
+    // By task: its window's unmovable order-0 blocks not freed yet.
+    let mut held: HashMap<u32, HashSet<u64>> = HashMap::new();
+    // The task of each such block, by pfn.
+    let mut owner: HashMap<u64, u32> = HashMap::new();
+    for e in ev {
+        let at = e.ts + t0;
+        match e.kind {
+            EventKind::Alloc if e.order == 0 && e.mt == 0 => {
+                if let Some(w) = win.get(&e.pid) {
+                    if (w.start_ns..=w.end_ns).contains(&at) {
+                        held.entry(e.pid).or_default().insert(e.pfn);
+                        owner.insert(e.pfn, e.pid);
+                    }
+                }
+            }
+            EventKind::Free => {
+                if let Some(pid) = owner.get(&e.pfn).copied() {
+                    if win.get(&pid).is_some_and(|w| at <= w.end_ns) {
+                        owner.remove(&e.pfn);
+                        if let Some(h) = held.get_mut(&pid) {
+                            h.remove(&e.pfn);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut lags: Vec<u32> = win
+        .keys()
+        .map(|pid| {
+            let n = held.get(pid).map_or(0, HashSet::len) as u64;
+            u32::try_from((n + per_loop / 2) / per_loop).unwrap_or(u32::MAX)
+        })
+        .collect();
+    lags.sort_unstable();
+    lags[lags.len() / 2]
+}
+
+/// The page-table pages the simulated program frees after the kernel's window: the
+/// last `lag` loops' tables and RCU batch pages on each CPU faulting 4 KiB pages
+/// ([`table_free_lag`]), which a simulated script must still give back before it ends
+/// (`workload::pending_tables`) and the kernel frees after the window. 0 for the
+/// other programs.
+pub fn after_window(workload: &str, cpus: u32, s: super::program::Size, lag: u32) -> u64 {
+    let base_cpus = match workload {
+        "page_fault1" => cpus,
+        "thp_mix" => cpus.saturating_sub(super::program::thp_cpus(cpus)),
+        _ => 0,
+    };
+    let p = crate::workload::PageFault1Params {
+        pages_per_loop: u32::try_from(s.pages).unwrap_or(u32::MAX),
+        loops: u32::try_from(s.count).unwrap_or(u32::MAX),
+        order: 0,
+        pte_tables: 1,
+        gather_pages: 1,
+        ..Default::default()
+    };
+    u64::from(base_cpus) * crate::workload::pending_tables(&p, lag)
+}
+
 /// The note of [`Frees`]: how many each way, and of other processes' how many in
 /// interrupt context.
 pub fn note(ev: &[Event], f: &Frees) -> String {
@@ -160,6 +246,64 @@ mod tests {
     fn irq(mut e: Event) -> Event {
         e.flags = crate::trace::format::FLAG_SOFTIRQ;
         e
+    }
+
+    /// Three loops of two page tables and a batch page each (order 0, unmovable) and
+    /// a gather page: RCU (another task) frees the first loop's inside the window, the
+    /// last two loops' after it. The gather page and the faults' movable pages are
+    /// freed inside; another task's tables and a CPU not faulting 4 KiB pages count
+    /// for nothing.
+    #[test]
+    fn table_free_lag_counts_the_loops_rcu_had_not_freed() {
+        let prog = ProgramResult {
+            ops: 1,
+            tasks: vec![
+                TaskWindow {
+                    pid: 7,
+                    start_ns: 100,
+                    end_ns: 1000,
+                    ..TaskWindow::default()
+                },
+                TaskWindow {
+                    pid: 8,
+                    cpu: 1,
+                    start_ns: 100,
+                    end_ns: 1000,
+                    ..TaskWindow::default()
+                },
+            ],
+        };
+        let unmovable = |mut e: Event| {
+            e.mt = 0;
+            e
+        };
+        let mut e = Vec::new();
+        for l in 0..3u64 {
+            let t = 100 + l * 100;
+            for k in 0..3 {
+                e.push(unmovable(ev(t + k, 7, EventKind::Alloc, 100 + l * 10 + k)));
+                // Beside: a page table of another task, one of the task on CPU 1.
+                e.push(unmovable(ev(t + k, 9, EventKind::Alloc, 500 + l * 10 + k)));
+                e.push(unmovable(ev(t + k, 8, EventKind::Alloc, 700 + l * 10 + k)));
+            }
+            e.push(ev(t + 10, 7, EventKind::Alloc, 300 + l));
+            e.push(ev(t + 50, 7, EventKind::Free, 300 + l));
+            e.push(unmovable(ev(t + 20, 7, EventKind::Alloc, 400 + l)));
+            e.push(unmovable(ev(t + 60, 7, EventKind::Free, 400 + l)));
+        }
+        for k in 0..3 {
+            e.push(irq(ev(450, 3, EventKind::Free, 100 + k)));
+            e.push(irq(ev(1100, 3, EventKind::Free, 110 + k)));
+        }
+        e.sort_by_key(|x| x.ts);
+        assert_eq!(table_free_lag(&e, 0, &prog, &[0], 3), 2);
+        assert_eq!(table_free_lag(&e, 0, &prog, &[0], 2), 3);
+        assert_eq!(
+            table_free_lag(&e, 0, &prog, &[0, 1], 3),
+            3,
+            "the upper median"
+        );
+        assert_eq!(table_free_lag(&e, 0, &prog, &[2], 3), 0);
     }
 
     #[test]

@@ -174,11 +174,18 @@ pub fn measure(
             let owner = super::foreign::frees(faulting, &ev, h.t0_ns, &prog);
             let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &owner, faulting);
             k.notes.push(note);
+            let lag = table_free_lag(opts, &ev, h.t0_ns, &prog);
+            if let Some((lag, cpus)) = &lag {
+                k.notes.push(format!(
+                    "kernel: RCU had not freed the page tables of the last {lag} loop(s) on CPU(s) {cpus:?} when the window ended (their grace period): the simulator frees each loop's tables after the unmap of the loop {lag} later"
+                ));
+            }
             k.start = StartState {
                 pagesets,
                 free_lists: start::free_lists_of(&zi, &h.start.pagetypeinfo),
                 background,
                 zone_spans: spans,
+                table_free_lag: lag.map_or(0, |l| l.0),
             }
         }
         Err(e) => k.notes.push(format!(
@@ -189,6 +196,31 @@ pub fn measure(
         k.recording = Some(Arc::new((h, ev)));
     }
     Ok(k)
+}
+
+/// The loops whose unmap ends before RCU frees a loop's page tables
+/// ([`super::foreign::table_free_lag`]) and the CPUs it was read on, for the programs
+/// that fault 4 KiB pages in loops (page_fault1; thp_mix's order-0 CPUs); `None` for
+/// the others.
+fn table_free_lag(
+    opts: &PredictOptions,
+    ev: &[Event],
+    t0: u64,
+    prog: &ProgramResult,
+) -> Option<(u32, Vec<u32>)> {
+    let first = match opts.workload.as_str() {
+        "page_fault1" => 0,
+        "thp_mix" => super::program::thp_cpus(opts.cpus),
+        _ => return None,
+    };
+    let cpus: Vec<u32> = (first..opts.cpus).collect();
+    if cpus.is_empty() {
+        return None;
+    }
+    // A loop's page tables (one per 2 MiB) and their RCU batch page.
+    let per_loop = opts.size.pages.div_ceil(512) + 1;
+    let lag = super::foreign::table_free_lag(ev, t0, prog, &cpus, per_loop);
+    Some((lag, cpus))
 }
 
 /// Every process's page events as changes to their pagesets' lists, read as `trace

@@ -527,6 +527,10 @@ pub fn simulate_with(
 ) -> Result<(Figures, String), String> {
     let (wl, mut ov) = sim_workload(&opts.workload, opts.cpus, opts.size)
         .ok_or_else(|| format!("no workload {}", opts.workload))?;
+    if start.table_free_lag > 0 && matches!(wl, "page_fault1" | "thp_mix") {
+        // RCU's grace period after each unmap, as the kernel run showed it.
+        ov.push(("table_free_lag".into(), start.table_free_lag.to_string()));
+    }
     if let Some(ns) = line_ns {
         for (k, v) in &mut ov {
             if k == "line_transfer_ns" {
@@ -572,6 +576,20 @@ pub fn simulate_with(
     // A stream's writer runs on CPU 0, its reader on CPU 1 (`workload::stream`).
     for (i, s) in f.sleeps_per_op.iter_mut().enumerate() {
         *s = x(&format!("sleeps_cpu{i}")) / ops;
+    }
+    // The last loops' page tables, freed as the scripts end, the kernel's after its
+    // window: out of the frees and the pageset's end (and its peak when that was the
+    // end).
+    let late = foreign::after_window(&opts.workload, opts.cpus, opts.size, start.table_free_lag);
+    if late > 0 {
+        let late = late as f64;
+        f.free_per_op[0] = (f.free_per_op[0] - late / ops).max(0.0);
+        if f.pcp_peak == f.pcp_end {
+            // The start is a sample too.
+            f.pcp_peak = (f.pcp_peak - late).max(0.0);
+        }
+        f.pcp_end -= late;
+        f.pcp_peak = f.pcp_peak.max(f.pcp_end);
     }
     Ok((f, row.trace_hash.unwrap_or_default()))
 }

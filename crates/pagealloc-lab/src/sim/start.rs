@@ -42,6 +42,11 @@ pub struct StartState {
     /// process allocated before the run is held when its own pfn is taken.
     #[serde(default)]
     pub zone_spans: Vec<(u64, u64)>,
+    /// The program's loops whose unmap ended before RCU freed a loop's page tables
+    /// (`predict::foreign::table_free_lag`): the faulting workloads' `table_free_lag`.
+    /// Not a state of the allocator: `predict` gives it to the workload.
+    #[serde(default)]
+    pub table_free_lag: u32,
 }
 
 impl StartState {
@@ -552,6 +557,7 @@ Node 0, zone   Normal
             free_lists: Vec::new(),
             background: Vec::new(),
             zone_spans: Vec::new(),
+            table_free_lag: 0,
         };
         let (pages, refills, drains, parked) = run(&start);
         assert_eq!(pages, high_min as u64);
@@ -644,6 +650,7 @@ Node 0, zone   Normal
             free_lists: Vec::new(),
             background,
             zone_spans: Vec::new(),
+            table_free_lag: 0,
         };
         let op = |after, alloc| BackgroundOp {
             cpu: 0,
@@ -753,6 +760,7 @@ Node 0, zone   Normal
             }],
             background,
             zone_spans: vec![(0, 262_144)],
+            table_free_lag: 0,
         };
         let (pages, held) = apply(&a, &start).unwrap();
         assert_eq!(pages, 20_000);
@@ -795,6 +803,7 @@ Node 0, zone   Normal
             }],
             background: Vec::new(),
             zone_spans: Vec::new(),
+            table_free_lag: 0,
         };
         apply(&a, &start).unwrap();
         assert_eq!(a.nr_free_pages(), 65_536);

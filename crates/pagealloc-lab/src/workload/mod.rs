@@ -95,6 +95,7 @@ pub use kbuild::{Kbuild, KbuildParams, KBUILD_COMPUTE_NS_PER_PAGE, KBUILD_HEADRO
 pub use lmbench::{Lmbench, LmbenchParams};
 pub use mass_exit::{MassExit, MassExitParams};
 pub use netperf::{Netperf, NetperfParams};
+pub(crate) use page_fault1::pending_tables;
 pub use page_fault1::{PageFault1, PageFault1Params};
 pub use parallel_free::{ParallelFree, ParallelFreeParams};
 pub use purger::{Purger, PurgerParams};

@@ -89,6 +89,13 @@ define_params! {
         /// write, and the struct pages the fault's allocation unlinks:
         /// docs/sim-cost-model.md §12); 0: none (the default).
         fault_shared_lines: u32 = 0, full 0;
+        /// Loops whose unmap ends before a loop's page tables and their RCU batch page
+        /// (`gather_pages` with `pte_tables`, order 0) are freed: RCU frees them a grace
+        /// period after the unmap (`tlb_remove_table_rcu`, 22-55 ms on the live kernel),
+        /// so they are freed after the unmap of the loop this many later, and the last
+        /// loops' stay held when the CPU's loops end (`pagealloc predict` reads it off
+        /// each recording); 0 (the default): with their unmap.
+        table_free_lag: u32 = 0, full 0;
     }
 }
 
@@ -248,6 +255,11 @@ pub(crate) struct FaultLoop {
     /// tables, then (`table_batch`) the page-table RCU batch's page.
     gather: Slot,
     table_batch: bool,
+    /// With `table_batch`: loops between a loop's unmap and its tables' free
+    /// (`table_free_lag`), each loop's tables in the set of slots `loop % (lag + 1)`.
+    lag: u32,
+    /// Loops begun.
+    done: u32,
 }
 
 impl FaultLoop {
@@ -274,6 +286,36 @@ impl FaultLoop {
             // 4 KiB pages' tables go through `free_pgtables` → `tlb_remove_table`;
             // a THP's deposited table is freed at once (`zap_deposited_table`).
             table_batch: p.gather_pages > 0 && p.pte_tables > 0 && p.order == 0,
+            lag: p.table_free_lag,
+            done: 0,
+        }
+    }
+
+    /// Slots a loop's page tables and their RCU batch page take: the tables, the batch
+    /// page (or none).
+    fn table_set(&self) -> Slot {
+        self.tables + Slot::from(self.table_batch)
+    }
+
+    /// The slots of set `k` of the loops' page tables ([`Self::lag`]): its tables and
+    /// its RCU batch page. Set 0 holds the tables after the blocks and the batch page
+    /// after the gather's pages; the others follow them.
+    fn tables_of(&self, k: u32) -> (std::ops::Range<Slot>, Slot) {
+        let first = self.blocks + self.tables + self.gather + 1;
+        if k == 0 || !self.table_batch {
+            return (self.blocks..self.blocks + self.tables, first - 1);
+        }
+        let base = first + (k - 1) * self.table_set();
+        (base..base + self.tables, base + self.tables)
+    }
+
+    /// Sets of page-table slots in use at once: the loop's and the `lag` before it
+    /// whose tables RCU has not freed yet.
+    fn table_sets(&self) -> u32 {
+        if self.table_batch {
+            self.lag.saturating_add(1)
+        } else {
+            1
         }
     }
 
@@ -307,6 +349,21 @@ impl FaultLoop {
             at = end;
         }
     }
+}
+
+/// The page-table pages (tables and their RCU batch page) a CPU's page_fault1 loop
+/// frees only as its loops end, which RCU frees in the kernel a grace period after the
+/// last unmaps (`table_free_lag`): `lag` loops' of `p`'s, at most all its loops'; 0
+/// without `gather_pages` and `pte_tables` at order 0.
+pub(crate) fn pending_tables(p: &PageFault1Params, lag: u32) -> u64 {
+    let l = FaultLoop::new(&PageFault1Params {
+        table_free_lag: lag,
+        ..p.clone()
+    });
+    if !l.table_batch {
+        return 0;
+    }
+    u64::from(l.table_set()) * u64::from(lag.min(p.loops))
 }
 
 /// Faults per LRU add: `folio_add_lru` queues each new folio in a per-CPU
@@ -381,7 +438,7 @@ pub(crate) fn unmap(
 
 impl Program for FaultLoop {
     fn slot_count(&self) -> Slot {
-        self.blocks + self.tables + self.gather + Slot::from(self.table_batch)
+        self.blocks + self.gather + self.table_set() * self.table_sets()
     }
 
     fn refill(&mut self, _rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
@@ -391,6 +448,9 @@ impl Program for FaultLoop {
         self.loops_left -= 1;
         let extra = self.blocks + self.tables;
         let gather = extra..extra + self.gather;
+        let set = self.done % self.table_sets();
+        self.done += 1;
+        let (tables, batch) = self.tables_of(set);
         if self.tables == 0 {
             self.faults(0..self.blocks, out);
             unmap(
@@ -408,7 +468,7 @@ impl Program for FaultLoop {
             let first = t * per_table;
             let end = (first + per_table).min(self.blocks);
             out.push_back(Phase::Fill(Fill::new(
-                self.blocks + t..self.blocks + t + 1,
+                tables.start + t..tables.start + t + 1,
                 0,
                 MigrateKind::Unmovable,
             )));
@@ -425,11 +485,27 @@ impl Program for FaultLoop {
         );
         if self.table_batch {
             // `tlb_remove_table` batches the tables in a page of its own, freed with
-            // them once the RCU grace period ends (`tlb_remove_table_rcu`).
-            let b = gather.end;
-            out.push_back(Phase::Fill(Fill::new(b..b + 1, 0, MigrateKind::Unmovable)));
-            out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
-            out.push_back(Phase::Free(b..b + 1));
+            // them once the RCU grace period ends (`tlb_remove_table_rcu`): after the
+            // unmap of the loop `lag` later.
+            out.push_back(Phase::Fill(Fill::new(
+                batch..batch + 1,
+                0,
+                MigrateKind::Unmovable,
+            )));
+            if self.done > self.lag {
+                let (t, b) = self.tables_of((self.done - 1 - self.lag) % self.table_sets());
+                out.push_back(Phase::Free(t));
+                out.push_back(Phase::Free(b..b + 1));
+            }
+            if self.loops_left == 0 {
+                // A script gives back every block: the tables RCU would free after the
+                // last loops (the kernel's, after its window: `pending_tables`).
+                for l in self.done.saturating_sub(self.lag)..self.done {
+                    let (t, b) = self.tables_of(l % self.table_sets());
+                    out.push_back(Phase::Free(t));
+                    out.push_back(Phase::Free(b..b + 1));
+                }
+            }
         } else {
             out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
         }

@@ -128,6 +128,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("shared_lines", 1000.0, "lines"),
     ("shared_switch_ns", MAX_NS, "ns"),
     ("syscall_ns", MAX_NS, "ns"),
+    ("table_free_lag", 1000.0, "loops"),
     ("tasks", MAX_CPUS, "tasks"),
     ("thp_cpus", MAX_CPUS, "CPUs"),
     ("thp_fault_work_ns", MAX_NS, "ns"),

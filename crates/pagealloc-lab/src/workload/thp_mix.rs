@@ -48,6 +48,9 @@ define_params! {
         /// 1: each unmap takes the mmu_gather's pages, as page_fault1's
         /// `gather_pages`; 0: none (the default).
         gather_pages: u8 = 0, full 0;
+        /// The order-0 group's page tables freed after the unmap of the loop this many
+        /// later (RCU's grace period): page_fault1's `table_free_lag` (0: none).
+        table_free_lag: u32 = 0, full 0;
     }
 }
 
@@ -102,6 +105,7 @@ impl ThpMix {
             },
             unmap_work_ns: self.params.unmap_work_ns,
             gather_pages: self.params.gather_pages,
+            table_free_lag: self.params.table_free_lag,
             shared_lines: 0,
             line_transfer_ns: 0,
             fault_shared_lines: 0,
