@@ -96,6 +96,7 @@ impl Backend for Engine<'_> {
             MigrateKind::Reclaimable => MigrateType::Reclaimable,
         });
         let scanned = self.a.cpu_zonelist_scanned(cpu);
+        self.streams[cpu].hint();
         let r = self.a.alloc_on_reported(cpu, order, gfp, None);
         let fault = if kind == MigrateKind::Movable && r.is_ok() {
             cost.fault_ns
@@ -120,6 +121,7 @@ impl Backend for Engine<'_> {
         let t = self.cpus[cpu].time;
         let busy = self.cpus[cpu].busy;
         self.platform.set(cpu, t);
+        self.streams[cpu].hint();
         self.a.free_on_reported(cpu, f).map_err(|e| {
             EngineError::Contract(format!("cpu {cpu}: free of {f:?} refused: {e:?}"))
         })?;
