@@ -688,13 +688,13 @@ fn unix_pair(
 /// of `predict unix_stream --cpus 2 --save`: its pagesets, free lists and the other
 /// processes' allocations and frees on the CPUs) the simulated writer's refills take
 /// blocks whose lines no cache holds, and the hierarchy charges them from DRAM: its
-/// copies and the reader's cost (CPU − allocator − the cross terms) 2.5-4 µs per write
+/// copies and the reader's cost (CPU − allocator − the cross terms) 3.2 µs per write
 /// more than with both ends on one CPU, where the writer reuses the blocks just freed.
 /// With predict's terms on top (`UNIX_CROSS_COPY_IN_NS_PER_KIB`,
 /// `CROSS_COPY_OUT_NS_PER_KIB`) the excess is the kernel's: `_copy_from_iter` 1.78 →
 /// 6.68 and `_copy_to_iter` 1.19 → 1.96 µs per write (predict/work.rs), 5.67 µs in all,
 /// within 15 %. The terms measured as if the hierarchy charged nothing more across CPUs
-/// (80 and 12 ns per KiB) give 8.6.
+/// (80 and 12 ns per KiB) give 8.7.
 #[test]
 fn unix_cross_copy_terms_add_only_what_the_hierarchy_leaves() {
     let path = concat!(
