@@ -173,7 +173,7 @@ pub fn sim_workload(
                 ("turn_messages", work::UNIX_TURN_MESSAGES.into()),
                 (
                     "cross_copy_in_ns_per_kib",
-                    work::CROSS_COPY_IN_NS_PER_KIB.into(),
+                    work::UNIX_CROSS_COPY_IN_NS_PER_KIB.into(),
                 ),
                 (
                     "cross_copy_out_ns_per_kib",

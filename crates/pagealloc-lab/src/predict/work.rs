@@ -144,14 +144,30 @@ pub const TCP_RECV_ARRIVAL_PCT: u32 = 15;
 /// in page blocks; the head's 4 KiB go to slab memory, not modelled. One line moves
 /// between the two vCPUs in ~40 ns one way while the host runs them on one L3 and ~160
 /// apart (a ping-pong, [`crate::predict`]'s `line_transfer_ns` note); the profile's
-/// placement was not recorded.
+/// placement was not recorded. TCP's term; AF_UNIX's is
+/// [`UNIX_CROSS_COPY_IN_NS_PER_KIB`].
 pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 80;
-/// The AF_UNIX reader's `_copy_to_iter`, the same way: 1.19 → 1.96 µs per write, +12 ns
-/// per KiB (31 at load 13). It follows where the host places the vCPUs: 1.67 → 8.3-8.5 µs
-/// per write (+110 ns per KiB) in profiles at 23:46 UTC (load 5.8, `-F 2000`), where the
-/// reader, now as slow as its writer, slept 0.12-0.19 times per write against 0.3-0.7 in
-/// runs where it kept up (docs/predict.md): the constant stays the quiet figure.
-pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 12;
+/// The AF_UNIX writer's copy with the ends on two CPUs, per KiB of fragments, beyond the
+/// simulator's own: the kernel's two-CPU excess of `_copy_from_iter` over one CPU (4.90
+/// µs per 64 KiB write in the quiet profiles above: 1.78 → 6.68) less the excess the
+/// simulator's hierarchy already charges for the same copy from the kernel's start
+/// states (`predict --save` then `--from`, a per-part tally of the engine's charges,
+/// 2026-11-28 03:04 UTC: 1.69 µs per write at one CPU, 4.41 and 5.36 at two; mean excess
+/// 3.20), over the 60 KiB the simulator copies: 28. At one CPU the writer reuses the
+/// blocks its reader just freed (the pageset is LIFO); at two its refills take blocks
+/// from the free lists that the reader's drains (the oldest pages of its deep pageset)
+/// and the start left there, cold in both: the hierarchy charges their lines from DRAM,
+/// which the profile's excess holds too. From the simulator's own start (blocks the
+/// reader drained recently, in its cache) the hierarchy charges 1.02 µs.
+pub const UNIX_CROSS_COPY_IN_NS_PER_KIB: u32 = 28;
+/// The AF_UNIX reader's `_copy_to_iter`, the same way: 1.19 → 1.96 µs per write (+0.77)
+/// less the hierarchy's own excess (1.60 → 1.88 µs: the lines the writer's core
+/// modified), over 60 KiB: 8 (at load 13 the profile gave 31 per KiB before it). It
+/// follows where the host places the vCPUs: 1.67 → 8.3-8.5 µs per write in profiles at
+/// 23:46 UTC (load 5.8), where the reader, now as slow as its writer, slept 0.12-0.19
+/// times per write against 0.3-0.7 in runs where it kept up (docs/predict.md): the
+/// constant stays the quiet figure.
+pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 8;
 /// The TCP reader's `_copy_to_iter`, the same way: 1.17 → 0.48 µs per write, cheaper at
 /// two CPUs (at one the reader copies 8 MiB of queued writes that have left the L2 by
 /// then): no term.
