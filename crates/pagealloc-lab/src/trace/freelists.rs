@@ -165,6 +165,12 @@ pub fn place_held(
     };
     let mut taken: BTreeMap<u64, u64> = BTreeMap::new();
     let mut cursor: HashMap<usize, u64> = HashMap::new();
+    // What the searches of a zone (for a pageblock type, or for any) at an order found
+    // no place in: `[first, below)` and `[from, end)`. Places only go (`taken` grows,
+    // the allocator and its pageblocks do not change here), so a later search skips
+    // them and finds what a search of every place would: else a zone's full stretch
+    // would be walked again for each block moved past it.
+    let mut none: HashMap<(usize, Option<MigrateType>, u8), (u64, u64)> = HashMap::new();
     for &(pfn, order, mt) in pre {
         let zone = a.zone_of_pfn(Pfn(pfn)).unwrap_or(fallback);
         let size = 1u64 << order;
@@ -184,7 +190,7 @@ pub fn place_held(
                 .max(cursor.get(&zone).copied().unwrap_or(0))
                 .clamp(first, end)
                 & !(size - 1);
-            let search = |same_type: bool| {
+            let mut search = |same_type: bool| {
                 // The next place to try after `p`: a pageblock of another type is
                 // skipped whole.
                 let step = |p: u64| {
@@ -198,21 +204,27 @@ pub fn place_held(
                     (!same_type || a.pageblock_type(Pfn(p)) == Some(typ))
                         && is_free(a, &taken, p, order)
                 };
-                let mut p = from;
-                while p + size <= end {
-                    if ok(p) {
-                        return Some(p);
+                let scan = |mut p: u64, to: u64| {
+                    while p < to && p + size <= end {
+                        if ok(p) {
+                            return Some(p);
+                        }
+                        p = step(p);
                     }
-                    p = step(p);
-                }
-                p = first;
-                while p < from {
-                    if ok(p) {
-                        return Some(p);
+                    None
+                };
+                let key = (zone, same_type.then_some(typ), order);
+                let (below, after) = none.get(&key).copied().unwrap_or((first, end));
+                if let Some(p) = scan(from.max(below), after) {
+                    if from <= below {
+                        none.insert(key, (p, after));
                     }
-                    p = step(p);
+                    return Some(p);
                 }
-                None
+                let after = after.min(from);
+                let r = scan(below, after);
+                none.insert(key, (r.unwrap_or(after).max(below), after));
+                r
             };
             let found = search(true).or_else(|| search(false));
             if let Some(p) = found {
@@ -323,5 +335,42 @@ pub fn seed_zone(
                 r.held_back
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pagealloc::{Config, Layout};
+
+    /// Blocks whose kernel pfn is taken go to the first free place from the last moved
+    /// one, of their own pageblock type where there is one: an all-Movable zone has no
+    /// Unmovable pageblock, so the typed search fails once and every later Unmovable
+    /// block, of its order or larger, goes straight to the untyped one (the result is
+    /// the same as searching again); Movable blocks still search by type.
+    #[test]
+    fn held_blocks_take_the_next_free_places() {
+        let layout = Layout::single(1 << 14, 1);
+        let a = Allocator::new(&layout, Config::linux_6_6()).unwrap();
+        let spans: Vec<(u64, u64)> = layout
+            .zones()
+            .map(|(_, z)| (z.start_pfn, z.end_pfn()))
+            .collect();
+        let (u, m) = (MigrateType::Unmovable as i8, MigrateType::Movable as i8);
+        let mut pre: Vec<(u64, u8, i8)> = vec![(5, 0, u); 100];
+        pre.push((5, 9, u));
+        pre.push((3, 0, m));
+        pre.push((700, 0, u));
+        let h = place_held(&a, &pre, &spans, 0);
+        let frames = |pfn: u64, order: u8| -> Vec<u64> {
+            h.pool[&(pfn, order)].iter().map(|f| f.pfn.0).collect()
+        };
+        assert_eq!(frames(5, 0), (5..105).collect::<Vec<_>>());
+        // The order-9 block: the first 512-aligned place at or after its pfn.
+        assert_eq!(frames(5, 9), vec![512]);
+        // A free kernel pfn is its own place whatever the type.
+        assert_eq!(frames(3, 0), vec![3]);
+        assert_eq!(frames(700, 0), vec![1024]);
+        assert_eq!((h.moved, h.failed), (101, 0));
     }
 }
