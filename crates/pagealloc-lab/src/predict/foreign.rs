@@ -1,6 +1,6 @@
-//! Frees the kernel makes in a faulting program's window, in the context of one of its
-//! tasks, of blocks no task of the program allocated: other processes' blocks, not the
-//! program's work.
+//! Frees the kernel makes in a program's window, in the context of one of its tasks, of
+//! blocks no task of the program allocated: other processes' blocks, not the program's
+//! work.
 //!
 //! # Design
 //! A forked faulting program (`page_fault1`, `parallel_free`, `thp_mix`) frees only
@@ -57,17 +57,22 @@ impl Frees {
     }
 }
 
-/// [`Frees`] of a recording of a program: of the faulting programs (`faulting`: forked
-/// processes that free only what they allocated); none for the streams, whose tasks are
-/// threads of a process whose main thread allocates too. `ev` sorted by time, from `t0`
-/// on the monotonic clock.
-pub fn frees(faulting: bool, ev: &[Event], t0: u64, prog: &ProgramResult) -> Frees {
+/// [`Frees`] of a recording of a program. The streams' tasks are threads of a process
+/// whose main thread allocates too (the sockets, their pages that RCU frees in the
+/// softirq that interrupts a stream's task: `GFP_KERNEL_ACCOUNT | __GFP_ZERO` order-0
+/// pages, 3 and 16 of them in the windows of a one- and a two-CPU TCP run): the
+/// simulated stream has no main thread, so those are other processes' blocks here too;
+/// the two ends of a one-CPU stream share its CPU's window. `ev` sorted by time, from
+/// `t0` on the monotonic clock.
+pub fn frees(ev: &[Event], t0: u64, prog: &ProgramResult) -> Frees {
     let mut out = Frees::default();
-    if !faulting {
-        return out;
-    }
     let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
-    let by_cpu: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.cpu, *t)).collect();
+    let mut by_cpu: HashMap<u32, TaskWindow> = HashMap::new();
+    for t in &prog.tasks {
+        let w = by_cpu.entry(t.cpu).or_insert(*t);
+        w.start_ns = w.start_ns.min(t.start_ns);
+        w.end_ns = w.end_ns.max(t.end_ns);
+    }
     let inside = |w: &TaskWindow, e: &Event| (w.start_ns..=w.end_ns).contains(&(e.ts + t0));
     // Blocks the program's tasks hold, by first pfn (a count: a synthetic or lost-event
     // recording may show a pfn allocated twice).
@@ -340,7 +345,7 @@ mod tests {
         let mut e = e;
         e.sort_by_key(|x| x.ts);
         let at = |ts: u64| e.iter().position(|x| x.ts == ts).unwrap_or(0);
-        let f = frees(true, &e, 0, &prog);
+        let f = frees(&e, 0, &prog);
         let sorted = |h: &HashSet<(u64, u64)>| {
             let mut v: Vec<_> = h.iter().copied().collect();
             v.sort_unstable();
@@ -351,8 +356,35 @@ mod tests {
         assert!(f.counts(&e[at(110)], true) && !f.counts(&e[at(120)], true));
         assert!(f.counts(&e[at(160)], false) && !f.counts(&e[at(170)], false));
         assert!(!f.counts(&e[at(185)], false) && f.counts(&e[at(190)], true));
-        let s = frees(false, &e, 0, &prog);
-        assert!(s.theirs.is_empty() && s.ours.is_empty());
         assert!(note(&e, &f).starts_with("kernel: 3 frees"));
+    }
+
+    /// A one-CPU stream: the writer (7) and the reader (8) share CPU 0; the main thread
+    /// (6) is not one of its tasks.
+    #[test]
+    fn a_streams_frees_follow_the_blocks_owner_too() {
+        let task = |pid: u32, start_ns: u64, end_ns: u64| TaskWindow {
+            pid,
+            start_ns,
+            end_ns,
+            ..TaskWindow::default()
+        };
+        let prog = ProgramResult {
+            ops: 1,
+            tasks: vec![task(7, 100, 210), task(8, 105, 200)],
+        };
+        let mut e = vec![
+            ev(10, 6, EventKind::Alloc, 1),      // the main thread's socket page
+            irq(ev(120, 7, EventKind::Free, 1)), // freed by RCU in the writer's softirq
+            ev(130, 7, EventKind::Alloc, 2),     // an skb's page
+            ev(140, 8, EventKind::Free, 2),      // freed by the reader: the stream's
+            ev(150, 7, EventKind::Alloc, 3),     // another
+            ev(205, 3, EventKind::Free, 3),      // by ksoftirqd in the writer's window only
+        ];
+        e.sort_by_key(|x| x.ts);
+        let f = frees(&e, 0, &prog);
+        assert_eq!(f.theirs.iter().copied().collect::<Vec<_>>(), vec![(120, 1)]);
+        assert_eq!(f.ours.iter().copied().collect::<Vec<_>>(), vec![(205, 3)]);
+        assert!(f.counts(&e[3], true));
     }
 }

@@ -171,7 +171,7 @@ pub fn measure(
                 p.free_count = free_counts.get(&key).copied().unwrap_or(0);
             }
             let faulting = timed_in_batches(&opts.workload);
-            let owner = super::foreign::frees(faulting, &ev, h.t0_ns, &prog);
+            let owner = super::foreign::frees(&ev, h.t0_ns, &prog);
             let (background, note) = background(&ev, h.t0_ns, &prog, opts.cpus, &owner, faulting);
             k.notes.push(note);
             let lag = table_free_lag(opts, &ev, h.t0_ns, &prog);
@@ -586,7 +586,7 @@ pub fn analyse(
             .is_some_and(|w| (w.start_ns..=w.end_ns).contains(&abs(e)))
     };
     // A free is the block's owner's, whichever task ran it (`foreign`).
-    let owner = super::foreign::frees(timed_in_batches(&opts.workload), ev, t0_ns, prog);
+    let owner = super::foreign::frees(ev, t0_ns, prog);
     let ours: Vec<Event> = ev
         .iter()
         .filter(|e| owner.counts(e, mine(e)))
@@ -905,7 +905,7 @@ mod tests {
             at(140, 7, EventKind::Alloc, 5),
             at(400, worker, EventKind::Vmstat, 0xffff_8000),
         ];
-        let owner = crate::predict::foreign::frees(true, &ev, 0, &prog);
+        let owner = crate::predict::foreign::frees(&ev, 0, &prog);
         let (ops, note) = background(&ev, 0, &prog, 1, &owner, true);
         assert_eq!(ticks(&ops), vec![0, 2], "{ops:?}");
         // Before the window only the other process's allocation, as the window begins.
