@@ -488,7 +488,14 @@ impl Backend for ThreadBackend<'_, '_> {
         Ok(())
     }
 
-    fn copy(&mut self, _: usize, b: Block, bytes: u32, into_block: bool) -> Result<(), ExecError> {
+    fn copy(
+        &mut self,
+        _: usize,
+        b: Block,
+        bytes: u32,
+        into_block: bool,
+        _cross_ns_per_kib: u32,
+    ) -> Result<(), ExecError> {
         let t0 = self.sh.opts.latency.then(clock::now);
         let n = bytes as usize;
         if self.user.len() < n {

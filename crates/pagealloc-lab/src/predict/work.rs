@@ -132,41 +132,45 @@ pub const TCP_RECV_ON_SENDER_PCT: u32 = 43;
 /// write under the profiler: the live reader also leaves its socket between its
 /// receives, which the simulated one does not.)
 pub const TCP_RECV_ARRIVAL_PCT: u32 = 15;
-/// A stream's copy when its ends run on two CPUs, per KiB, beyond what the simulator's
-/// `host` hierarchy charges (it streams another core's lines about as fast as its own
-/// L2). CPU-clock profiles of the two-CPU streams against the one-CPU ones on a quiet
-/// machine (`perf record -e cpu-clock -F 4000 -g -- pagealloc predict-program W
-/// --cpus N`, load 1.8, 15:13 UTC; the guest has no PMU), each symbol's share of its
-/// thread's samples times the thread's CPU per write in a run without perf: the
-/// writer's `_copy_from_iter` 1.78 → 6.68 µs per 64 KiB AF_UNIX write (+77 ns per KiB)
-/// and 0.75 → 2.09 µs per 16 KiB TCP write (+84 ns per KiB); their mean. (At load 13
-/// the AF_UNIX profile gave +89.) The simulator copies the 60 KiB of AF_UNIX fragments
-/// in page blocks; the head's 4 KiB go to slab memory, not modelled. One line moves
-/// between the two vCPUs in ~40 ns one way while the host runs them on one L3 and ~160
-/// apart (a ping-pong, [`crate::predict`]'s `line_transfer_ns` note); the profile's
-/// placement was not recorded. TCP's term; AF_UNIX's is
-/// [`UNIX_CROSS_COPY_IN_NS_PER_KIB`].
-pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 80;
-/// The AF_UNIX writer's copy with the ends on two CPUs, per KiB of fragments, beyond the
-/// simulator's own: the kernel's two-CPU excess of `_copy_from_iter` over one CPU (4.90
-/// µs per 64 KiB write in the quiet profiles above: 1.78 → 6.68) less the excess the
-/// simulator's hierarchy already charges for the same copy from the kernel's start
-/// states (`predict --save` then `--from`, a per-part tally of the engine's charges,
-/// 2026-11-28 03:04 UTC: 1.69 µs per write at one CPU, 4.41 and 5.36 at two; mean excess
-/// 3.20), over the 60 KiB the simulator copies: 28. At one CPU the writer reuses the
-/// blocks its reader just freed (the pageset is LIFO); at two its refills take blocks
-/// from the free lists that the reader's drains (the oldest pages of its deep pageset)
-/// and the start left there, cold in both: the hierarchy charges their lines from DRAM,
-/// which the profile's excess holds too. From the simulator's own start (blocks the
-/// reader drained recently, in its cache) the hierarchy charges 1.02 µs.
-pub const UNIX_CROSS_COPY_IN_NS_PER_KIB: u32 = 28;
-/// The AF_UNIX reader's `_copy_to_iter`, the same way: 1.19 → 1.96 µs per write (+0.77)
-/// less the hierarchy's own excess (1.60 → 1.88 µs: the lines the writer's core
-/// modified), over 60 KiB: 8 (at load 13 the profile gave 31 per KiB before it). It
-/// follows where the host places the vCPUs: 1.67 → 8.3-8.5 µs per write in profiles at
-/// 23:46 UTC (load 5.8), where the reader, now as slow as its writer, slept 0.12-0.19
-/// times per write against 0.3-0.7 in runs where it kept up (docs/predict.md): the
-/// constant stays the quiet figure.
+/// A stream's copy when its ends run on two CPUs, per KiB the simulator's `host`
+/// hierarchy serves from the other CPU's cache (its `Charge::crossed`: lines the other
+/// core's L2 or the LLC it evicted them to still holds; the engine charges the term on
+/// those alone), beyond the hierarchy's own charge (it streams another core's lines
+/// about as fast as its own L2). CPU-clock profiles of the two-CPU streams against the
+/// one-CPU ones on a quiet machine (`perf record -e cpu-clock -F 4000 -g -- pagealloc
+/// predict-program W --cpus N`, load 1.8, 15:13 UTC; the guest has no PMU), each
+/// symbol's share of its thread's samples times the thread's CPU per write in a run
+/// without perf: the writer's `_copy_from_iter` 1.78 → 6.68 µs per 64 KiB AF_UNIX write
+/// and 0.75 → 2.09 µs per 16 KiB TCP write (+1.34). (At load 13 the AF_UNIX profile gave
+/// +89 ns per KiB copied.) TCP from the kernel's start states (`predict tcp_stream
+/// --cpus 2 --save`, then `--from`, 2026-11-28 03:51 UTC, 3 runs): the
+/// hierarchy charges the writer's copy 0.541 µs per write against 0.479 at one CPU and
+/// serves 246 of its 256 block lines from the reader's cache, in every run: (1.34 −
+/// 0.06) / 15.4 KiB = 83. One line moves between the two vCPUs in ~40 ns one way while
+/// the host runs them on one L3 and ~160 apart (a ping-pong, [`crate::predict`]'s
+/// `line_transfer_ns` note); the profile's placement was not recorded. TCP's term;
+/// AF_UNIX's is [`UNIX_CROSS_COPY_IN_NS_PER_KIB`].
+pub const CROSS_COPY_IN_NS_PER_KIB: u32 = 83;
+/// The AF_UNIX writer's copy with the ends on two CPUs, per KiB served from the
+/// reader's cache, the same way: the kernel's `_copy_from_iter` at two CPUs is its one-CPU
+/// cost + 4.90 µs per 64 KiB write (the quiet profiles above: 1.78 → 6.68); the
+/// simulator's one-CPU copy is 1.58 µs, so its two-CPU copy should cost 6.48. From the
+/// kernel's start states (`predict unix_stream --cpus 2 --save`, then `--from`; 6 runs of
+/// 2026-11-28 03:44 and 03:51 UTC) the hierarchy charges it 2.8-5.0 µs per write: the
+/// writer's refills take blocks the reader's drains (the oldest of its deep pageset)
+/// and the start left on the free lists, some still in the LLC from the reader's copy
+/// (258-744 of the 960 lines cross), the rest cold from DRAM, which the kernel pays in
+/// its profile too. The runs' (6.48 − charge) over their crossing KiB: 79-89, pooled
+/// 81. The simulated fragments are 60 KiB; the head's 4 KiB go to slab memory, not
+/// modelled.
+pub const UNIX_CROSS_COPY_IN_NS_PER_KIB: u32 = 81;
+/// The AF_UNIX reader's `_copy_to_iter`, per KiB served from the writer's cache: 1.19 →
+/// 1.96 µs per write (+0.77) less the hierarchy's own excess (1.60 → 1.88 µs: all 960
+/// lines the writer's core modified, from its L2, in every start state), over 60 KiB: 8
+/// (at load 13 the profile gave 31 per KiB before it). It follows where the host places
+/// the vCPUs: 1.67 → 8.3-8.5 µs per write in profiles at 23:46 UTC (load 5.8), where the
+/// reader, now as slow as its writer, slept 0.12-0.19 times per write against 0.3-0.7 in
+/// runs where it kept up (docs/predict.md): the constant stays the quiet figure.
 pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 8;
 /// The TCP reader's `_copy_to_iter`, the same way: 1.17 → 0.48 µs per write, cheaper at
 /// two CPUs (at one the reader copies 8 MiB of queued writes that have left the L2 by

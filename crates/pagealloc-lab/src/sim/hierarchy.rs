@@ -132,6 +132,11 @@ pub struct Charge {
     pub level: Level,
     /// Virtual time, ns.
     pub ns: f64,
+    /// Page-data lines ([`Hierarchy::touch`], [`Hierarchy::copy`]) served from another
+    /// CPU's cache: lines another CPU owns that its private caches or its socket's LLC
+    /// (where its evictions went) still hold ([`Level::Peer`], [`Level::Llc`],
+    /// [`Level::RemoteCache`]); not this CPU's own lines, nor lines from DRAM.
+    pub crossed: u64,
 }
 
 impl Charge {
@@ -139,12 +144,14 @@ impl Charge {
     pub const NONE: Charge = Charge {
         level: Level::L1,
         ns: 0.0,
+        crossed: 0,
     };
 
     fn join(self, other: Charge) -> Charge {
         Charge {
             level: self.level.max(other.level),
             ns: self.ns + other.ns,
+            crossed: self.crossed + other.crossed,
         }
     }
 }
@@ -663,6 +670,7 @@ impl Hierarchy {
         Charge {
             level,
             ns: s.latency[level as usize],
+            crossed: 0,
         }
     }
 
@@ -725,12 +733,14 @@ impl Hierarchy {
 
     fn touch_page(&mut self, cpu: usize, page: u64, lines: u64, home: u32, write: bool) -> Charge {
         let mut me = self.state.me(cpu);
-        let level = if page < self.nframes as u64 {
+        let (level, crossed) = if page < self.nframes as u64 {
             let e = &mut self.frames[self.stride * page as usize];
-            self.state.visit(&mut me, e, lines, home, write)
+            let crossed = self.state.held_elsewhere(&me, e, lines);
+            (self.state.visit(&mut me, e, lines, home, write), crossed)
         } else {
             let e = self.pages.entry(page).or_default();
-            self.state.visit(&mut me, e, lines, home, write)
+            let crossed = self.state.held_elsewhere(&me, e, lines);
+            (self.state.visit(&mut me, e, lines, home, write), crossed)
         };
         self.state.put(&me);
         let s = &mut self.state;
@@ -743,6 +753,7 @@ impl Hierarchy {
         Charge {
             level,
             ns: s.latency[l] + (lines - 1) as f64 * s.stream[l],
+            crossed: if crossed { lines } else { 0 },
         }
     }
 }
@@ -848,6 +859,23 @@ impl State {
     fn put(&mut self, me: &Me) {
         self.core[me.cpu] = me.core;
         self.llc_clock[usize::from(me.core.socket)] = me.llc;
+    }
+
+    /// Whether an access of `n` lines of `e` by the CPU `me` holds is served from another
+    /// CPU's cache ([`Charge::crossed`]): another CPU owns the entry and its private
+    /// caches or its socket's LLC (where its evictions went) still hold it, as
+    /// [`State::serve`] judges them.
+    #[inline(always)]
+    fn held_elsewhere(&self, me: &Me, e: &Entry, n: u64) -> bool {
+        let owner = (e[0] >> OWNER_SHIFT) as usize;
+        if owner == 0 || e[0] & !LLC_MASK == me.tag {
+            return false;
+        }
+        let o = self.core[owner - 1];
+        let at = (e[1] >> L2_SHIFT) as u32 & L2_MASK;
+        let private =
+            u64::from(o.l2_clock.wrapping_sub(at) & L2_MASK) < self.l2_lines.saturating_sub(n - 1);
+        private || self.in_llc(o.socket, e[0] & LLC_MASK, n)
     }
 
     /// A read by sharer `cpu` of its shared copy, inserted at `stamps`

@@ -101,15 +101,18 @@ pub trait Backend {
     fn touch(&mut self, cpu: usize, block: Self::Block) -> Result<(), Self::Error>;
     /// Copies `bytes` between the CPU's user buffer and the start of `block`: into the
     /// block (`into_block`, a copy from user space) or out of it. By default the block is
-    /// touched as a whole (executors that model copies override this).
+    /// touched as a whole (executors that model copies override this). `cross_ns_per_kib`:
+    /// what a KiB the cache model serves from another CPU's cache costs beyond its
+    /// charge ([`Op::CopyIn`]).
     fn copy(
         &mut self,
         cpu: usize,
         block: Self::Block,
         bytes: u32,
         into_block: bool,
+        cross_ns_per_kib: u32,
     ) -> Result<(), Self::Error> {
-        let _ = (bytes, into_block);
+        let _ = (bytes, into_block, cross_ns_per_kib);
         self.touch(cpu, block)
     }
     /// Computes for `ns` nanoseconds.
@@ -285,8 +288,16 @@ fn op_word(op: &Op) -> u64 {
         }
         Op::Free { slot } => 2 | u64::from(slot) << 8,
         Op::Touch { slot } => 3 | u64::from(slot) << 8,
-        Op::CopyIn { slot, bytes } => 10 | u64::from(slot) << 8 | u64::from(bytes) << 32,
-        Op::CopyOut { slot, bytes } => 11 | u64::from(slot) << 8 | u64::from(bytes) << 32,
+        Op::CopyIn {
+            slot,
+            bytes,
+            cross_ns_per_kib,
+        } => 10 | u64::from(slot) << 8 | u64::from(bytes) << 32 ^ cross_word(cross_ns_per_kib),
+        Op::CopyOut {
+            slot,
+            bytes,
+            cross_ns_per_kib,
+        } => 11 | u64::from(slot) << 8 | u64::from(bytes) << 32 ^ cross_word(cross_ns_per_kib),
         Op::Compute { ns } => 4 ^ ns << 8,
         Op::Send { slot, to_cpu } => 5 | u64::from(slot) << 8 | u64::from(to_cpu) << 40,
         Op::Recv { slot } => 6 | u64::from(slot) << 8,
@@ -295,6 +306,12 @@ fn op_word(op: &Op) -> u64 {
         Op::Exit => 8,
         Op::Done => 9,
     }
+}
+
+/// A copy's cross-CPU rate in [`op_word`]: 0 (every copy but a two-CPU stream's) leaves
+/// the word as it was before copies had one.
+fn cross_word(ns_per_kib: u32) -> u64 {
+    u64::from(ns_per_kib).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// One completed op of a CPU, as recorded with [`CpuDriver::trace`].
@@ -436,9 +453,19 @@ impl<B: TraceBlock> CpuDriver<B> {
                 k.touch(cpu, b)?;
                 (true, Some(b))
             }
-            Op::CopyIn { slot, bytes } | Op::CopyOut { slot, bytes } => {
+            Op::CopyIn {
+                slot,
+                bytes,
+                cross_ns_per_kib,
+            }
+            | Op::CopyOut {
+                slot,
+                bytes,
+                cross_ns_per_kib,
+            } => {
                 let b = self.slots.get(slot, "copy")?;
-                k.copy(cpu, b, bytes, matches!(op, Op::CopyIn { .. }))?;
+                let into_block = matches!(op, Op::CopyIn { .. });
+                k.copy(cpu, b, bytes, into_block, cross_ns_per_kib)?;
                 (true, Some(b))
             }
             Op::Compute { ns } => {

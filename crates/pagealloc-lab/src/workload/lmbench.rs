@@ -88,8 +88,8 @@ define_params! {
         /// and the local wakeup: the cost model's `switch_ns` + `wake_ns`), ns.
         shared_switch_ns: u64 = 1_100, full 1_100;
         /// With the ends on two CPUs: the sender's copy into blocks whose lines the
-        /// receiver's core held last, per KiB, beyond the cache hierarchy's charge, ns
-        /// (`stream.rs`, `CrossCopy`). Full scale: the live kernel's 89 ns/KiB here
+        /// receiver's core held last, per KiB the hierarchy serves from its cache, beyond
+        /// the hierarchy's charge, ns (`stream.rs`, `CrossCopy`). Full scale: the live kernel's 89 ns/KiB here
         /// (`predict/work.rs`) at Ice Lake's core-to-core latency (× 50 / 165 ns: the
         /// moves are latency-bound), less the ~11 ns/KiB Ice Lake's hierarchy already
         /// charges for lines another core holds (docs/sim-cost-model.md §10).

@@ -164,6 +164,11 @@ pub enum Op {
         slot: Slot,
         /// Bytes copied.
         bytes: u32,
+        /// ns per KiB of the copy that the simulator's hierarchy serves from another
+        /// CPU's cache, beyond its own charge (a stream's ends on two CPUs: the
+        /// workload's `cross_copy_in_ns_per_kib`); executors without a cache model
+        /// ignore it (the hardware pays).
+        cross_ns_per_kib: u32,
     },
     /// Copy the first `bytes` of the block in `slot` out to this CPU's user buffer (a
     /// `recvmsg`'s copy to user space): the executor reads the block and writes the
@@ -173,6 +178,8 @@ pub enum Op {
         slot: Slot,
         /// Bytes copied.
         bytes: u32,
+        /// As [`Op::CopyIn`]'s (`cross_copy_out_ns_per_kib`).
+        cross_ns_per_kib: u32,
     },
     /// Pure computation for `ns` nanoseconds: no memory traffic the lab models.
     Compute {

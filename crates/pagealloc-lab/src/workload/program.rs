@@ -97,6 +97,8 @@ pub(crate) enum Phase {
         bytes: u32,
         /// Direction: into the blocks (`CopyIn`) or out (`CopyOut`).
         into_block: bool,
+        /// The ops' `cross_ns_per_kib` ([`Op::CopyIn`]).
+        cross_ns_per_kib: u32,
     },
     /// Free every held slot of the range, ascending (an unmap, an exit).
     Free(Range<Slot>),
@@ -294,7 +296,11 @@ enum Awaiting {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scan {
-    Copy { bytes: u32, into_block: bool },
+    Copy {
+        bytes: u32,
+        into_block: bool,
+        cross: u32,
+    },
     Free,
     FreeRandom(u32),
     Send(u32),
@@ -314,7 +320,15 @@ impl Active {
                 slots,
                 bytes,
                 into_block,
-            } => scan(slots, Scan::Copy { bytes, into_block }),
+                cross_ns_per_kib: cross,
+            } => scan(
+                slots,
+                Scan::Copy {
+                    bytes,
+                    into_block,
+                    cross,
+                },
+            ),
             Phase::Free(slots) => scan(slots, Scan::Free),
             Phase::FreeRandom { slots, percent } => scan(slots, Scan::FreeRandom(percent)),
             Phase::Send { slots, to_cpu } => scan(slots, Scan::Send(to_cpu)),
@@ -398,11 +412,25 @@ impl Active {
                         Scan::Copy {
                             bytes,
                             into_block: true,
-                        } => return Some(Op::CopyIn { slot, bytes }),
+                            cross,
+                        } => {
+                            return Some(Op::CopyIn {
+                                slot,
+                                bytes,
+                                cross_ns_per_kib: cross,
+                            })
+                        }
                         Scan::Copy {
                             bytes,
                             into_block: false,
-                        } => return Some(Op::CopyOut { slot, bytes }),
+                            cross,
+                        } => {
+                            return Some(Op::CopyOut {
+                                slot,
+                                bytes,
+                                cross_ns_per_kib: cross,
+                            })
+                        }
                         Scan::Free => return Some(Op::Free { slot }),
                         Scan::FreeRandom(percent) => {
                             if rng.percent(percent) {

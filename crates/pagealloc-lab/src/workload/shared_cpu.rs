@@ -115,13 +115,23 @@ impl SharedCpu {
             },
             Op::Free { slot } => Op::Free { slot: slot + b },
             Op::Touch { slot } => Op::Touch { slot: slot + b },
-            Op::CopyIn { slot, bytes } => Op::CopyIn {
+            Op::CopyIn {
+                slot,
+                bytes,
+                cross_ns_per_kib,
+            } => Op::CopyIn {
                 slot: slot + b,
                 bytes,
+                cross_ns_per_kib,
             },
-            Op::CopyOut { slot, bytes } => Op::CopyOut {
+            Op::CopyOut {
+                slot,
+                bytes,
+                cross_ns_per_kib,
+            } => Op::CopyOut {
                 slot: slot + b,
                 bytes,
+                cross_ns_per_kib,
             },
             Op::Send { slot, .. } => Op::Send {
                 slot: slot + b,

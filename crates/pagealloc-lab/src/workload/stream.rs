@@ -19,9 +19,9 @@
 //!
 //! The copies are charged by the executor (a real `memcpy` on threads, the cache
 //! hierarchy in the simulator); the system calls and protocol work are `Compute`, and
-//! so is what the copies cost beyond the hierarchy's charge when the ends run on two
-//! CPUs (`cross_copy_in_ns_per_kib` after the sender's copy, `cross_copy_out_ns_per_kib`
-//! after the receiver's: [`CrossCopy`]).
+//! each copy carries what a KiB of it costs beyond the hierarchy's charge when the
+//! simulator serves it from the other end's cache (`cross_copy_in_ns_per_kib` for the
+//! sender's copy, `cross_copy_out_ns_per_kib` for the receiver's: [`CrossCopy`]).
 //!
 //! # Flow control
 //! The inbox is the socket's buffer: it holds `window` messages; a sender with `window`
@@ -91,11 +91,11 @@ pub(crate) struct StreamShape {
     /// One pair on one CPU: the cost of a hand-over between the ends, ns.
     pub(crate) shared_switch_ns: u64,
     /// Ends on two CPUs: the sender's copy into blocks whose lines the receiver's core
-    /// held last (it read them out), per KiB, ns, beyond what the simulator's cache
-    /// hierarchy charges (see [`CrossCopy`]).
+    /// held last (it read them out), per KiB the simulator's cache hierarchy serves from
+    /// the receiver's cache, ns, beyond its charge (see [`CrossCopy`]).
     pub(crate) cross_copy_in_ns_per_kib: u64,
     /// Ends on two CPUs: the receiver's copy out of lines the sender's core wrote, per
-    /// KiB, ns, beyond the hierarchy's charge.
+    /// KiB served from the sender's cache, ns, beyond the hierarchy's charge.
     pub(crate) cross_copy_out_ns_per_kib: u64,
     /// Ends on two CPUs: every this many messages (0: never) the sender also takes one
     /// order-1 unmovable block before the message's parts, a new slab page of the skb
@@ -110,20 +110,22 @@ pub(crate) struct StreamShape {
 /// The hierarchy charges a line another core holds its transfer latency once per page
 /// and then streams the rest at `latency / mlp`, no slower than the core's own L2: on
 /// the `host` machine (published Zen 4 figures: 20 ns) that is the price of a local
-/// copy. A live two-CPU stream pays far more: the kernel's `_copy_from_iter` (the
-/// sender's copy into the new blocks, whose lines the receiver's core read last) and
-/// `_copy_to_iter` (the receiver's copy of lines the sender's core has modified) take
-/// most of a two-CPU AF_UNIX write's CPU (`perf record -e cpu-clock`), and a copy
-/// between two threads on two CPUs costs its writer 167 ns and its reader 47 ns per
-/// KiB more than on one (predict/work.rs). The workload charges that difference as
-/// `Compute` after each copy; both ends on one CPU pay nothing.
+/// copy. A live two-CPU stream pays far more for those lines: the kernel's
+/// `_copy_from_iter` (the sender's copy into the new blocks, whose lines the receiver's
+/// core read last) and `_copy_to_iter` (the receiver's copy of lines the sender's core
+/// has modified) take most of a two-CPU AF_UNIX write's CPU (`perf record -e
+/// cpu-clock`; predict/work.rs). Each copy op carries the rate per KiB; the simulator
+/// charges it on the lines its hierarchy served from another CPU's cache
+/// ([`crate::sim::hierarchy::Charge::crossed`]), so blocks that come cold from DRAM (a
+/// refill from the free lists) pay the hierarchy's DRAM charge alone, and both ends on
+/// one CPU pay nothing. Real executors ignore it: the hardware pays.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CrossCopy;
 
 impl CrossCopy {
-    /// ns for `bytes` at `ns_per_kib`.
-    pub(crate) fn ns(bytes: u64, ns_per_kib: u64) -> u64 {
-        bytes.saturating_mul(ns_per_kib) / 1024
+    /// A copy op's rate from the workload's (bounded by its parameter's limit).
+    pub(crate) fn rate(ns_per_kib: u64) -> u32 {
+        u32::try_from(ns_per_kib).unwrap_or(u32::MAX)
     }
 }
 
@@ -221,17 +223,17 @@ impl Skbs {
     }
 
     /// The copy of every part of the skb, into its blocks (the writer's) or out of them
-    /// (the reader's), then what the copy costs beyond the hierarchy's charge with the
-    /// ends on two CPUs (`ns_per_kib`, [`CrossCopy`]).
+    /// (the reader's), with what a KiB of it served from the other end's cache costs
+    /// beyond the hierarchy's charge (`ns_per_kib`, [`CrossCopy`]).
     fn copy(&self, into_block: bool, ns_per_kib: u64, out: &mut VecDeque<Phase>) {
         for (slots, p) in &self.parts {
             out.push_back(Phase::Copy {
                 slots: slots.clone(),
                 bytes: p.bytes,
                 into_block,
+                cross_ns_per_kib: CrossCopy::rate(ns_per_kib),
             });
         }
-        compute(out, CrossCopy::ns(self.bytes(), ns_per_kib));
     }
 }
 

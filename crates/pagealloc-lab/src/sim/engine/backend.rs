@@ -5,7 +5,7 @@
 use pagealloc::{Frame, Gfp, MigrateType};
 
 use super::{event_key, round_ns, Call, Engine, EngineError, Park, State};
-use crate::sim::hierarchy::{user_page, Charge, Hierarchy, Span};
+use crate::sim::hierarchy::{user_page, Charge, Hierarchy, Span, LINE_BYTES};
 use crate::workload::{Backend, Flow, MigrateKind};
 use std::cmp::Reverse;
 
@@ -20,8 +20,9 @@ impl Engine<'_> {
     }
 
     /// Page-data work by `cpu` through the hierarchy: charged to its clock, and in its
-    /// measured window counted for the cache miss % (LLC misses ÷ data lines).
-    fn data(&mut self, cpu: usize, work: impl FnOnce(&mut Hierarchy) -> Charge) {
+    /// measured window counted for the cache miss % (LLC misses ÷ data lines). Returns
+    /// the lines it served from another CPU's cache ([`Charge::crossed`]).
+    fn data(&mut self, cpu: usize, work: impl FnOnce(&mut Hierarchy) -> Charge) -> u64 {
         let (lines, missed) = self.mem.data_totals();
         let c = work(&mut self.mem);
         if self.cpus[cpu].measuring {
@@ -30,6 +31,7 @@ impl Engine<'_> {
             self.out.data_llc_misses += missed_after - missed;
         }
         self.charge(cpu, c.ns);
+        c.crossed
     }
 
     fn park(&mut self, cpu: usize, on: Park) {
@@ -146,6 +148,7 @@ impl Backend for Engine<'_> {
         f: Frame,
         bytes: u32,
         into_block: bool,
+        cross_ns_per_kib: u32,
     ) -> Result<(), EngineError> {
         let block = self.span(f, u64::from(bytes));
         let user = Span {
@@ -153,11 +156,14 @@ impl Backend for Engine<'_> {
             bytes: u64::from(bytes),
             node: self.lines.cpu_node(cpu),
         };
-        if into_block {
-            self.data(cpu, |m| m.copy(cpu, user, block));
+        let crossed = if into_block {
+            self.data(cpu, |m| m.copy(cpu, user, block))
         } else {
-            self.data(cpu, |m| m.copy(cpu, block, user));
-        }
+            self.data(cpu, |m| m.copy(cpu, block, user))
+        };
+        // What the hierarchy leaves of the lines it served from another CPU's cache.
+        let kib = crossed as f64 * LINE_BYTES as f64 / 1024.0;
+        self.charge(cpu, kib * f64::from(cross_ns_per_kib));
         Ok(())
     }
 

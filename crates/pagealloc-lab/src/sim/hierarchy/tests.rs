@@ -713,3 +713,54 @@ fn huge_blocks_are_one_entry() {
     h.touch(0, block, true);
     assert_eq!(h.touch(1, block, true).level, Level::Llc);
 }
+
+/// A copy counts the lines it was served from another CPU's cache ([`Charge::crossed`]):
+/// a page another core of the socket wrote (its L2) or left in the socket's LLC, or
+/// another socket's cache; not a cold page (DRAM), not the CPU's own, not a page the
+/// other core held so long ago that only DRAM has it.
+#[test]
+fn copies_count_the_lines_another_cpu_served() {
+    let mut h = hier();
+    let user = |cpu: u32| Span {
+        page: user_page(cpu, 0),
+        bytes: 4096,
+        node: 0,
+    };
+    h.touch(0, user(0), true);
+    h.touch(1, user(1), true);
+    // Cold: DRAM, nothing crossed; the writer's own source lines neither.
+    let c = h.copy(0, user(0), page(10));
+    assert_eq!(c.crossed, 0);
+    assert_eq!(h.copy(0, user(0), page(10)).crossed, 0, "its own lines");
+    // CPU 1 (same socket) reads the page CPU 0 modified: all 64 lines from CPU 0's L2.
+    let c = h.copy(1, page(10), user(1));
+    assert_eq!(c.level, Level::Peer);
+    assert_eq!(c.crossed, 64);
+    // CPU 0 writes it again after CPU 1 read it: 64 lines from CPU 1's cache.
+    assert_eq!(h.copy(0, user(0), page(10)).crossed, 64);
+    // A page CPU 4 (the other socket) wrote: from its socket's cache.
+    h.touch(4, page(20), true);
+    let c = h.copy(0, page(20), user(0));
+    assert_eq!((c.level, c.crossed), (Level::RemoteCache, 64));
+    // A page CPU 1 wrote, then evicted from its L2 (32 pages) but still in the LLC
+    // (256 pages): crossed; then out of the LLC too: DRAM, not crossed.
+    h.touch(1, page(30), true);
+    for p in 0..40 {
+        h.touch(1, page(1000 + p), true);
+    }
+    let c = h.copy(0, page(30), user(0));
+    assert_eq!((c.level, c.crossed), (Level::Llc, 64));
+    h.touch(1, page(31), true);
+    for p in 0..300 {
+        h.touch(1, page(2000 + p), true);
+    }
+    let c = h.copy(0, page(31), user(0));
+    assert_eq!((c.level, c.crossed), (Level::LocalDram, 0));
+    // A part of a page: its lines.
+    h.touch(1, page(40), true);
+    let half = Span {
+        bytes: 2048,
+        ..page(40)
+    };
+    assert_eq!(h.copy(0, half, user(0)).crossed, 32);
+}
