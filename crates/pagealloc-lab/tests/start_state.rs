@@ -462,22 +462,7 @@ fn predict_from_refuses_bad_saves_in_one_line() {
 /// gather page taken every 509 frees between them it was three drains of 652 pages.
 #[test]
 fn an_unmap_drains_as_many_pages_as_it_freed_in_a_row() {
-    let opts = PredictOptions {
-        workload: "page_fault1".into(),
-        cpus: 1,
-        size: Size {
-            pages: 4096,
-            count: 1,
-            extra: 0,
-        },
-        config: None,
-        exe: "unused".into(),
-        runs: 1,
-    };
-    let normal = saved::host_zones()
-        .iter()
-        .position(|z| z.starts_with("Normal"))
-        .expect("the host has a Normal zone");
+    let (opts, normal) = common::page_fault1_16m(1);
     let st = StartState {
         pagesets: vec![PagesetStart {
             cpu: 0,

@@ -4,32 +4,17 @@
 //! the last loops' tables, which the kernel frees after its window, are out of the
 //! simulated lines.
 
+mod common;
+
 use pagealloc::{MigrateType, SeedList};
-use pagealloc_lab::predict::program::Size;
-use pagealloc_lab::predict::saved;
-use pagealloc_lab::predict::{self, Figures, PredictOptions};
+use pagealloc_lab::predict::{self, Figures};
 use pagealloc_lab::sim::start::{PagesetStart, StartState};
 
 /// page_fault1 at one CPU, four loops of 16 MiB, from a pageset whose lists hold the
 /// faults' pages and 20 unmovable pages: one loop's 8 page tables, their RCU batch page
 /// and the unmap's 9 gather pages, each loop's given back before the next loop (lag 0).
 fn run(lag: u32) -> Figures {
-    let opts = PredictOptions {
-        workload: "page_fault1".into(),
-        cpus: 1,
-        size: Size {
-            pages: 4096,
-            count: 4,
-            extra: 0,
-        },
-        config: None,
-        exe: "unused".into(),
-        runs: 1,
-    };
-    let normal = saved::host_zones()
-        .iter()
-        .position(|z| z.starts_with("Normal"))
-        .expect("the host has a Normal zone");
+    let (opts, normal) = common::page_fault1_16m(4);
     let st = StartState {
         pagesets: vec![PagesetStart {
             cpu: 0,

@@ -66,3 +66,26 @@ pub(crate) fn one_line_exit_2(o: &Output, says: &str) {
     assert_eq!(lines.len(), 1, "one error line: {err}");
     assert!(lines[0].contains(says), "{says:?} in {err}");
 }
+
+/// `predict`'s page_fault1 at one CPU, `count` loops of 16 MiB, one kernel run (the
+/// simulator side only: no executable), and the index of the host's Normal zone.
+#[allow(dead_code)]
+pub(crate) fn page_fault1_16m(count: u64) -> (pagealloc_lab::predict::PredictOptions, usize) {
+    let opts = pagealloc_lab::predict::PredictOptions {
+        workload: "page_fault1".into(),
+        cpus: 1,
+        size: pagealloc_lab::predict::program::Size {
+            pages: 4096,
+            count,
+            extra: 0,
+        },
+        config: None,
+        exe: "unused".into(),
+        runs: 1,
+    };
+    let normal = pagealloc_lab::predict::saved::host_zones()
+        .iter()
+        .position(|z| z.starts_with("Normal"))
+        .expect("the host has a Normal zone");
+    (opts, normal)
+}
