@@ -733,15 +733,17 @@ impl Hierarchy {
 
     fn touch_page(&mut self, cpu: usize, page: u64, lines: u64, home: u32, write: bool) -> Charge {
         let mut me = self.state.me(cpu);
-        let (level, crossed) = if page < self.nframes as u64 {
+        let (level, elsewhere) = if page < self.nframes as u64 {
             let e = &mut self.frames[self.stride * page as usize];
-            let crossed = self.state.held_elsewhere(&me, e, lines);
-            (self.state.visit(&mut me, e, lines, home, write), crossed)
+            let elsewhere = State::owned_elsewhere(&me, e);
+            (self.state.visit(&mut me, e, lines, home, write), elsewhere)
         } else {
             let e = self.pages.entry(page).or_default();
-            let crossed = self.state.held_elsewhere(&me, e, lines);
-            (self.state.visit(&mut me, e, lines, home, write), crossed)
+            let elsewhere = State::owned_elsewhere(&me, e);
+            (self.state.visit(&mut me, e, lines, home, write), elsewhere)
         };
+        // Another CPU's lines that [`State::serve`] found in a cache, not in DRAM.
+        let crossed = elsewhere && !matches!(level, Level::LocalDram | Level::RemoteDram);
         self.state.put(&me);
         let s = &mut self.state;
         s.counters.data_lines[level as usize] += lines;
@@ -861,21 +863,11 @@ impl State {
         self.llc_clock[usize::from(me.core.socket)] = me.llc;
     }
 
-    /// Whether an access of `n` lines of `e` by the CPU `me` holds is served from another
-    /// CPU's cache ([`Charge::crossed`]): another CPU owns the entry and its private
-    /// caches or its socket's LLC (where its evictions went) still hold it, as
-    /// [`State::serve`] judges them.
+    /// Whether another CPU than `me` owns `e` (its lines are served from that CPU's
+    /// caches, its socket's LLC, or DRAM: [`State::serve`]).
     #[inline(always)]
-    fn held_elsewhere(&self, me: &Me, e: &Entry, n: u64) -> bool {
-        let owner = (e[0] >> OWNER_SHIFT) as usize;
-        if owner == 0 || e[0] & !LLC_MASK == me.tag {
-            return false;
-        }
-        let o = self.core[owner - 1];
-        let at = (e[1] >> L2_SHIFT) as u32 & L2_MASK;
-        let private =
-            u64::from(o.l2_clock.wrapping_sub(at) & L2_MASK) < self.l2_lines.saturating_sub(n - 1);
-        private || self.in_llc(o.socket, e[0] & LLC_MASK, n)
+    fn owned_elsewhere(me: &Me, e: &Entry) -> bool {
+        e[0] >> OWNER_SHIFT != 0 && e[0] & !LLC_MASK != me.tag
     }
 
     /// A read by sharer `cpu` of its shared copy, inserted at `stamps`
