@@ -789,3 +789,63 @@ fn unix_cross_copy_terms_add_only_what_the_hierarchy_leaves() {
     }
     assert!(((cold - one) - (own - one)).abs() < 1.0, "{cold} {own}");
 }
+
+/// Each end's CPU time in the simulator (`busy_s_cpu{N}`), set beside the kernel's per
+/// task times by `predict` (its note `simulator: CPU µs/op writer / reader`): the two
+/// ends' add up to the row's CPU time, and each holds its own charges: the writer its
+/// `Compute` (system call, transmit, the receive work that runs on its CPU), the
+/// wakeups it pays for the reader's sleeps (`wake_ns`) and its copy in, over the
+/// crossing lines' surcharge; the reader its `Compute`, a switch back in per sleep
+/// (`switch_ns`) and its copy out. With both ends on one CPU, that CPU holds it all.
+#[test]
+fn tcp_stream_cpu_time_splits_by_end() {
+    use pagealloc_lab::predict::{self, work, PredictOptions};
+    let row = |cpus: u32| {
+        let opts = PredictOptions {
+            workload: "tcp_stream".into(),
+            cpus,
+            size: predict::default_size("tcp_stream").unwrap(),
+            config: None,
+            exe: "unused".into(),
+            runs: 1,
+        };
+        let r = predict::simulate_row(&opts, "linux-6.18", &Default::default(), None)
+            .unwrap_or_else(|e| panic!("tcp_stream at {cpus}: {e}"));
+        let writes = predict::ops_of("tcp_stream", cpus, opts.size) as f64;
+        (r, writes)
+    };
+    let (two, writes) = row(2);
+    let us = |k: &str| two.extra.get(k).copied().unwrap_or(0.0) * 1e6 / writes;
+    let (busy, compute) = (
+        [us("busy_s_cpu0"), us("busy_s_cpu1")],
+        [us("compute_s_cpu0"), us("compute_s_cpu1")],
+    );
+    let sleeps = two.extra["sleeps_cpu1"] / writes;
+    println!(
+        "tcp_stream 2 CPUs, µs per write: writer {:.3} (Compute {:.3}), reader {:.3} (Compute {:.3}), reader sleeps {sleeps:.3}",
+        busy[0], compute[0], busy[1], compute[1]
+    );
+    assert!(
+        (busy[0] + busy[1] - us("cpu_time_s")).abs() < 1e-6,
+        "{busy:?} {}",
+        us("cpu_time_s")
+    );
+    let wakes = sleeps * f64::from(work::WAKE_NS) / 1e3;
+    let switches = sleeps * f64::from(work::SWITCH_NS) / 1e3;
+    // The writer's copy in pays the crossing lines' surcharge on at least 8 of a
+    // write's 16 KiB (the reader's CPU read them out last).
+    let surcharge = 8.0 * f64::from(work::CROSS_COPY_IN_NS_PER_KIB) / 1e3;
+    assert!(
+        busy[0] > compute[0] + wakes + surcharge,
+        "{busy:?} {compute:?} {wakes} {surcharge}"
+    );
+    assert!(
+        busy[1] > compute[1] + switches,
+        "{busy:?} {compute:?} {switches}"
+    );
+    assert!(busy[0] > busy[1], "{busy:?}");
+    let (one, writes) = row(1);
+    assert_eq!(one.extra["busy_s_cpu0"], one.extra["cpu_time_s"]);
+    assert!(!one.extra.contains_key("busy_s_cpu1"));
+    assert!(one.extra["busy_s_cpu0"] * 1e6 / writes > 5.0);
+}

@@ -525,6 +525,21 @@ pub fn simulate_with(
     start: &StartState,
     line_ns: Option<f64>,
 ) -> Result<(Figures, String), String> {
+    let row = simulate_row(opts, config, start, line_ns)?;
+    Ok(figures_of(opts, start, &row))
+}
+
+/// [`simulate_with`]'s simulation, its row whole (the simulator's counters beyond the
+/// compared figures: each CPU's `busy_s_cpu{N}`, `compute_s_cpu{N}`, `sleeps_cpu{N}`).
+///
+/// # Errors
+/// As [`simulate`].
+pub fn simulate_row(
+    opts: &PredictOptions,
+    config: &str,
+    start: &StartState,
+    line_ns: Option<f64>,
+) -> Result<crate::row::Row, String> {
     let (wl, mut ov) = sim_workload(&opts.workload, opts.cpus, opts.size)
         .ok_or_else(|| format!("no workload {}", opts.workload))?;
     if start.table_free_lag > 0 && matches!(wl, "page_fault1" | "thp_mix") {
@@ -552,7 +567,46 @@ pub fn simulate_with(
     o.cost = Some(cost);
     o.cpus = Some(opts.cpus);
     o.start = start.clone();
-    let row = crate::sim::run(w.as_ref(), &o).map_err(|e| format!("{}", e.error))?;
+    crate::sim::run(w.as_ref(), &o).map_err(|e| format!("{}", e.error))
+}
+
+/// Each of the program's CPUs' simulated CPU time per operation, µs (a stream's writer
+/// on CPU 0, its reader on CPU 1): what the kernel's per-task times are set beside.
+pub(crate) fn cpu_us_by_cpu(opts: &PredictOptions, row: &crate::row::Row) -> Vec<f64> {
+    let ops = ops_of(&opts.workload, opts.cpus, opts.size) as f64;
+    (0..opts.cpus)
+        .map(|c| {
+            let busy = row.extra.get(&format!("busy_s_cpu{c}")).copied();
+            busy.unwrap_or(0.0) * 1e6 / ops
+        })
+        .collect()
+}
+
+/// The note of a two-CPU stream's simulated CPU per operation by end, one run after
+/// the other (none for other programs).
+pub(crate) fn by_cpu_note(opts: &PredictOptions, by_cpu: &[Vec<f64>]) -> Option<String> {
+    (is_stream(&opts.workload) && opts.cpus == 2).then(|| {
+        format!(
+            "simulator: CPU µs/op writer / reader per run: {}",
+            by_cpu
+                .iter()
+                .map(|v| v
+                    .iter()
+                    .map(|c| format!("{c:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(" / "))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })
+}
+
+/// The compared figures of a simulated `row` and its trace hash.
+pub(crate) fn figures_of(
+    opts: &PredictOptions,
+    start: &StartState,
+    row: &crate::row::Row,
+) -> (Figures, String) {
     let x = |k: &str| row.extra.get(k).copied().unwrap_or(0.0);
     let ops = ops_of(&opts.workload, opts.cpus, opts.size) as f64;
     let mut f = Figures::default();
@@ -591,7 +645,7 @@ pub fn simulate_with(
         f.pcp_end -= late;
         f.pcp_peak = f.pcp_peak.max(f.pcp_end);
     }
-    Ok((f, row.trace_hash.unwrap_or_default()))
+    (f, row.trace_hash.clone().unwrap_or_default())
 }
 
 /// Whether program `name` is a stream between two tasks.
@@ -742,9 +796,12 @@ pub fn predict(
             opts.workload, opts.cpus
         ));
         let mut sims = Vec::new();
+        let mut by_cpu = Vec::new();
         let mut hash = String::new();
         for (i, st) in starts.iter().enumerate() {
-            let (f, h) = simulate_with(opts, &config, st, line_ns).map_err(TraceError::Failed)?;
+            let row = simulate_row(opts, &config, st, line_ns).map_err(TraceError::Failed)?;
+            by_cpu.push(cpu_us_by_cpu(opts, &row));
+            let (f, h) = figures_of(opts, st, &row);
             if i == 0 {
                 hash.clone_from(&h);
             }
@@ -773,6 +830,7 @@ pub fn predict(
                     .join("; ")
             ));
         }
+        notes.extend(by_cpu_note(opts, &by_cpu));
         (Some(Figures::median_of(&sims)), Some(hash))
     } else {
         notes.push(format!(

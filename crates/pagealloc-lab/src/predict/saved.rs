@@ -24,7 +24,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::program::Size;
-use super::{lines_of, simulate_with, trips_of, Figures, PredictOptions, Prediction};
+use super::{
+    by_cpu_note, cpu_us_by_cpu, figures_of, lines_of, simulate_row, trips_of, Figures,
+    PredictOptions, Prediction,
+};
 use crate::sim::start::StartState;
 
 /// The format's name in `predict.json`.
@@ -323,13 +326,16 @@ pub fn replay(
     let mut sims = Vec::new();
     let mut hash = String::new();
     let mut same = Vec::new();
+    let mut by_cpu = Vec::new();
     for (k, r) in &picked {
         progress(&format!(
             "simulating run {k} of {} from its saved start state, config {config}",
             runs.len()
         ));
-        let (f, h) = simulate_with(&opts, &config, &r.start, m.line_ns)
+        let row = simulate_row(&opts, &config, &r.start, m.line_ns)
             .map_err(|e| format!("run {k}: {e}"))?;
+        by_cpu.push(cpu_us_by_cpu(&opts, &row));
+        let (f, h) = figures_of(&opts, &r.start, &row);
         if hash.is_empty() {
             hash.clone_from(&h);
         }
@@ -370,6 +376,7 @@ pub fn replay(
             .collect::<Vec<_>>()
             .join("; ")
     ));
+    notes.extend(by_cpu_note(&opts, &by_cpu));
     let sim = Figures::median_of(&sims);
     Ok(Prediction {
         lines: lines_of(&m.workload, m.cpus, &kernel, Some(&sim)),

@@ -65,6 +65,7 @@ pub const EXTRA: &[ExtraKey] = &[
     k("run_cpu_s", "s", "host CPU time the simulation took"),
     k("free_o9_{avg|end}", "pageblocks", "free blocks of order ≥ 9 in pageblocks: mean over the samples, at the end"),
     k("sleeps_cpu{N}", "", "times CPU N slept in a send or receive and was woken (simulator)"),
+    k("busy_s_cpu{N}", "s", "CPU N's CPU time in its measured window: everything charged to it (simulator)"),
     k("compute_s_cpu{N}", "s", "`Compute` CPU N's workload asked for in its measured window (simulator)"),
     k("{alloc|free}_blocks_o{N}", "", "blocks of order N allocated or freed (`predict`'s events)"),
     k("{pcp_refill|pcp_drain}_pages", "pages", "pages the pagesets' refills took or drains freed"),

@@ -392,6 +392,7 @@ pub(crate) fn simulate(
             end: Vec::new(),
             lock_wait_ns: 0,
             busy_ns: 0,
+            busy_per_cpu: Vec::new(),
             sleeps: vec![0; n],
             sys_ns: 0,
             data_lines: 0,
@@ -630,7 +631,8 @@ impl Engine<'_> {
         self.out.cache_free_pages -= cache_free;
         self.out.makespan_ns = self.cpus.iter().map(|v| v.end).max().unwrap_or(0);
         self.out.lock_wait_ns = self.cpus.iter().map(|v| v.wait).sum();
-        self.out.busy_ns = self.cpus.iter().map(|v| v.busy).sum();
+        self.out.busy_per_cpu = self.cpus.iter().map(|v| v.busy).collect();
+        self.out.busy_ns = self.out.busy_per_cpu.iter().sum();
         self.out.sys_ns = self.cpus.iter().map(|v| v.sys).sum();
         self.out.trace_hash = TraceHash::combine(drivers.iter().map(CpuDriver::trace_hash));
         self.out.ops = drivers.iter().map(CpuDriver::ops).sum();

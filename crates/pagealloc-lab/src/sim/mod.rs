@@ -435,6 +435,9 @@ fn row_of(
     for (cpu, &n) in out.sleeps.iter().enumerate().filter(|(_, &n)| n > 0) {
         r.extra.insert(format!("sleeps_cpu{cpu}"), n as f64);
     }
+    for (cpu, &ns) in out.busy_per_cpu.iter().enumerate().filter(|(_, &n)| n > 0) {
+        r.extra.insert(format!("busy_s_cpu{cpu}"), ns as f64 * 1e-9);
+    }
     for (cpu, c) in out.measured_per_cpu.iter().enumerate() {
         if c.compute_ns > 0 {
             r.extra

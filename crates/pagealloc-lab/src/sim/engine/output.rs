@@ -23,6 +23,9 @@ pub(crate) struct EngineOutput {
     /// Σ busy time (everything charged, waits included) over workload CPUs' measured
     /// windows, ns: their CPU time.
     pub(crate) busy_ns: u64,
+    /// Per workload CPU: its busy time in its measured window, ns (they add up to
+    /// `busy_ns`).
+    pub(crate) busy_per_cpu: Vec<u64>,
     /// Of `busy_ns`, the time in the allocator's calls (allocations with their page
     /// fault, frees): the system time; the rest is the workload's own (touches, copies,
     /// compute, messages).
