@@ -274,19 +274,23 @@ fn cross_cpu_copies_cost_per_kib_only_across_cpus() {
     assert_eq!(one.trace_hash, one_x.trace_hash);
 }
 
-/// `predict`'s simulation of program `name` on `cpus` CPUs of `host` at its default
-/// size, from the simulator's own start state.
-fn predicted(name: &str, cpus: u32) -> pagealloc_lab::predict::Figures {
-    use pagealloc_lab::predict::{self, PredictOptions};
-    let opts = PredictOptions {
+/// `predict`'s options for program `name` on `cpus` CPUs at its default size.
+fn predict_opts(name: &str, cpus: u32) -> pagealloc_lab::predict::PredictOptions {
+    use pagealloc_lab::predict;
+    predict::PredictOptions {
         workload: name.into(),
         cpus,
         size: predict::default_size(name).unwrap(),
         config: None,
         exe: "unused".into(),
         runs: 1,
-    };
-    predict::simulate(&opts, "linux-6.18", &Default::default())
+    }
+}
+
+/// `predict`'s simulation of program `name` on `cpus` CPUs of `host` at its default
+/// size, from the simulator's own start state.
+fn predicted(name: &str, cpus: u32) -> pagealloc_lab::predict::Figures {
+    pagealloc_lab::predict::simulate(&predict_opts(name, cpus), "linux-6.18", &Default::default())
         .unwrap_or_else(|e| panic!("{name} at {cpus}: {e}"))
         .0
 }
@@ -799,16 +803,9 @@ fn unix_cross_copy_terms_add_only_what_the_hierarchy_leaves() {
 /// (`switch_ns`) and its copy out. With both ends on one CPU, that CPU holds it all.
 #[test]
 fn tcp_stream_cpu_time_splits_by_end() {
-    use pagealloc_lab::predict::{self, work, PredictOptions};
+    use pagealloc_lab::predict::{self, work};
     let row = |cpus: u32| {
-        let opts = PredictOptions {
-            workload: "tcp_stream".into(),
-            cpus,
-            size: predict::default_size("tcp_stream").unwrap(),
-            config: None,
-            exe: "unused".into(),
-            runs: 1,
-        };
+        let opts = predict_opts("tcp_stream", cpus);
         let r = predict::simulate_row(&opts, "linux-6.18", &Default::default(), None)
             .unwrap_or_else(|e| panic!("tcp_stream at {cpus}: {e}"));
         let writes = predict::ops_of("tcp_stream", cpus, opts.size) as f64;
