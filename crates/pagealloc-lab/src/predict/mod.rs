@@ -47,6 +47,7 @@
 //! processes' pages pass through the same pagesets, and their CPU time through the same
 //! CPUs (the load is printed).
 
+pub mod background;
 pub mod foreign;
 pub mod kernel;
 pub mod line;
