@@ -165,6 +165,7 @@ fn recorded() -> StartState {
         background: Vec::new(),
         zone_spans: Vec::new(),
         table_free_lag: 0,
+        lru_held: Vec::new(),
     }
 }
 

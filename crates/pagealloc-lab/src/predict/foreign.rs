@@ -121,6 +121,50 @@ pub fn frees(ev: &[Event], t0: u64, prog: &ProgramResult) -> Frees {
     out
 }
 
+/// Per CPU `0..cpus`, the order-0 movable blocks the program's task there allocated
+/// before its window (its prelude) whose free inside that window counts as the
+/// program's ([`Frees::counts`]): thp_mix's prelude's last faults, which the CPU's LRU
+/// add batch (`folio_batch`, 31 folios) still held when the prelude unmapped them (its
+/// unmap does not drain the batch) and which the batch's next move frees, at the first
+/// THP fault (`folio_batch_move_lru` under `map_anon_folio_pmd`) or once the window's
+/// 4 KiB faults have filled it. 0–30 a run: the batch's fill at the prelude's start
+/// sets how many, and another process's fault that fills it first frees them before
+/// the window. `ev` sorted by time, from `t0`.
+pub fn lru_held(ev: &[Event], t0: u64, prog: &ProgramResult, f: &Frees, cpus: u32) -> Vec<u32> {
+    let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
+    let inside = |w: &TaskWindow, at: u64| (w.start_ns..=w.end_ns).contains(&at);
+    // The prelude's blocks not freed yet: their task.
+    let mut prelude: HashMap<u64, u32> = HashMap::new();
+    let mut out = vec![0u32; cpus as usize];
+    for e in ev {
+        let at = e.ts + t0;
+        match e.kind {
+            EventKind::Alloc => match win.get(&e.pid) {
+                Some(w) if at < w.start_ns && e.order == 0 && e.mt == 1 => {
+                    prelude.insert(e.pfn, e.pid);
+                }
+                _ => {
+                    prelude.remove(&e.pfn);
+                }
+            },
+            EventKind::Free => {
+                let Some(pid) = prelude.remove(&e.pfn) else {
+                    continue;
+                };
+                let w = win[&pid];
+                let mine = e.pid == pid && inside(&w, at);
+                if inside(&w, at) && f.counts(e, mine) {
+                    if let Some(n) = out.get_mut(w.cpu as usize) {
+                        *n += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Loops of the program whose unmap ended before RCU freed a loop's page tables: on
 /// each CPU of `cpus` (those faulting 4 KiB pages), the order-0 unmovable blocks its
 /// task allocated inside its window (page tables, their RCU batch page, the unmap's
@@ -357,6 +401,58 @@ mod tests {
         assert!(f.counts(&e[at(160)], false) && !f.counts(&e[at(170)], false));
         assert!(!f.counts(&e[at(185)], false) && f.counts(&e[at(190)], true));
         assert!(note(&e, &f).starts_with("kernel: 3 frees"));
+    }
+
+    /// thp_mix's prelude faults four movable pages and a page table on CPU 0 and unmaps
+    /// them: two pages are freed before the window, the two the LRU batch held inside
+    /// it (one by the task, one by another process filling the batch); the page
+    /// table, freed by RCU in interrupt context, and a block of the window are not
+    /// the prelude's held pages; CPU 1's task freed none inside its window.
+    #[test]
+    fn lru_held_counts_the_preludes_pages_freed_in_the_window() {
+        let prog = ProgramResult {
+            ops: 1,
+            tasks: vec![
+                TaskWindow {
+                    pid: 7,
+                    start_ns: 100,
+                    end_ns: 200,
+                    ..TaskWindow::default()
+                },
+                TaskWindow {
+                    pid: 8,
+                    cpu: 1,
+                    start_ns: 100,
+                    end_ns: 200,
+                    ..TaskWindow::default()
+                },
+            ],
+        };
+        let mut table = ev(14, 7, EventKind::Alloc, 5);
+        table.mt = 0;
+        let mut e = vec![
+            ev(10, 7, EventKind::Alloc, 1),
+            ev(11, 7, EventKind::Alloc, 2),
+            ev(12, 7, EventKind::Alloc, 3),
+            ev(13, 7, EventKind::Alloc, 4),
+            table,
+            ev(15, 8, EventKind::Alloc, 6),
+            ev(50, 7, EventKind::Free, 1),
+            ev(51, 7, EventKind::Free, 2),
+            ev(52, 8, EventKind::Free, 6),
+            ev(110, 7, EventKind::Alloc, 9),
+            ev(120, 7, EventKind::Free, 3),
+            ev(130, 3, EventKind::Free, 4),
+            irq(ev(140, 7, EventKind::Free, 5)),
+            ev(150, 7, EventKind::Free, 9),
+        ];
+        e.sort_by_key(|x| x.ts);
+        let f = frees(&e, 0, &prog);
+        assert_eq!(lru_held(&e, 0, &prog, &f, 2), vec![2, 0]);
+        // Shifted by the clock's origin, nothing changes.
+        let late: Vec<Event> = e.iter().map(|x| Event { ts: x.ts - 5, ..*x }).collect();
+        let f = frees(&late, 5, &prog);
+        assert_eq!(lru_held(&late, 5, &prog, &f, 2), vec![2, 0]);
     }
 
     /// A one-CPU stream: the writer (7) and the reader (8) share CPU 0; the main thread

@@ -181,12 +181,25 @@ pub fn measure(
                     "kernel: RCU had not freed the page tables of the last {lag} loop(s) on CPU(s) {cpus:?} when the window ended (their grace period): the simulator frees each loop's tables after the unmap of the loop {lag} later"
                 ));
             }
+            // Only thp_mix unmaps its prelude before its window (parallel_free's window
+            // is its prelude's unmap).
+            let lru_held = if opts.workload == "thp_mix" {
+                super::foreign::lru_held(&ev, h.t0_ns, &prog, &owner, opts.cpus)
+            } else {
+                Vec::new()
+            };
+            if lru_held.iter().any(|&n| n > 0) {
+                k.notes.push(format!(
+                    "kernel: the prelude's last pages the CPUs' LRU add batches held past its unmap, freed in the window, per CPU: {lru_held:?} (the simulator frees as many at the batch's next move)"
+                ));
+            }
             k.start = StartState {
                 pagesets,
                 free_lists: start::free_lists_of(&zi, &h.start.pagetypeinfo),
                 background,
                 zone_spans: spans,
                 table_free_lag: lag.map_or(0, |l| l.0),
+                lru_held,
             }
         }
         Err(e) => k.notes.push(format!(

@@ -532,6 +532,27 @@ pub fn simulate_with(
         // RCU's grace period after each unmap, as the kernel run showed it.
         ov.push(("table_free_lag".into(), start.table_free_lag.to_string()));
     }
+    if wl == "thp_mix" {
+        // The prelude's last pages the LRU add batch held past its unmap, each CPU
+        // group's median (of two, the upper), as the kernel run showed them.
+        let thp = program::thp_cpus(opts.cpus) as usize;
+        let median = |cpus: std::ops::Range<usize>| {
+            let mut v: Vec<u32> = cpus
+                .map(|c| start.lru_held.get(c).copied().unwrap_or(0))
+                .collect();
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
+        let cpus = opts.cpus as usize;
+        for (k, n) in [
+            ("lru_held_thp", median(0..thp.min(cpus))),
+            ("lru_held_base", median(thp.min(cpus)..cpus)),
+        ] {
+            if n > 0 {
+                ov.push((k.into(), n.min(workload::LRU_BATCH - 1).to_string()));
+            }
+        }
+    }
     if let Some(ns) = line_ns {
         for (k, v) in &mut ov {
             if k == "line_transfer_ns" {

@@ -91,6 +91,8 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("interval_ns", MAX_NS, "ns"),
     ("line_transfer_ns", 1e6, "ns"),
     ("loops", MAX_COUNT, "loops"),
+    ("lru_held_base", 30.0, "pages"),
+    ("lru_held_thp", 30.0, "pages"),
     ("max_pages", MAX_PAGES, "pages"),
     ("median_pages", MAX_PAGES, "pages"),
     ("message_bytes", MAX_BYTES, "bytes"),
