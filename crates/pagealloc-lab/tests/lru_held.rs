@@ -1,8 +1,11 @@
-//! The prelude's last pages the CPU's LRU add batch holds past thp_mix's prelude unmap
-//! (`lru_held_thp`, `lru_held_base`): 6.18's unmap does not drain the batch, so its
-//! pages are freed when it next moves, inside the window (a THP moves it at once, 4 KiB
-//! faults once they fill it), as `predict` reads them off each recording
-//! (`predict::foreign::lru_held`): frees and pageset pages of the program's window.
+//! The pages the CPU's LRU add batch holds past an unmap (6.18's unmap does not drain
+//! it): thp_mix's prelude's (`lru_held_thp`, `lru_held_base`), freed when the batch next
+//! moves, inside the window (a THP moves it at once, 4 KiB faults once they fill it),
+//! and page_fault1's last loop's (`lru_tail`), freed after the window, as `predict`
+//! reads them off each recording (`predict::foreign::lru_held`, `lru_tail`): frees and
+//! pageset pages of the program's window.
+
+mod common;
 
 use pagealloc::{MigrateType, SeedList};
 use pagealloc_lab::predict::program::Size;
@@ -80,4 +83,28 @@ fn the_batchs_pages_are_freed_in_the_window() {
     let both = run(2, &[5, 7]);
     assert_eq!(frees(&both) - frees(&none), 12.0);
     assert_eq!(both.pcp_end - none.pcp_end, 12.0);
+}
+
+/// page_fault1 at one CPU, two loops of 16 MiB, from a pageset holding the faults' pages:
+/// the last loop's pages the batch holds are freed after the window, out of its frees
+/// and its pageset's end; the allocations and the refills stay.
+#[test]
+fn page_fault1s_last_pages_stay_in_the_batch_past_the_window() {
+    let (opts, normal) = common::page_fault1_16m(2);
+    let run = |held: &[u32]| {
+        let st = StartState {
+            pagesets: vec![common::page_fault1_pageset(normal, 4300, 28_500, 40)],
+            lru_held: held.to_vec(),
+            ..StartState::default()
+        };
+        predict::simulate(&opts, "linux-6.18", &st).unwrap().0
+    };
+    let ops = 2.0 * 4096.0;
+    let frees = |f: &Figures| (f.free_per_op[0] * ops).round();
+    let none = run(&[]);
+    let held = run(&[27]);
+    assert_eq!(frees(&none) - frees(&held), 27.0);
+    assert_eq!(none.pcp_end - held.pcp_end, 27.0, "{none:?} {held:?}");
+    assert_eq!(held.alloc_per_op, none.alloc_per_op);
+    assert_eq!(held.refills_per_op, none.refills_per_op);
 }

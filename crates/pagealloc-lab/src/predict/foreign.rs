@@ -165,6 +165,44 @@ pub fn lru_held(ev: &[Event], t0: u64, prog: &ProgramResult, f: &Frees, cpus: u3
     out
 }
 
+/// Per CPU `0..cpus`, the order-0 movable blocks the program's task there allocated
+/// inside its window that no free had given back by its window's end: page_fault1's
+/// last loop's last faults, which the CPU's LRU add batch still held after the last
+/// unmap (the process's exit frees them). `ev` sorted by time, from `t0`.
+pub fn lru_tail(ev: &[Event], t0: u64, prog: &ProgramResult, cpus: u32) -> Vec<u32> {
+    let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
+    // The window's blocks not freed yet: their task's CPU.
+    let mut held: HashMap<u64, u32> = HashMap::new();
+    for e in ev {
+        let at = e.ts + t0;
+        match e.kind {
+            EventKind::Alloc => match win.get(&e.pid) {
+                Some(w) if (w.start_ns..=w.end_ns).contains(&at) && e.order == 0 && e.mt == 1 => {
+                    held.insert(e.pfn, e.pid);
+                }
+                _ => {
+                    held.remove(&e.pfn);
+                }
+            },
+            EventKind::Free => {
+                if let Some(pid) = held.get(&e.pfn) {
+                    if at <= win[pid].end_ns {
+                        held.remove(&e.pfn);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = vec![0u32; cpus as usize];
+    for pid in held.values() {
+        if let Some(n) = out.get_mut(win[pid].cpu as usize) {
+            *n += 1;
+        }
+    }
+    out
+}
+
 /// Loops of the program whose unmap ended before RCU freed a loop's page tables: on
 /// each CPU of `cpus` (those faulting 4 KiB pages), the order-0 unmovable blocks its
 /// task allocated inside its window (page tables, their RCU batch page, the unmap's
@@ -453,6 +491,37 @@ mod tests {
         let late: Vec<Event> = e.iter().map(|x| Event { ts: x.ts - 5, ..*x }).collect();
         let f = frees(&late, 5, &prog);
         assert_eq!(lru_held(&late, 5, &prog, &f, 2), vec![2, 0]);
+    }
+
+    /// page_fault1's window faults four movable pages on CPU 0 and frees two inside
+    /// it; one more after it: two held at its end. A page table and a page allocated
+    /// before the window are not its faults.
+    #[test]
+    fn lru_tail_counts_the_windows_pages_not_freed_by_its_end() {
+        let prog = ProgramResult {
+            ops: 1,
+            tasks: vec![TaskWindow {
+                pid: 7,
+                start_ns: 100,
+                end_ns: 200,
+                ..TaskWindow::default()
+            }],
+        };
+        let mut table = ev(115, 7, EventKind::Alloc, 5);
+        table.mt = 0;
+        let mut e = vec![
+            ev(50, 7, EventKind::Alloc, 9),
+            ev(110, 7, EventKind::Alloc, 1),
+            ev(111, 7, EventKind::Alloc, 2),
+            ev(112, 7, EventKind::Alloc, 3),
+            ev(113, 7, EventKind::Alloc, 4),
+            table,
+            ev(150, 7, EventKind::Free, 1),
+            ev(160, 3, EventKind::Free, 2),
+            ev(250, 7, EventKind::Free, 3),
+        ];
+        e.sort_by_key(|x| x.ts);
+        assert_eq!(lru_tail(&e, 0, &prog, 2), vec![2, 0]);
     }
 
     /// A one-CPU stream: the writer (7) and the reader (8) share CPU 0; the main thread

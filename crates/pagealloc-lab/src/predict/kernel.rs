@@ -183,14 +183,14 @@ pub fn measure(
             }
             // Only thp_mix unmaps its prelude before its window (parallel_free's window
             // is its prelude's unmap).
-            let lru_held = if opts.workload == "thp_mix" {
-                super::foreign::lru_held(&ev, h.t0_ns, &prog, &owner, opts.cpus)
-            } else {
-                Vec::new()
+            let lru_held = match opts.workload.as_str() {
+                "thp_mix" => super::foreign::lru_held(&ev, h.t0_ns, &prog, &owner, opts.cpus),
+                "page_fault1" => super::foreign::lru_tail(&ev, h.t0_ns, &prog, opts.cpus),
+                _ => Vec::new(),
             };
             if lru_held.iter().any(|&n| n > 0) {
                 k.notes.push(format!(
-                    "kernel: the prelude's last pages the CPUs' LRU add batches held past its unmap, freed in the window, per CPU: {lru_held:?} (the simulator frees as many at the batch's next move)"
+                    "kernel: pages the CPUs' LRU add batches held past an unmap, per CPU: {lru_held:?} (thp_mix: its prelude's, freed in the window at the batch's next move; page_fault1: its last loop's, freed after the window), as the simulator holds them"
                 ));
             }
             k.start = StartState {

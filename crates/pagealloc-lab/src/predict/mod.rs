@@ -553,6 +553,26 @@ pub fn simulate_with(
             }
         }
     }
+    let tail = if wl == "page_fault1" {
+        // The last loop's pages the LRU add batch held after the last unmap, the CPUs'
+        // median (of two, the upper), freed after the kernel's window.
+        let mut v: Vec<u32> = (0..opts.cpus as usize)
+            .map(|c| start.lru_held.get(c).copied().unwrap_or(0))
+            .collect();
+        v.sort_unstable();
+        let n = v
+            .get(v.len() / 2)
+            .copied()
+            .unwrap_or(0)
+            .min(workload::LRU_BATCH - 1)
+            .min(u32::try_from(opts.size.pages).unwrap_or(u32::MAX));
+        if n > 0 {
+            ov.push(("lru_tail".into(), n.to_string()));
+        }
+        u64::from(n) * u64::from(opts.cpus)
+    } else {
+        0
+    };
     if let Some(ns) = line_ns {
         for (k, v) in &mut ov {
             if k == "line_transfer_ns" {
@@ -599,10 +619,11 @@ pub fn simulate_with(
     for (i, s) in f.sleeps_per_op.iter_mut().enumerate() {
         *s = x(&format!("sleeps_cpu{i}")) / ops;
     }
-    // The last loops' page tables, freed as the scripts end, the kernel's after its
-    // window: out of the frees and the pageset's end (and its peak when that was the
-    // end).
-    let late = foreign::after_window(&opts.workload, opts.cpus, opts.size, start.table_free_lag);
+    // The last loops' page tables and the pages the LRU batch held after the last
+    // unmap, freed as the scripts end, the kernel's after its window: out of the frees
+    // and the pageset's end (and its peak when that was the end).
+    let late =
+        foreign::after_window(&opts.workload, opts.cpus, opts.size, start.table_free_lag) + tail;
     if late > 0 {
         let late = late as f64;
         f.free_per_op[0] = (f.free_per_op[0] - late / ops).max(0.0);

@@ -47,9 +47,10 @@ pub struct StartState {
     /// Not a state of the allocator: `predict` gives it to the workload.
     #[serde(default)]
     pub table_free_lag: u32,
-    /// Per CPU of the program, its prelude's pages the CPU's LRU add batch held past
-    /// the prelude's unmap, freed inside the window (`predict::foreign::lru_held`):
-    /// thp_mix's `lru_held_thp` and `lru_held_base`. Not a state of the allocator.
+    /// Per CPU of the program, the pages the CPU's LRU add batch held past an unmap:
+    /// thp_mix's prelude's, freed inside the window (`predict::foreign::lru_held`; its
+    /// `lru_held_thp` and `lru_held_base`), page_fault1's last loop's, freed after it
+    /// (`predict::foreign::lru_tail`; its `lru_tail`). Not a state of the allocator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lru_held: Vec<u32>,
 }

@@ -93,6 +93,7 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("loops", MAX_COUNT, "loops"),
     ("lru_held_base", 30.0, "pages"),
     ("lru_held_thp", 30.0, "pages"),
+    ("lru_tail", 30.0, "pages"),
     ("max_pages", MAX_PAGES, "pages"),
     ("median_pages", MAX_PAGES, "pages"),
     ("message_bytes", MAX_BYTES, "bytes"),

@@ -132,6 +132,7 @@ impl ThpMix {
             unmap_work_ns: self.params.unmap_work_ns,
             gather_pages: self.params.gather_pages,
             table_free_lag: self.params.table_free_lag,
+            lru_tail: 0,
             shared_lines: 0,
             line_transfer_ns: 0,
             fault_shared_lines: 0,
