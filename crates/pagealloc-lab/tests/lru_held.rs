@@ -14,8 +14,9 @@ use pagealloc_lab::sim::start::{PagesetStart, StartState};
 
 /// thp_mix at `cpus` CPUs, two loops of 2 MiB a CPU after a prelude of 512 pages, from
 /// pagesets holding the prelude's pages and the page tables (the pageset lines count
-/// from a start state), with `held` pages per CPU left in the LRU batch.
-fn run(cpus: u32, held: &[u32]) -> Figures {
+/// from a start state), with `held` pages of the prelude per CPU left in the LRU batch
+/// and `tail` of the last loop.
+fn run(cpus: u32, held: &[u32], tail: &[u32]) -> Figures {
     let opts = PredictOptions {
         workload: "thp_mix".into(),
         cpus,
@@ -57,6 +58,7 @@ fn run(cpus: u32, held: &[u32]) -> Figures {
             })
             .collect(),
         lru_held: held.to_vec(),
+        lru_tail: tail.to_vec(),
         ..StartState::default()
     };
     predict::simulate(&opts, "linux-6.18", &st).unwrap().0
@@ -68,8 +70,8 @@ fn run(cpus: u32, held: &[u32]) -> Figures {
 fn the_batchs_pages_are_freed_in_the_window() {
     let ops = 2.0 * 512.0;
     let frees = |f: &Figures| (f.free_per_op[0] * ops).round();
-    let none = run(1, &[]);
-    let held = run(1, &[23]);
+    let none = run(1, &[], &[]);
+    let held = run(1, &[23], &[]);
     assert_eq!(frees(&held) - frees(&none), 23.0);
     assert_eq!(held.pcp_end - none.pcp_end, 23.0, "{none:?} {held:?}");
     assert_eq!(held.pcp_peak - none.pcp_peak, 23.0);
@@ -79,10 +81,15 @@ fn the_batchs_pages_are_freed_in_the_window() {
     // filled the batch.
     let ops = 2.0 * ops;
     let frees = |f: &Figures| (f.free_per_op[0] * ops).round();
-    let none = run(2, &[]);
-    let both = run(2, &[5, 7]);
+    let none = run(2, &[], &[]);
+    let both = run(2, &[5, 7], &[]);
     assert_eq!(frees(&both) - frees(&none), 12.0);
     assert_eq!(both.pcp_end - none.pcp_end, 12.0);
+    // The order-0 CPU's last loop leaves 9 for after the window (the THP CPU's tail
+    // is not read: a THP moves the batch).
+    let tail = run(2, &[5, 7], &[4, 9]);
+    assert_eq!(frees(&both) - frees(&tail), 9.0);
+    assert_eq!(both.pcp_end - tail.pcp_end, 9.0);
 }
 
 /// page_fault1 at one CPU, two loops of 16 MiB, from a pageset holding the faults' pages:
@@ -94,7 +101,7 @@ fn page_fault1s_last_pages_stay_in_the_batch_past_the_window() {
     let run = |held: &[u32]| {
         let st = StartState {
             pagesets: vec![common::page_fault1_pageset(normal, 4300, 28_500, 40)],
-            lru_held: held.to_vec(),
+            lru_tail: held.to_vec(),
             ..StartState::default()
         };
         predict::simulate(&opts, "linux-6.18", &st).unwrap().0

@@ -166,6 +166,7 @@ fn recorded() -> StartState {
         zone_spans: Vec::new(),
         table_free_lag: 0,
         lru_held: Vec::new(),
+        lru_tail: Vec::new(),
     }
 }
 

@@ -26,6 +26,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::program::{ProgramResult, TaskWindow};
+use crate::sim::start::StartState;
 use crate::trace::format::{Event, EventKind};
 
 /// Which frees in the program's windows are its own, where the task that ran them says
@@ -167,7 +168,7 @@ pub fn lru_held(ev: &[Event], t0: u64, prog: &ProgramResult, f: &Frees, cpus: u3
 
 /// Per CPU `0..cpus`, the order-0 movable blocks the program's task there allocated
 /// inside its window that no free had given back by its window's end: page_fault1's
-/// last loop's last faults, which the CPU's LRU add batch still held after the last
+/// (and thp_mix's order-0 CPUs') last loop's last faults, which the CPU's LRU add batch still held after the last
 /// unmap (the process's exit frees them). `ev` sorted by time, from `t0`.
 pub fn lru_tail(ev: &[Event], t0: u64, prog: &ProgramResult, cpus: u32) -> Vec<u32> {
     let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
@@ -201,6 +202,49 @@ pub fn lru_tail(ev: &[Event], t0: u64, prog: &ProgramResult, cpus: u32) -> Vec<u
         }
     }
     out
+}
+
+/// The workload `wl`'s parameters of the pages the CPUs' LRU add batches held past an
+/// unmap in a kernel run ([`lru_held`], [`lru_tail`]; each CPU group's median, of two
+/// the upper): thp_mix's `lru_held_thp`, `lru_held_base` and `lru_tail` (its order-0
+/// CPUs'), page_fault1's `lru_tail`; and the pages the simulated scripts free as they
+/// end that the kernel freed after its window (the tails, every CPU of their group).
+pub fn lru_overrides(wl: &str, cpus: u32, start: &StartState) -> (Vec<(String, String)>, u64) {
+    let n = cpus as usize;
+    let median = |of: &[u32], group: std::ops::Range<usize>| {
+        let mut v: Vec<u32> = group.map(|c| of.get(c).copied().unwrap_or(0)).collect();
+        v.sort_unstable();
+        v.get(v.len() / 2)
+            .copied()
+            .unwrap_or(0)
+            .min(crate::workload::LRU_BATCH - 1)
+    };
+    let (set, tail_cpus) = match wl {
+        "thp_mix" => {
+            let thp = (super::program::thp_cpus(cpus) as usize).min(n);
+            let base = thp..n;
+            (
+                vec![
+                    ("lru_held_thp", median(&start.lru_held, 0..thp)),
+                    ("lru_held_base", median(&start.lru_held, base.clone())),
+                    ("lru_tail", median(&start.lru_tail, base.clone())),
+                ],
+                base.len(),
+            )
+        }
+        "page_fault1" => (vec![("lru_tail", median(&start.lru_tail, 0..n))], n),
+        _ => (Vec::new(), 0),
+    };
+    let tail = set
+        .iter()
+        .find(|(k, _)| *k == "lru_tail")
+        .map_or(0, |&(_, v)| u64::from(v) * tail_cpus as u64);
+    let ov = set
+        .into_iter()
+        .filter(|&(_, v)| v > 0)
+        .map(|(k, v)| (k.to_owned(), v.to_string()))
+        .collect();
+    (ov, tail)
 }
 
 /// Loops of the program whose unmap ended before RCU freed a loop's page tables: on

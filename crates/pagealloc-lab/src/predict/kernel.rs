@@ -183,14 +183,21 @@ pub fn measure(
             }
             // Only thp_mix unmaps its prelude before its window (parallel_free's window
             // is its prelude's unmap).
-            let lru_held = match opts.workload.as_str() {
-                "thp_mix" => super::foreign::lru_held(&ev, h.t0_ns, &prog, &owner, opts.cpus),
-                "page_fault1" => super::foreign::lru_tail(&ev, h.t0_ns, &prog, opts.cpus),
-                _ => Vec::new(),
+            // Only thp_mix unmaps its prelude before its window (parallel_free's window
+            // is its prelude's unmap).
+            let lru_held = if opts.workload == "thp_mix" {
+                super::foreign::lru_held(&ev, h.t0_ns, &prog, &owner, opts.cpus)
+            } else {
+                Vec::new()
             };
-            if lru_held.iter().any(|&n| n > 0) {
+            let lru_tail = if matches!(opts.workload.as_str(), "page_fault1" | "thp_mix") {
+                super::foreign::lru_tail(&ev, h.t0_ns, &prog, opts.cpus)
+            } else {
+                Vec::new()
+            };
+            if lru_held.iter().chain(&lru_tail).any(|&n| n > 0) {
                 k.notes.push(format!(
-                    "kernel: pages the CPUs' LRU add batches held past an unmap, per CPU: {lru_held:?} (thp_mix: its prelude's, freed in the window at the batch's next move; page_fault1: its last loop's, freed after the window), as the simulator holds them"
+                    "kernel: pages the CPUs' LRU add batches held past an unmap, per CPU: the prelude's, freed in the window {lru_held:?}; the last loop's, freed after it {lru_tail:?} (the simulator holds as many)"
                 ));
             }
             k.start = StartState {
@@ -200,6 +207,7 @@ pub fn measure(
                 zone_spans: spans,
                 table_free_lag: lag.map_or(0, |l| l.0),
                 lru_held,
+                lru_tail,
             }
         }
         Err(e) => k.notes.push(format!(

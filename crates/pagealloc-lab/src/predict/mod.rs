@@ -532,47 +532,10 @@ pub fn simulate_with(
         // RCU's grace period after each unmap, as the kernel run showed it.
         ov.push(("table_free_lag".into(), start.table_free_lag.to_string()));
     }
-    if wl == "thp_mix" {
-        // The prelude's last pages the LRU add batch held past its unmap, each CPU
-        // group's median (of two, the upper), as the kernel run showed them.
-        let thp = program::thp_cpus(opts.cpus) as usize;
-        let median = |cpus: std::ops::Range<usize>| {
-            let mut v: Vec<u32> = cpus
-                .map(|c| start.lru_held.get(c).copied().unwrap_or(0))
-                .collect();
-            v.sort_unstable();
-            v.get(v.len() / 2).copied().unwrap_or(0)
-        };
-        let cpus = opts.cpus as usize;
-        for (k, n) in [
-            ("lru_held_thp", median(0..thp.min(cpus))),
-            ("lru_held_base", median(thp.min(cpus)..cpus)),
-        ] {
-            if n > 0 {
-                ov.push((k.into(), n.min(workload::LRU_BATCH - 1).to_string()));
-            }
-        }
-    }
-    let tail = if wl == "page_fault1" {
-        // The last loop's pages the LRU add batch held after the last unmap, the CPUs'
-        // median (of two, the upper), freed after the kernel's window.
-        let mut v: Vec<u32> = (0..opts.cpus as usize)
-            .map(|c| start.lru_held.get(c).copied().unwrap_or(0))
-            .collect();
-        v.sort_unstable();
-        let n = v
-            .get(v.len() / 2)
-            .copied()
-            .unwrap_or(0)
-            .min(workload::LRU_BATCH - 1)
-            .min(u32::try_from(opts.size.pages).unwrap_or(u32::MAX));
-        if n > 0 {
-            ov.push(("lru_tail".into(), n.to_string()));
-        }
-        u64::from(n) * u64::from(opts.cpus)
-    } else {
-        0
-    };
+    // The pages the CPUs' LRU add batches held past an unmap, as the kernel run
+    // showed them; those freed after its window are out of the simulator's lines.
+    let (lru, tail) = foreign::lru_overrides(wl, opts.cpus, start);
+    ov.extend(lru);
     if let Some(ns) = line_ns {
         for (k, v) in &mut ov {
             if k == "line_transfer_ns" {

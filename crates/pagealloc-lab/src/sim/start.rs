@@ -47,12 +47,16 @@ pub struct StartState {
     /// Not a state of the allocator: `predict` gives it to the workload.
     #[serde(default)]
     pub table_free_lag: u32,
-    /// Per CPU of the program, the pages the CPU's LRU add batch held past an unmap:
-    /// thp_mix's prelude's, freed inside the window (`predict::foreign::lru_held`; its
-    /// `lru_held_thp` and `lru_held_base`), page_fault1's last loop's, freed after it
-    /// (`predict::foreign::lru_tail`; its `lru_tail`). Not a state of the allocator.
+    /// Per CPU of the program, its prelude's pages the CPU's LRU add batch held past
+    /// the prelude's unmap, freed inside the window (`predict::foreign::lru_held`):
+    /// thp_mix's `lru_held_thp` and `lru_held_base`. Not a state of the allocator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lru_held: Vec<u32>,
+    /// Per CPU of the program, its last loop's pages the CPU's LRU add batch held past
+    /// the last unmap, freed after the window (`predict::foreign::lru_tail`):
+    /// page_fault1's and thp_mix's `lru_tail`. Not a state of the allocator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lru_tail: Vec<u32>,
 }
 
 impl StartState {
@@ -565,6 +569,7 @@ Node 0, zone   Normal
             zone_spans: Vec::new(),
             table_free_lag: 0,
             lru_held: Vec::new(),
+            lru_tail: Vec::new(),
         };
         let (pages, refills, drains, parked) = run(&start);
         assert_eq!(pages, high_min as u64);
@@ -659,6 +664,7 @@ Node 0, zone   Normal
             zone_spans: Vec::new(),
             table_free_lag: 0,
             lru_held: Vec::new(),
+            lru_tail: Vec::new(),
         };
         let op = |after, alloc| BackgroundOp {
             cpu: 0,
@@ -770,6 +776,7 @@ Node 0, zone   Normal
             zone_spans: vec![(0, 262_144)],
             table_free_lag: 0,
             lru_held: Vec::new(),
+            lru_tail: Vec::new(),
         };
         let (pages, held) = apply(&a, &start).unwrap();
         assert_eq!(pages, 20_000);
@@ -814,6 +821,7 @@ Node 0, zone   Normal
             zone_spans: Vec::new(),
             table_free_lag: 0,
             lru_held: Vec::new(),
+            lru_tail: Vec::new(),
         };
         apply(&a, &start).unwrap();
         assert_eq!(a.nr_free_pages(), 65_536);

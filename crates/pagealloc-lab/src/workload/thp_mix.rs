@@ -60,6 +60,9 @@ define_params! {
         /// The same on each order-0 CPU, freed when its window's faults fill the batch
         /// ([`LRU_BATCH`] pages).
         lru_held_base: u32 = 0, full 0;
+        /// The order-0 CPUs' last loop's pages their LRU add batch holds after the
+        /// last unmap, freed as the script ends: page_fault1's `lru_tail` (0: none).
+        lru_tail: u32 = 0, full 0;
     }
 }
 
@@ -90,6 +93,7 @@ impl ThpMix {
         for (name, held) in [
             ("lru_held_thp", params.lru_held_thp),
             ("lru_held_base", params.lru_held_base),
+            ("lru_tail", params.lru_tail),
         ] {
             if held >= LRU_BATCH {
                 return Err(invalid(
@@ -132,7 +136,12 @@ impl ThpMix {
             unmap_work_ns: self.params.unmap_work_ns,
             gather_pages: self.params.gather_pages,
             table_free_lag: self.params.table_free_lag,
-            lru_tail: 0,
+            // A THP moves the batch at once: only 4 KiB faults leave pages in it.
+            lru_tail: if order == THP_ORDER {
+                0
+            } else {
+                self.params.lru_tail
+            },
             shared_lines: 0,
             line_transfer_ns: 0,
             fault_shared_lines: 0,
