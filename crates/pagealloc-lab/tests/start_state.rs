@@ -165,6 +165,8 @@ fn recorded() -> StartState {
         background: Vec::new(),
         zone_spans: Vec::new(),
         table_free_lag: 0,
+        lru_held: Vec::new(),
+        lru_tail: Vec::new(),
     }
 }
 
@@ -464,28 +466,7 @@ fn predict_from_refuses_bad_saves_in_one_line() {
 fn an_unmap_drains_as_many_pages_as_it_freed_in_a_row() {
     let (opts, normal) = common::page_fault1_16m(1);
     let st = StartState {
-        pagesets: vec![PagesetStart {
-            cpu: 0,
-            zone: normal,
-            count: 30_000,
-            high: 28_500,
-            // The faults' pages, and the page tables' and the gather's.
-            taken: vec![
-                SeedList {
-                    order: 0,
-                    mt: MigrateType::Movable,
-                    blocks: 4200,
-                },
-                SeedList {
-                    order: 0,
-                    mt: MigrateType::Unmovable,
-                    blocks: 64,
-                },
-            ],
-            used: [(0, 0), (0, 1)].into_iter().collect(),
-            alloc_factor: 0,
-            free_count: 0,
-        }],
+        pagesets: vec![common::page_fault1_pageset(normal, 30_000, 28_500, 64)],
         ..StartState::default()
     };
     let f = predict::simulate(&opts, "linux-6.18", &st).unwrap().0;

@@ -6,9 +6,8 @@
 
 mod common;
 
-use pagealloc::{MigrateType, SeedList};
 use pagealloc_lab::predict::{self, Figures};
-use pagealloc_lab::sim::start::{PagesetStart, StartState};
+use pagealloc_lab::sim::start::StartState;
 
 /// page_fault1 at one CPU, four loops of 16 MiB, from a pageset whose lists hold the
 /// faults' pages and 20 unmovable pages: one loop's 8 page tables, their RCU batch page
@@ -16,27 +15,7 @@ use pagealloc_lab::sim::start::{PagesetStart, StartState};
 fn run(lag: u32) -> Figures {
     let (opts, normal) = common::page_fault1_16m(4);
     let st = StartState {
-        pagesets: vec![PagesetStart {
-            cpu: 0,
-            zone: normal,
-            count: 4300,
-            high: 28_500,
-            taken: vec![
-                SeedList {
-                    order: 0,
-                    mt: MigrateType::Movable,
-                    blocks: 4200,
-                },
-                SeedList {
-                    order: 0,
-                    mt: MigrateType::Unmovable,
-                    blocks: 20,
-                },
-            ],
-            used: [(0, 0), (0, 1)].into_iter().collect(),
-            alloc_factor: 0,
-            free_count: 0,
-        }],
+        pagesets: vec![common::page_fault1_pageset(normal, 4300, 28_500, 20)],
         table_free_lag: lag,
         ..StartState::default()
     };

@@ -26,6 +26,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::program::{ProgramResult, TaskWindow};
+use crate::sim::start::StartState;
 use crate::trace::format::{Event, EventKind};
 
 /// Which frees in the program's windows are its own, where the task that ran them says
@@ -119,6 +120,131 @@ pub fn frees(ev: &[Event], t0: u64, prog: &ProgramResult) -> Frees {
         }
     }
     out
+}
+
+/// Per CPU `0..cpus`, the order-0 movable blocks the program's task there allocated
+/// before its window (its prelude) whose free inside that window counts as the
+/// program's ([`Frees::counts`]): thp_mix's prelude's last faults, which the CPU's LRU
+/// add batch (`folio_batch`, 31 folios) still held when the prelude unmapped them (its
+/// unmap does not drain the batch) and which the batch's next move frees, at the first
+/// THP fault (`folio_batch_move_lru` under `map_anon_folio_pmd`) or once the window's
+/// 4 KiB faults have filled it. 0–30 a run: the batch's fill at the prelude's start
+/// sets how many, and another process's fault that fills it first frees them before
+/// the window. `ev` sorted by time, from `t0`.
+pub fn lru_held(ev: &[Event], t0: u64, prog: &ProgramResult, f: &Frees, cpus: u32) -> Vec<u32> {
+    let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
+    let inside = |w: &TaskWindow, at: u64| (w.start_ns..=w.end_ns).contains(&at);
+    // The prelude's blocks not freed yet: their task.
+    let mut prelude: HashMap<u64, u32> = HashMap::new();
+    let mut out = vec![0u32; cpus as usize];
+    for e in ev {
+        let at = e.ts + t0;
+        match e.kind {
+            EventKind::Alloc => match win.get(&e.pid) {
+                Some(w) if at < w.start_ns && e.order == 0 && e.mt == 1 => {
+                    prelude.insert(e.pfn, e.pid);
+                }
+                _ => {
+                    prelude.remove(&e.pfn);
+                }
+            },
+            EventKind::Free => {
+                let Some(pid) = prelude.remove(&e.pfn) else {
+                    continue;
+                };
+                let w = win[&pid];
+                let mine = e.pid == pid && inside(&w, at);
+                if inside(&w, at) && f.counts(e, mine) {
+                    if let Some(n) = out.get_mut(w.cpu as usize) {
+                        *n += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Per CPU `0..cpus`, the order-0 movable blocks the program's task there allocated
+/// inside its window that no free had given back by its window's end: page_fault1's
+/// (and thp_mix's order-0 CPUs') last loop's last faults, which the CPU's LRU add batch still held after the last
+/// unmap (the process's exit frees them). `ev` sorted by time, from `t0`.
+pub fn lru_tail(ev: &[Event], t0: u64, prog: &ProgramResult, cpus: u32) -> Vec<u32> {
+    let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
+    // The window's blocks not freed yet: their task's CPU.
+    let mut held: HashMap<u64, u32> = HashMap::new();
+    for e in ev {
+        let at = e.ts + t0;
+        match e.kind {
+            EventKind::Alloc => match win.get(&e.pid) {
+                Some(w) if (w.start_ns..=w.end_ns).contains(&at) && e.order == 0 && e.mt == 1 => {
+                    held.insert(e.pfn, e.pid);
+                }
+                _ => {
+                    held.remove(&e.pfn);
+                }
+            },
+            EventKind::Free => {
+                if let Some(pid) = held.get(&e.pfn) {
+                    if at <= win[pid].end_ns {
+                        held.remove(&e.pfn);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = vec![0u32; cpus as usize];
+    for pid in held.values() {
+        if let Some(n) = out.get_mut(win[pid].cpu as usize) {
+            *n += 1;
+        }
+    }
+    out
+}
+
+/// The workload `wl`'s parameters of the pages the CPUs' LRU add batches held past an
+/// unmap in a kernel run ([`lru_held`], [`lru_tail`]; each CPU group's median, of two
+/// the upper): thp_mix's `lru_held_thp`, `lru_held_base` and `lru_tail` (its order-0
+/// CPUs'), page_fault1's `lru_tail`; and the pages the simulated scripts free as they
+/// end that the kernel freed after its window (the tails, every CPU of their group).
+pub fn lru_overrides(wl: &str, cpus: u32, start: &StartState) -> (Vec<(String, String)>, u64) {
+    let n = cpus as usize;
+    let median = |of: &[u32], group: std::ops::Range<usize>| {
+        let mut v: Vec<u32> = group.map(|c| of.get(c).copied().unwrap_or(0)).collect();
+        v.sort_unstable();
+        v.get(v.len() / 2)
+            .copied()
+            .unwrap_or(0)
+            .min(crate::workload::LRU_BATCH - 1)
+    };
+    let (set, tail_cpus) = match wl {
+        "thp_mix" => {
+            let thp = (super::program::thp_cpus(cpus) as usize).min(n);
+            let base = thp..n;
+            (
+                vec![
+                    ("lru_held_thp", median(&start.lru_held, 0..thp)),
+                    ("lru_held_base", median(&start.lru_held, base.clone())),
+                    ("lru_tail", median(&start.lru_tail, base.clone())),
+                ],
+                base.len(),
+            )
+        }
+        "page_fault1" => (vec![("lru_tail", median(&start.lru_tail, 0..n))], n),
+        _ => (Vec::new(), 0),
+    };
+    let tail = set
+        .iter()
+        .find(|(k, _)| *k == "lru_tail")
+        .map_or(0, |&(_, v)| u64::from(v) * tail_cpus as u64);
+    let ov = set
+        .into_iter()
+        .filter(|&(_, v)| v > 0)
+        .map(|(k, v)| (k.to_owned(), v.to_string()))
+        .collect();
+    (ov, tail)
 }
 
 /// Loops of the program whose unmap ended before RCU freed a loop's page tables: on
@@ -357,6 +483,89 @@ mod tests {
         assert!(f.counts(&e[at(160)], false) && !f.counts(&e[at(170)], false));
         assert!(!f.counts(&e[at(185)], false) && f.counts(&e[at(190)], true));
         assert!(note(&e, &f).starts_with("kernel: 3 frees"));
+    }
+
+    /// thp_mix's prelude faults four movable pages and a page table on CPU 0 and unmaps
+    /// them: two pages are freed before the window, the two the LRU batch held inside
+    /// it (one by the task, one by another process filling the batch); the page
+    /// table, freed by RCU in interrupt context, and a block of the window are not
+    /// the prelude's held pages; CPU 1's task freed none inside its window.
+    #[test]
+    fn lru_held_counts_the_preludes_pages_freed_in_the_window() {
+        let prog = ProgramResult {
+            ops: 1,
+            tasks: vec![
+                TaskWindow {
+                    pid: 7,
+                    start_ns: 100,
+                    end_ns: 200,
+                    ..TaskWindow::default()
+                },
+                TaskWindow {
+                    pid: 8,
+                    cpu: 1,
+                    start_ns: 100,
+                    end_ns: 200,
+                    ..TaskWindow::default()
+                },
+            ],
+        };
+        let mut table = ev(14, 7, EventKind::Alloc, 5);
+        table.mt = 0;
+        let mut e = vec![
+            ev(10, 7, EventKind::Alloc, 1),
+            ev(11, 7, EventKind::Alloc, 2),
+            ev(12, 7, EventKind::Alloc, 3),
+            ev(13, 7, EventKind::Alloc, 4),
+            table,
+            ev(15, 8, EventKind::Alloc, 6),
+            ev(50, 7, EventKind::Free, 1),
+            ev(51, 7, EventKind::Free, 2),
+            ev(52, 8, EventKind::Free, 6),
+            ev(110, 7, EventKind::Alloc, 9),
+            ev(120, 7, EventKind::Free, 3),
+            ev(130, 3, EventKind::Free, 4),
+            irq(ev(140, 7, EventKind::Free, 5)),
+            ev(150, 7, EventKind::Free, 9),
+        ];
+        e.sort_by_key(|x| x.ts);
+        let f = frees(&e, 0, &prog);
+        assert_eq!(lru_held(&e, 0, &prog, &f, 2), vec![2, 0]);
+        // Shifted by the clock's origin, nothing changes.
+        let late: Vec<Event> = e.iter().map(|x| Event { ts: x.ts - 5, ..*x }).collect();
+        let f = frees(&late, 5, &prog);
+        assert_eq!(lru_held(&late, 5, &prog, &f, 2), vec![2, 0]);
+    }
+
+    /// page_fault1's window faults four movable pages on CPU 0 and frees two inside
+    /// it; one more after it: two held at its end. A page table and a page allocated
+    /// before the window are not its faults.
+    #[test]
+    fn lru_tail_counts_the_windows_pages_not_freed_by_its_end() {
+        let prog = ProgramResult {
+            ops: 1,
+            tasks: vec![TaskWindow {
+                pid: 7,
+                start_ns: 100,
+                end_ns: 200,
+                ..TaskWindow::default()
+            }],
+        };
+        let mut table = ev(115, 7, EventKind::Alloc, 5);
+        table.mt = 0;
+        let mut e = vec![
+            ev(50, 7, EventKind::Alloc, 9),
+            ev(110, 7, EventKind::Alloc, 1),
+            ev(111, 7, EventKind::Alloc, 2),
+            ev(112, 7, EventKind::Alloc, 3),
+            ev(113, 7, EventKind::Alloc, 4),
+            table,
+            ev(150, 7, EventKind::Free, 1),
+            ev(160, 3, EventKind::Free, 2),
+            ev(250, 7, EventKind::Free, 3),
+        ];
+        e.sort_by_key(|x| x.ts);
+        assert_eq!(lru_tail(&e, 0, &prog, 2), vec![2, 0]);
     }
 
     /// A one-CPU stream: the writer (7) and the reader (8) share CPU 0; the main thread

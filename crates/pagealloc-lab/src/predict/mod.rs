@@ -47,6 +47,7 @@
 //! processes' pages pass through the same pagesets, and their CPU time through the same
 //! CPUs (the load is printed).
 
+pub mod background;
 pub mod foreign;
 pub mod kernel;
 pub mod line;
@@ -546,6 +547,10 @@ pub fn simulate_row(
         // RCU's grace period after each unmap, as the kernel run showed it.
         ov.push(("table_free_lag".into(), start.table_free_lag.to_string()));
     }
+    // The pages the CPUs' LRU add batches held past an unmap, as the kernel run
+    // showed them; those freed after its window are out of the simulator's lines.
+    let (lru, tail) = foreign::lru_overrides(wl, opts.cpus, start);
+    ov.extend(lru);
     if let Some(ns) = line_ns {
         for (k, v) in &mut ov {
             if k == "line_transfer_ns" {
@@ -631,10 +636,11 @@ pub(crate) fn figures_of(
     for (i, s) in f.sleeps_per_op.iter_mut().enumerate() {
         *s = x(&format!("sleeps_cpu{i}")) / ops;
     }
-    // The last loops' page tables, freed as the scripts end, the kernel's after its
-    // window: out of the frees and the pageset's end (and its peak when that was the
-    // end).
-    let late = foreign::after_window(&opts.workload, opts.cpus, opts.size, start.table_free_lag);
+    // The last loops' page tables and the pages the LRU batch held after the last
+    // unmap, freed as the scripts end, the kernel's after its window: out of the frees
+    // and the pageset's end (and its peak when that was the end).
+    let late =
+        foreign::after_window(&opts.workload, opts.cpus, opts.size, start.table_free_lag) + tail;
     if late > 0 {
         let late = late as f64;
         f.free_per_op[0] = (f.free_per_op[0] - late / ops).max(0.0);

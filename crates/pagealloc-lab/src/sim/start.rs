@@ -47,6 +47,16 @@ pub struct StartState {
     /// Not a state of the allocator: `predict` gives it to the workload.
     #[serde(default)]
     pub table_free_lag: u32,
+    /// Per CPU of the program, its prelude's pages the CPU's LRU add batch held past
+    /// the prelude's unmap, freed inside the window (`predict::foreign::lru_held`):
+    /// thp_mix's `lru_held_thp` and `lru_held_base`. Not a state of the allocator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lru_held: Vec<u32>,
+    /// Per CPU of the program, its last loop's pages the CPU's LRU add batch held past
+    /// the last unmap, freed after the window (`predict::foreign::lru_tail`):
+    /// page_fault1's and thp_mix's `lru_tail`. Not a state of the allocator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lru_tail: Vec<u32>,
 }
 
 impl StartState {
@@ -558,6 +568,8 @@ Node 0, zone   Normal
             background: Vec::new(),
             zone_spans: Vec::new(),
             table_free_lag: 0,
+            lru_held: Vec::new(),
+            lru_tail: Vec::new(),
         };
         let (pages, refills, drains, parked) = run(&start);
         assert_eq!(pages, high_min as u64);
@@ -651,6 +663,8 @@ Node 0, zone   Normal
             background,
             zone_spans: Vec::new(),
             table_free_lag: 0,
+            lru_held: Vec::new(),
+            lru_tail: Vec::new(),
         };
         let op = |after, alloc| BackgroundOp {
             cpu: 0,
@@ -761,6 +775,8 @@ Node 0, zone   Normal
             background,
             zone_spans: vec![(0, 262_144)],
             table_free_lag: 0,
+            lru_held: Vec::new(),
+            lru_tail: Vec::new(),
         };
         let (pages, held) = apply(&a, &start).unwrap();
         assert_eq!(pages, 20_000);
@@ -804,6 +820,8 @@ Node 0, zone   Normal
             background: Vec::new(),
             zone_spans: Vec::new(),
             table_free_lag: 0,
+            lru_held: Vec::new(),
+            lru_tail: Vec::new(),
         };
         apply(&a, &start).unwrap();
         assert_eq!(a.nr_free_pages(), 65_536);

@@ -99,7 +99,7 @@ pub(crate) use page_fault1::pending_tables;
 pub use page_fault1::{PageFault1, PageFault1Params};
 pub use parallel_free::{ParallelFree, ParallelFreeParams};
 pub use purger::{Purger, PurgerParams};
-pub use thp_mix::{ThpMix, ThpMixParams};
+pub use thp_mix::{ThpMix, ThpMixParams, LRU_BATCH};
 pub use zonelist_hog::{ZonelistHog, ZonelistHogParams};
 
 /// Highest block order a workload may request (2^10 pages = 4 MiB), as in Linux.

@@ -96,6 +96,13 @@ define_params! {
         /// loops' stay held when the CPU's loops end (`pagealloc predict` reads it off
         /// each recording); 0 (the default): with their unmap.
         table_free_lag: u32 = 0, full 0;
+        /// Pages of the last loop's last faults the CPU's LRU add batch (`folio_batch`,
+        /// 31 folios) still holds after the last unmap: the live kernel's unmap does
+        /// not drain the batch, so the zap drops the mapping's references but the
+        /// batch's keep those pages until it next moves (the process's exit, after the
+        /// window). The last unmap leaves them, freed as the script ends (`pagealloc
+        /// predict` reads it off each recording); below 31; 0 (the default): none.
+        lru_tail: u32 = 0, full 0;
     }
 }
 
@@ -134,6 +141,14 @@ impl PageFault1Params {
                 "pages_per_loop",
                 self.pages_per_loop,
                 "must be a multiple of 2^order",
+            ));
+        }
+        if self.lru_tail >= 31 || self.lru_tail > self.blocks() {
+            return Err(invalid(
+                name,
+                "lru_tail",
+                self.lru_tail,
+                "must be below the LRU batch's 31 folios and a loop's blocks",
             ));
         }
         Ok(())
@@ -258,6 +273,9 @@ pub(crate) struct FaultLoop {
     /// With `table_batch`: loops between a loop's unmap and its tables' free
     /// (`table_free_lag`), each loop's tables in the set of slots `loop % (lag + 1)`.
     lag: u32,
+    /// The last loop's blocks its unmap leaves to the LRU batch, freed as the loops
+    /// end (`lru_tail`).
+    lru_tail: Slot,
     /// Loops begun.
     done: u32,
 }
@@ -287,6 +305,7 @@ impl FaultLoop {
             // a THP's deposited table is freed at once (`zap_deposited_table`).
             table_batch: p.gather_pages > 0 && p.pte_tables > 0 && p.order == 0,
             lag: p.table_free_lag,
+            lru_tail: p.lru_tail.min(p.blocks()),
             done: 0,
         }
     }
@@ -316,6 +335,40 @@ impl FaultLoop {
             self.lag.saturating_add(1)
         } else {
             1
+        }
+    }
+
+    /// The unmap of the loop's blocks, with `gather`'s pages; the last loop's leaves
+    /// its last `lru_tail` blocks held (the LRU batch's references), its gather pages
+    /// as many as for every block (the zap gathers them all).
+    fn unmap_loop(&self, gather: std::ops::Range<Slot>, out: &mut VecDeque<Phase>) {
+        let keep = if self.loops_left == 0 {
+            self.lru_tail
+        } else {
+            0
+        };
+        let mut phases = VecDeque::new();
+        unmap(
+            0..self.blocks,
+            self.unmap_work_ns,
+            self.unmap_batch_ns,
+            gather,
+            &mut phases,
+        );
+        let kept = self.blocks - keep..self.blocks;
+        out.extend(phases.into_iter().filter_map(|p| match p {
+            Phase::Free(r) if keep > 0 && r.end > kept.start && r.start < kept.end => {
+                let r = r.start..kept.start;
+                (!r.is_empty()).then_some(Phase::Free(r))
+            }
+            p => Some(p),
+        }));
+    }
+
+    /// After the last loop: the blocks its unmap left to the LRU batch.
+    fn free_lru_tail(&self, out: &mut VecDeque<Phase>) {
+        if self.loops_left == 0 && self.lru_tail > 0 {
+            out.push_back(Phase::Free(self.blocks - self.lru_tail..self.blocks));
         }
     }
 
@@ -453,13 +506,8 @@ impl Program for FaultLoop {
         let (tables, batch) = self.tables_of(set);
         if self.tables == 0 {
             self.faults(0..self.blocks, out);
-            unmap(
-                0..self.blocks,
-                self.unmap_work_ns,
-                self.unmap_batch_ns,
-                gather,
-                out,
-            );
+            self.unmap_loop(gather, out);
+            self.free_lru_tail(out);
             return true;
         }
         // Each 2 MiB: its page table, then its faults.
@@ -476,13 +524,7 @@ impl Program for FaultLoop {
                 self.faults(first..end, out);
             }
         }
-        unmap(
-            0..self.blocks,
-            self.unmap_work_ns,
-            self.unmap_batch_ns,
-            gather.clone(),
-            out,
-        );
+        self.unmap_loop(gather.clone(), out);
         if self.table_batch {
             // `tlb_remove_table` batches the tables in a page of its own, freed with
             // them once the RCU grace period ends (`tlb_remove_table_rcu`): after the
@@ -509,6 +551,68 @@ impl Program for FaultLoop {
         } else {
             out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
         }
+        self.free_lru_tail(out);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::SplitMix64;
+
+    /// Every loop's phases of a CPU's page_fault1 with `p`.
+    fn loops(p: &PageFault1Params) -> Vec<Vec<Phase>> {
+        let mut l = FaultLoop::new(p);
+        let mut rng = SplitMix64::new(1);
+        let mut all = Vec::new();
+        let mut out = VecDeque::new();
+        while l.refill(&mut rng, &mut out) {
+            all.push(out.drain(..).collect());
+        }
+        all
+    }
+
+    /// Blocks of `0..blocks` freed by a loop's phases, in order.
+    fn freed(ph: &[Phase], blocks: Slot) -> Vec<Slot> {
+        ph.iter()
+            .filter_map(|p| match p {
+                Phase::Free(r) => Some(r.clone()),
+                _ => None,
+            })
+            .flat_map(|r| r.filter(|&s| s < blocks))
+            .collect()
+    }
+
+    /// The last loop's unmap leaves its last `lru_tail` blocks and frees them after
+    /// everything else; the other loops, the gather's pages and the page tables are as
+    /// without it.
+    #[test]
+    fn the_last_unmap_leaves_the_lru_batchs_pages() {
+        let p = PageFault1Params {
+            pages_per_loop: 1024,
+            loops: 2,
+            pte_tables: 1,
+            gather_pages: 1,
+            table_free_lag: 1,
+            ..PageFault1Params::default()
+        };
+        let plain = loops(&p);
+        let tail = loops(&PageFault1Params {
+            lru_tail: 20,
+            ..p.clone()
+        });
+        assert_eq!(plain[0], tail[0]);
+        let (a, b) = (freed(&plain[1], 1024), freed(&tail[1], 1024));
+        assert_eq!(a, (0..1024).collect::<Vec<_>>());
+        let mut expect: Vec<Slot> = (0..1004).collect();
+        expect.extend(1004..1024);
+        assert_eq!(b, expect);
+        assert_eq!(tail[1].last(), Some(&Phase::Free(1004..1024)));
+        let fills = |ph: &[Phase]| ph.iter().filter(|x| matches!(x, Phase::Fill(_))).count();
+        assert_eq!(fills(&plain[1]), fills(&tail[1]));
+        assert!(PageFault1Params { lru_tail: 31, ..p }
+            .validate("page_fault1")
+            .is_err());
     }
 }

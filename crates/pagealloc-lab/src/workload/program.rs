@@ -74,6 +74,26 @@ impl Fill {
         self
     }
 
+    /// Slots the phase allocates into.
+    pub(crate) fn slot_count(&self) -> Slot {
+        self.slots.end - self.slots.start
+    }
+
+    /// What the phase's blocks are for.
+    pub(crate) fn kind(&self) -> MigrateKind {
+        self.kind
+    }
+
+    /// The phase's first `n` slots and the rest, each with the phase's settings.
+    pub(crate) fn split(self, n: Slot) -> (Fill, Fill) {
+        let at = self.slots.start + n.min(self.slot_count());
+        let mut rest = self.clone();
+        rest.slots = at..self.slots.end;
+        let mut first = self;
+        first.slots.end = at;
+        (first, rest)
+    }
+
     /// On failure, computes `backoff_ns` and retries the same slot, up to `retries`
     /// times in a row ([`RETRY_FOREVER`]: no limit) before ending the phase.
     pub(crate) fn retry(mut self, retries: u32, backoff_ns: u64) -> Self {

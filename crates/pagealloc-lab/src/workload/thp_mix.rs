@@ -51,8 +51,24 @@ define_params! {
         /// The order-0 group's page tables freed after the unmap of the loop this many
         /// later (RCU's grace period): page_fault1's `table_free_lag` (0: none).
         table_free_lag: u32 = 0, full 0;
+        /// Pages of the prelude's last faults the LRU add batch of each THP CPU still
+        /// holds past the prelude's unmap, freed when the batch next moves: at the
+        /// CPU's first THP fault (a large folio moves it at once). 0: none (the
+        /// default; the kernel's unmap no longer drains the batch, `predict` reads it
+        /// off each recording).
+        lru_held_thp: u32 = 0, full 0;
+        /// The same on each order-0 CPU, freed when its window's faults fill the batch
+        /// ([`LRU_BATCH`] pages).
+        lru_held_base: u32 = 0, full 0;
+        /// The order-0 CPUs' last loop's pages their LRU add batch holds after the
+        /// last unmap, freed as the script ends: page_fault1's `lru_tail` (0: none).
+        lru_tail: u32 = 0, full 0;
     }
 }
+
+/// Folios per CPU LRU add batch (`folio_batch`, `FOLIO_BATCH_SIZE`): the batch moves
+/// onto the LRU, dropping its references, when it is full or takes a large folio.
+pub const LRU_BATCH: u32 = 31;
 
 /// Order of the THP group's blocks.
 const THP_ORDER: u8 = 9;
@@ -74,6 +90,20 @@ impl ThpMix {
     pub fn new(params: ThpMixParams) -> Result<Self, WorkloadError> {
         check_nonzero(NAME, "loops", u64::from(params.loops))?;
         check_nonzero(NAME, "pages_per_loop", u64::from(params.pages_per_loop))?;
+        for (name, held) in [
+            ("lru_held_thp", params.lru_held_thp),
+            ("lru_held_base", params.lru_held_base),
+            ("lru_tail", params.lru_tail),
+        ] {
+            if held >= LRU_BATCH {
+                return Err(invalid(
+                    NAME,
+                    name,
+                    held,
+                    "must be below the LRU batch's 31 folios",
+                ));
+            }
+        }
         if params.pages_per_loop % (1 << THP_ORDER) != 0 {
             return Err(invalid(
                 NAME,
@@ -106,6 +136,12 @@ impl ThpMix {
             unmap_work_ns: self.params.unmap_work_ns,
             gather_pages: self.params.gather_pages,
             table_free_lag: self.params.table_free_lag,
+            // A THP moves the batch at once: only 4 KiB faults leave pages in it.
+            lru_tail: if order == THP_ORDER {
+                0
+            } else {
+                self.params.lru_tail
+            },
             shared_lines: 0,
             line_transfer_ns: 0,
             fault_shared_lines: 0,
@@ -125,15 +161,7 @@ impl Workload for ThpMix {
     fn scripts(&self, cpus: u32) -> Result<Vec<Box<dyn CpuScript>>, WorkloadError> {
         let thp = self.thp_cpus(cpus);
         check_cpus(NAME, thp, cpus)?;
-        Ok((0..cpus)
-            .map(|cpu| {
-                let order = if cpu < thp { THP_ORDER } else { 0 };
-                script(Mixed {
-                    prelude: Some(self.params.break_pages_per_cpu),
-                    faults: FaultLoop::new(&self.fault_params(order)),
-                })
-            })
-            .collect())
+        Ok((0..cpus).map(|cpu| script(self.mixed(cpu < thp))).collect())
     }
 
     fn work_units(&self, counts: &OpCounts) -> f64 {
@@ -159,27 +187,207 @@ impl Workload for ThpMix {
     }
 }
 
+impl ThpMix {
+    /// The program of a CPU of the THP group (`thp`) or of the order-0 one.
+    fn mixed(&self, thp: bool) -> Mixed {
+        let (order, held) = if thp {
+            (THP_ORDER, self.params.lru_held_thp)
+        } else {
+            (0, self.params.lru_held_base)
+        };
+        let pages = self.params.break_pages_per_cpu;
+        let held = held.min(pages);
+        let faults = FaultLoop::new(&self.fault_params(order));
+        let held_at = faults.slot_count().max(pages - held);
+        Mixed {
+            prelude: Some(pages),
+            lru: LruHeld {
+                slots: held_at..held_at + held,
+                // A THP moves the batch at once; 4 KiB faults once it is full.
+                faults: if order == THP_ORDER || held == 0 {
+                    1
+                } else {
+                    LRU_BATCH - held
+                },
+                pending: held > 0,
+            },
+            faults,
+        }
+    }
+}
+
+/// The prelude's last pages the CPU's LRU add batch holds past the prelude's unmap.
+#[derive(Debug)]
+struct LruHeld {
+    /// Their slots (after the fault loop's and the rest of the prelude's).
+    slots: std::ops::Range<Slot>,
+    /// The window's faults (of movable blocks) until the batch moves and frees them.
+    faults: Slot,
+    /// Not freed yet.
+    pending: bool,
+}
+
 /// The prelude, then the page_fault1 loop.
 #[derive(Debug)]
 struct Mixed {
     /// Pages of the prelude, until it has been emitted.
     prelude: Option<Slot>,
+    lru: LruHeld,
     faults: FaultLoop,
+}
+
+impl Mixed {
+    /// The fault loop's next phases, with the held pages' frees once its faults have
+    /// filled the LRU batch.
+    fn window(&mut self, rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
+        if !self.lru.pending {
+            return self.faults.refill(rng, out);
+        }
+        let mut next = VecDeque::new();
+        if !self.faults.refill(rng, &mut next) {
+            return false;
+        }
+        for p in next {
+            match p {
+                Phase::Fill(f) if self.lru.pending && f.kind() == MigrateKind::Movable => {
+                    let n = f.slot_count();
+                    if n < self.lru.faults {
+                        self.lru.faults -= n;
+                        out.push_back(Phase::Fill(f));
+                        continue;
+                    }
+                    let (first, rest) = f.split(self.lru.faults);
+                    out.push_back(Phase::Fill(first));
+                    out.push_back(Phase::Free(self.lru.slots.clone()));
+                    self.lru.pending = false;
+                    if rest.slot_count() > 0 {
+                        out.push_back(Phase::Fill(rest));
+                    }
+                }
+                p => out.push_back(p),
+            }
+        }
+        true
+    }
 }
 
 impl Program for Mixed {
     fn slot_count(&self) -> Slot {
-        self.faults.slot_count().max(self.prelude.unwrap_or(0))
+        self.faults
+            .slot_count()
+            .max(self.prelude.unwrap_or(0))
+            .max(self.lru.slots.end)
     }
 
     fn refill(&mut self, rng: &mut dyn Rng, out: &mut VecDeque<Phase>) -> bool {
         let Some(pages) = self.prelude.take() else {
-            return self.faults.refill(rng, out);
+            if self.window(rng, out) {
+                return true;
+            }
+            if self.lru.pending {
+                // The loops ended before the batch filled: a script gives back every
+                // block.
+                self.lru.pending = false;
+                out.push_back(Phase::Free(self.lru.slots.clone()));
+                return true;
+            }
+            return false;
         };
-        out.push_back(Phase::Fill(Fill::new(0..pages, 0, MigrateKind::Movable)));
+        let held = &self.lru.slots;
+        let kept = pages - (held.end - held.start);
+        out.push_back(Phase::Fill(Fill::new(0..kept, 0, MigrateKind::Movable)));
+        if !held.is_empty() {
+            out.push_back(Phase::Fill(Fill::new(
+                held.clone(),
+                0,
+                MigrateKind::Movable,
+            )));
+        }
         out.push_back(Phase::Op(Op::Barrier { id: 0 }));
-        out.push_back(Phase::Free(0..pages));
+        out.push_back(Phase::Free(0..kept));
         out.push_back(Phase::Op(Op::Barrier { id: 1 }));
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::SplitMix64;
+
+    /// The phases of a CPU's program up to the end of its first loop.
+    fn first_loop(p: &ThpMixParams, thp: bool) -> Vec<Phase> {
+        let mut m = ThpMix::new(p.clone()).unwrap().mixed(thp);
+        let mut rng = SplitMix64::new(1);
+        let mut out = VecDeque::new();
+        assert!(m.refill(&mut rng, &mut out) && m.refill(&mut rng, &mut out));
+        out.into()
+    }
+
+    /// Slots freed by each free phase, in order.
+    fn frees(ph: &[Phase]) -> Vec<std::ops::Range<Slot>> {
+        ph.iter()
+            .filter_map(|p| match p {
+                Phase::Free(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Movable blocks allocated before phase `i`.
+    fn faults_before(ph: &[Phase], i: usize) -> Slot {
+        ph[..i]
+            .iter()
+            .filter_map(|p| match p {
+                Phase::Fill(f) if f.kind() == MigrateKind::Movable => Some(f.slot_count()),
+                _ => None,
+            })
+            .sum()
+    }
+
+    /// The held pages are the prelude's last, kept past its unmap and freed in the
+    /// window: after the first THP fault, or after the 4 KiB faults that fill the
+    /// batch; without them the prelude frees every page.
+    #[test]
+    fn the_lru_batch_frees_the_preludes_last_pages_in_the_window() {
+        let p = ThpMixParams {
+            pages_per_loop: 1024,
+            loops: 2,
+            break_pages_per_cpu: 100,
+            pte_tables: 1,
+            lru_held_thp: 20,
+            lru_held_base: 20,
+            ..ThpMixParams::default()
+        };
+        let thp = first_loop(&p, true);
+        let f = frees(&thp);
+        assert_eq!(f[0], 0..80, "the prelude's unmap: {thp:?}");
+        assert_eq!(f[1].end - f[1].start, 20);
+        let at = thp
+            .iter()
+            .position(|x| *x == Phase::Free(f[1].clone()))
+            .unwrap();
+        // The prelude's 100 and the first THP.
+        assert_eq!(faults_before(&thp, at), 101, "{thp:?}");
+        let base = first_loop(&p, false);
+        let f = frees(&base);
+        let at = base
+            .iter()
+            .position(|x| *x == Phase::Free(f[1].clone()))
+            .unwrap();
+        assert_eq!(faults_before(&base, at), 100 + 11, "{base:?}");
+        let none = first_loop(
+            &ThpMixParams {
+                lru_held_thp: 0,
+                ..p.clone()
+            },
+            true,
+        );
+        assert_eq!(frees(&none)[0], 0..100);
+        assert!(ThpMix::new(ThpMixParams {
+            lru_held_base: LRU_BATCH,
+            ..p
+        })
+        .is_err());
     }
 }

@@ -89,3 +89,37 @@ pub(crate) fn page_fault1_16m(count: u64) -> (pagealloc_lab::predict::PredictOpt
         .expect("the host has a Normal zone");
     (opts, normal)
 }
+
+/// A one-CPU page_fault1 pageset of `count` pages (`high` its `high`) on zone `zone`
+/// whose lists hold the faults' pages (4 200 movable) and `unmovable` pages for the
+/// page tables and the gather's pages.
+#[allow(dead_code)]
+pub(crate) fn page_fault1_pageset(
+    zone: usize,
+    count: u32,
+    high: i32,
+    unmovable: u32,
+) -> pagealloc_lab::sim::start::PagesetStart {
+    use pagealloc::{MigrateType, SeedList};
+    pagealloc_lab::sim::start::PagesetStart {
+        cpu: 0,
+        zone,
+        count,
+        high,
+        taken: vec![
+            SeedList {
+                order: 0,
+                mt: MigrateType::Movable,
+                blocks: 4200,
+            },
+            SeedList {
+                order: 0,
+                mt: MigrateType::Unmovable,
+                blocks: unmovable,
+            },
+        ],
+        used: [(0, 0), (0, 1)].into_iter().collect(),
+        alloc_factor: 0,
+        free_count: 0,
+    }
+}
