@@ -241,3 +241,34 @@ fn published_dram_latency_is_near_a_pointer_chase() {
         m.caches.dram_local_ns
     );
 }
+
+/// A saved run's zones replay with their own managed memory (`StartState::zone_managed`,
+/// `sim::host::host_managed`): this host's memory grows for hours after a boot with
+/// `deferred_init=lazy`, and a zone's watermarks follow its managed pages.
+#[test]
+fn a_runs_managed_pages_set_the_host_zones() {
+    if !readable("a_runs_managed_pages_set_the_host_zones") {
+        return;
+    }
+    use pagealloc_lab::sim::host::host_managed;
+    let managed = |m: &Machine| -> Vec<u64> {
+        let h = m.host.expect("host shape");
+        h.layout
+            .nodes
+            .iter()
+            .flat_map(|n| &n.zones)
+            .map(|z| z.pages - z.holes.iter().map(|h| h.1 - h.0).sum::<u64>())
+            .collect()
+    };
+    let live = Machine::by_name("host").unwrap();
+    let now = managed(&live);
+    let fewer: Vec<u64> = now.iter().map(|&m| (m - m / 4).max(1)).collect();
+    let then = host_managed(&fewer).unwrap();
+    assert_eq!(managed(&then), fewer);
+    let gone: u64 = now.iter().zip(&fewer).map(|(a, b)| a - b).sum();
+    assert_eq!(live.mem_bytes - then.mem_bytes, gone * 4096);
+    // The same figures again: the same machine; none: the host as read.
+    assert_eq!(managed(&host_managed(&fewer).unwrap()), fewer);
+    assert_eq!(managed(&host_managed(&now).unwrap()), now);
+    assert_eq!(host_managed(&[]).unwrap().mem_bytes, live.mem_bytes);
+}

@@ -167,6 +167,7 @@ fn recorded() -> StartState {
         table_free_lag: 0,
         lru_held: Vec::new(),
         lru_tail: Vec::new(),
+        zone_managed: Vec::new(),
     }
 }
 

@@ -205,6 +205,7 @@ pub fn measure(
                 free_lists: start::free_lists_of(&zi, &h.start.pagetypeinfo),
                 background,
                 zone_spans: spans,
+                zone_managed: start::zone_managed(&zi),
                 table_free_lag: lag.map_or(0, |l| l.0),
                 lru_held,
                 lru_tail,

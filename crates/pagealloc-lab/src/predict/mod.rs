@@ -59,7 +59,7 @@ pub mod work;
 use serde::{Deserialize, Serialize};
 
 use crate::sim::start::StartState;
-use crate::sim::{Machine, SimOptions};
+use crate::sim::SimOptions;
 use crate::trace::TraceError;
 use crate::workload::{self, Scale};
 use program::Size;
@@ -549,8 +549,7 @@ pub fn simulate_row(
     }
     // The pages the CPUs' LRU add batches held past an unmap, as the kernel run
     // showed them; those freed after its window are out of the simulator's lines.
-    let (lru, tail) = foreign::lru_overrides(wl, opts.cpus, start);
-    ov.extend(lru);
+    ov.extend(foreign::lru_overrides(wl, opts.cpus, start).0);
     if let Some(ns) = line_ns {
         for (k, v) in &mut ov {
             if k == "line_transfer_ns" {
@@ -559,7 +558,8 @@ pub fn simulate_row(
         }
     }
     let w = workload::build(wl, Scale::Full, &ov).map_err(|e| e.to_string())?;
-    let m = Machine::by_name("host").map_err(|e| e.to_string())?;
+    // The host's zones as the run began (their managed memory grows after a boot).
+    let m = crate::sim::host::host_managed(&start.zone_managed).map_err(|e| e.to_string())?;
     let cfg = crate::policies::config(config).map_err(|e| format!("config `{config}`: {e}"))?;
     let mut cost = m.cost;
     if is_stream(&opts.workload) {
@@ -639,6 +639,8 @@ pub(crate) fn figures_of(
     // The last loops' page tables and the pages the LRU batch held after the last
     // unmap, freed as the scripts end, the kernel's after its window: out of the frees
     // and the pageset's end (and its peak when that was the end).
+    // (The faulting programs' lab workloads have the programs' names.)
+    let tail = foreign::lru_overrides(&opts.workload, opts.cpus, start).1;
     let late =
         foreign::after_window(&opts.workload, opts.cpus, opts.size, start.table_free_lag) + tail;
     if late > 0 {

@@ -243,9 +243,42 @@ pub fn published_latencies(m: &CpuModel, ghz: f64) -> (CacheSpec, &'static str) 
 /// A one-line reason: sysfs or `/proc/zoneinfo` not readable, a zone pagealloc has no
 /// kind for, no L1D/L2 listed.
 pub fn read_host() -> Result<Machine, String> {
+    read_host_managed(None)
+}
+
+/// Sets each populated zone's `managed` pages of `zi` to `managed` (numbered as
+/// [`crate::sim::start::zone_managed`] numbers them, each at most the zone's span);
+/// false, and `zi` unchanged, when the counts of zones differ or a figure is 0.
+fn set_managed(zi: &mut pagealloc::os::zoneinfo::KernelZoneinfo, managed: &[u64]) -> bool {
+    let idx: Vec<usize> = zi
+        .nodes()
+        .into_iter()
+        .flat_map(|n| {
+            zi.zones
+                .iter()
+                .enumerate()
+                .filter(move |(_, z)| z.node == n && z.populated())
+                .map(|(i, _)| i)
+        })
+        .collect();
+    if idx.len() != managed.len() || managed.contains(&0) {
+        return false;
+    }
+    for (&i, &m) in idx.iter().zip(managed) {
+        let z = &mut zi.zones[i];
+        z.managed = m.min(z.spanned);
+    }
+    true
+}
+
+/// [`read_host`] with each zone's `managed` pages as given (`None`: as read now).
+fn read_host_managed(managed: Option<&[u64]>) -> Result<Machine, String> {
     let topo = HostTopology::read().map_err(|e| format!("{e} (the CPU topology)"))?;
-    let zi = twin_host::read_zoneinfo(Path::new(pagealloc::os::zoneinfo::PROC_ZONEINFO))
+    let mut zi = twin_host::read_zoneinfo(Path::new(pagealloc::os::zoneinfo::PROC_ZONEINFO))
         .map_err(twin_message)?;
+    if let Some(m) = managed {
+        set_managed(&mut zi, m);
+    }
     let vm = twin_layout::VmSysctls::read().map_err(twin_message)?;
     let descs = twin_layout::HostCpuDesc::from_topology(&topo);
     let mut layout = twin_layout::build(&zi, &vm, &descs)
@@ -364,6 +397,31 @@ pub fn host() -> Result<Machine, MachineError> {
     HOST.get_or_init(read_host)
         .clone()
         .map_err(MachineError::Host)
+}
+
+/// The host machine with each zone's `managed` pages as a recording's start showed them
+/// ([`crate::sim::start::StartState::zone_managed`]; empty, or another count of zones
+/// than this host has: the host as it is now). A host's managed memory grows for hours
+/// after a boot with `deferred_init=lazy`, and a zone's watermarks and free memory
+/// follow it: a saved run replays as it ran only with its own. One machine per distinct
+/// `managed` is kept for the process.
+///
+/// # Errors
+/// As [`host`].
+pub fn host_managed(managed: &[u64]) -> Result<Machine, MachineError> {
+    type Kept = Vec<(Vec<u64>, Machine)>;
+    static KEPT: std::sync::Mutex<Kept> = std::sync::Mutex::new(Vec::new());
+    let live = host()?;
+    if managed.is_empty() {
+        return Ok(live);
+    }
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, m)) = kept.iter().find(|(k, _)| k == managed) {
+        return Ok(m.clone());
+    }
+    let m = read_host_managed(Some(managed)).map_err(MachineError::Host)?;
+    kept.push((managed.to_vec(), m.clone()));
+    Ok(m)
 }
 
 #[cfg(test)]

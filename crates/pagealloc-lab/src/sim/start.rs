@@ -57,6 +57,12 @@ pub struct StartState {
     /// page_fault1's and thp_mix's `lru_tail`. Not a state of the allocator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lru_tail: Vec<u32>,
+    /// Each zone's `managed` pages at the start ([`zone_managed`]; empty: the host's as
+    /// it is now): the simulated host's zones have these (`sim::host::host_managed`),
+    /// so that a saved run replays the same on a host whose memory has grown since
+    /// (`deferred_init=lazy` brings memory online for hours after boot) or on another.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zone_managed: Vec<u64>,
 }
 
 impl StartState {
@@ -369,6 +375,15 @@ pub fn zone_spans(zi: &KernelZoneinfo) -> Vec<(u64, u64)> {
     out
 }
 
+/// Each populated zone's `managed` pages, numbered as in [`from_zoneinfo`].
+pub fn zone_managed(zi: &KernelZoneinfo) -> Vec<u64> {
+    zi.nodes()
+        .into_iter()
+        .flat_map(|n| zi.populated().filter(move |z| z.node == n))
+        .map(|z| z.managed)
+        .collect()
+}
+
 pub use crate::trace::lists::{depths, ListEvent, PagesetLists};
 
 /// Each populated zone's free lists in `zi` as the kernel's start
@@ -570,6 +585,7 @@ Node 0, zone   Normal
             table_free_lag: 0,
             lru_held: Vec::new(),
             lru_tail: Vec::new(),
+            zone_managed: Vec::new(),
         };
         let (pages, refills, drains, parked) = run(&start);
         assert_eq!(pages, high_min as u64);
@@ -665,6 +681,7 @@ Node 0, zone   Normal
             table_free_lag: 0,
             lru_held: Vec::new(),
             lru_tail: Vec::new(),
+            zone_managed: Vec::new(),
         };
         let op = |after, alloc| BackgroundOp {
             cpu: 0,
@@ -777,6 +794,7 @@ Node 0, zone   Normal
             table_free_lag: 0,
             lru_held: Vec::new(),
             lru_tail: Vec::new(),
+            zone_managed: Vec::new(),
         };
         let (pages, held) = apply(&a, &start).unwrap();
         assert_eq!(pages, 20_000);
@@ -822,6 +840,7 @@ Node 0, zone   Normal
             table_free_lag: 0,
             lru_held: Vec::new(),
             lru_tail: Vec::new(),
+            zone_managed: Vec::new(),
         };
         apply(&a, &start).unwrap();
         assert_eq!(a.nr_free_pages(), 65_536);
