@@ -721,6 +721,17 @@ fn unix_pair(
     sim::run(&*w, &opts).unwrap_or_else(|e| panic!("lmbench at {cpus}: {}", e.error))
 }
 
+/// A two-CPU unix_stream kernel run's start state (2026-11-28 03:04 UTC, run 2 of
+/// `predict unix_stream --cpus 2 --save`: its pagesets, free lists and the other
+/// processes' allocations and frees on the CPUs).
+fn unix_kernel_start() -> sim::start::StartState {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/predict-unix_stream/start-2cpus.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// The AF_UNIX copies at two CPUs cost what the kernel's profiles say they cost beyond
 /// one CPU, whatever the start: the cross terms (`UNIX_CROSS_COPY_IN_NS_PER_KIB`,
 /// `CROSS_COPY_OUT_NS_PER_KIB`) are charged only on the lines the hierarchy serves from
@@ -734,12 +745,7 @@ fn unix_pair(
 /// in all; the terms on every KiB copied, cold or not, would add 5.34 µs.
 #[test]
 fn unix_cross_copy_terms_add_only_what_the_hierarchy_leaves() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/predict-unix_stream/start-2cpus.json"
-    );
-    let start: sim::start::StartState =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let start = unix_kernel_start();
     let writes = 4096.0;
     let us = |r: &Row, k: &str| r.extra[k] * 1e6 / writes;
     let copies = |r: &Row| {
@@ -857,12 +863,7 @@ fn tcp_stream_cpu_time_splits_by_end() {
 #[test]
 fn unix_each_end_pays_for_the_other_ends_memory_across_cpus() {
     use pagealloc_lab::predict::work;
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/predict-unix_stream/start-2cpus.json"
-    );
-    let start: sim::start::StartState =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let start = unix_kernel_start();
     let writes = 4096.0;
     let us = |r: &Row, k: &str| r.extra.get(k).copied().unwrap_or(0.0) * 1e6 / writes;
     let (send, recv) = (
