@@ -328,8 +328,8 @@ fn tcp_writer_frees_returned_fragments_without_waiting() {
 /// Woken sooner than the 20.6 µs it waited when the latency was counted after the
 /// waker's cost, the reader catches up with its writer more often and sleeps more per
 /// write, towards the quiet kernel's (AF_UNIX 0.34-0.58, TCP 0.16-0.21 per write), and
-/// each sleep idles less. (AF_UNIX from the simulator's own start: 0.148 against 0.107;
-/// from a kernel start, whose cold blocks slow the writer, 0.27.)
+/// each sleep idles less. (AF_UNIX from the simulator's own start: 0.252 against 0.188;
+/// from kernel starts 0.24-0.25, the reader slowed by `UNIX_CROSS_RECV_NS`.)
 #[test]
 fn a_wakeups_latency_includes_the_wakers_cost() {
     use pagealloc_lab::predict::work;
@@ -683,8 +683,8 @@ fn tcp_one_cpu_writer_preempts_the_reader_at_the_write_space_wakeup() {
 }
 
 /// `predict`'s unix_stream (lmbench: one pair, 4 096 writes of 64 KiB, two skbs a write,
-/// its protocol work and cross-CPU terms) on `host`'s first `cpus` CPUs from `start`,
-/// with `params` and `cost` on top.
+/// its protocol work and cross-CPU terms, the copies' and the memory's) on `host`'s first
+/// `cpus` CPUs from `start`, with `params` and `cost` on top.
 fn unix_pair(
     cpus: u32,
     start: &sim::start::StartState,
@@ -698,6 +698,7 @@ fn unix_pair(
         n(work::UNIX_CROSS_COPY_IN_NS_PER_KIB),
         n(work::CROSS_COPY_OUT_NS_PER_KIB),
     );
+    let (send, recv) = (n(work::UNIX_CROSS_SEND_NS), n(work::UNIX_CROSS_RECV_NS));
     let mut p = vec![
         ("pairs", "1"),
         ("chunks", "4096"),
@@ -708,6 +709,8 @@ fn unix_pair(
         ("recv_protocol_ns", proto.as_str()),
         ("cross_copy_in_ns_per_kib", i.as_str()),
         ("cross_copy_out_ns_per_kib", o.as_str()),
+        ("cross_send_ns", send.as_str()),
+        ("cross_recv_ns", recv.as_str()),
     ];
     p.extend_from_slice(params);
     let w = workload::build("lmbench", Scale::Full, &kv(&p)).unwrap();
