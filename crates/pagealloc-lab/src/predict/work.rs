@@ -183,9 +183,10 @@ pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 8;
 /// thread's samples times the profiled run's own CPU per write, less the session's
 /// one-CPU median, times the session's untraced / profiled one-CPU CPU, 0.86-0.88), 25
 /// two-CPU and 25 one-CPU runs in each of three sessions of 2026-11-28: 06:06, 06:09,
-/// 06:14 UTC (load 1.0-2.4). The host runs the pair in two states for tens of seconds
-/// at a time (docs/predict.md): the fast one, where `predict`'s quiet sessions find the
-/// kernel (17.6 µs per write at 06:16), in 16 runs under 23.5 µs profiled: +0.58, +0.66,
+/// 06:14 UTC (load 1.0-2.4). The pair runs in two states for tens of seconds at a time,
+/// the slow one beside other processes on the vCPUs (docs/predict.md): the fast one,
+/// where `predict`'s quiet sessions find the kernel (16.3-17.6 µs per write at
+/// 06:16-06:23), in 16 runs under 23.5 µs profiled: +0.58, +0.66,
 /// +0.66 µs (session medians), 0.66 pooled; the slow one (over 27) +1.6 (three
 /// sessions at 24-30 µs, 05:20-05:27: +1.44-1.50). The simulator's refills at two
 /// CPUs add 0.2 µs per write (their zone-lock holds from the kernel's start states,
