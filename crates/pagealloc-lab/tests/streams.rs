@@ -328,8 +328,8 @@ fn tcp_writer_frees_returned_fragments_without_waiting() {
 /// Woken sooner than the 20.6 µs it waited when the latency was counted after the
 /// waker's cost, the reader catches up with its writer more often and sleeps more per
 /// write, towards the quiet kernel's (AF_UNIX 0.34-0.58, TCP 0.16-0.21 per write), and
-/// each sleep idles less. (AF_UNIX from the simulator's own start: 0.252 against 0.188;
-/// from kernel starts 0.24-0.25, the reader slowed by `UNIX_CROSS_RECV_NS`.)
+/// each sleep idles less. (AF_UNIX from the simulator's own start: 0.299 against 0.211;
+/// from four sessions' kernel starts, 06:12-06:23 UTC 2026-11-28, 0.28-0.30.)
 #[test]
 fn a_wakeups_latency_includes_the_wakers_cost() {
     use pagealloc_lab::predict::work;
