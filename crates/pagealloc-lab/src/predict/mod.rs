@@ -180,6 +180,8 @@ pub fn sim_workload(
                     "cross_copy_out_ns_per_kib",
                     work::CROSS_COPY_OUT_NS_PER_KIB.into(),
                 ),
+                ("cross_send_ns", work::UNIX_CROSS_SEND_NS.into()),
+                ("cross_recv_ns", work::UNIX_CROSS_RECV_NS.into()),
             ]),
         ),
         "tcp_stream" => (

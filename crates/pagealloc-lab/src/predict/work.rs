@@ -172,6 +172,32 @@ pub const UNIX_CROSS_COPY_IN_NS_PER_KIB: u32 = 81;
 /// reader, now as slow as its writer, slept 0.12-0.19 times per write against 0.3-0.7 in
 /// runs where it kept up (docs/predict.md): the constant stays the quiet figure.
 pub const CROSS_COPY_OUT_NS_PER_KIB: u32 = 8;
+/// AF_UNIX with the ends on two CPUs, the writer's side: its work per 64 KiB write on
+/// memory the reader's CPU freed last, beyond what the simulator's allocator and
+/// hierarchy charge for it (lmbench's `cross_send_ns`, `StreamShape::cross_ns`): its page
+/// allocation (the refills' zone-lock section, interrupts off: the samples land on
+/// `_raw_spin_unlock_irqrestore` under `__rmqueue_pcplist`), memcg charge, `__alloc_skb`
+/// and the rest of `unix_stream_sendmsg`, two CPUs less one. Per-call-path cpu-clock
+/// profiles (`perf record -e cpu-clock -F 4000 -g -- pagealloc predict-program
+/// unix_stream --cpus N --pages 0 --count 65536 --extra 65536`; each path's share of its
+/// thread's samples times the profiled run's own CPU per write, less the session's
+/// one-CPU median, times the session's untraced / profiled one-CPU CPU, 0.86-0.88), 25
+/// two-CPU and 25 one-CPU runs in each of three sessions of 2026-11-28: 06:06, 06:09,
+/// 06:14 UTC (load 1.0-2.4). The pair runs in two states for tens of seconds at a time,
+/// the slow one beside other processes on the vCPUs (docs/predict.md): the fast one,
+/// where `predict`'s quiet sessions find the kernel (16.3-17.6 µs per write at
+/// 06:16-06:23), in 16 runs under 23.5 µs profiled: +0.58, +0.66,
+/// +0.66 µs (session medians), 0.66 pooled; the slow one (over 27) +1.6 (three
+/// sessions at 24-30 µs, 05:20-05:27: +1.44-1.50). The simulator's refills at two
+/// CPUs add 0.2 µs per write (their zone-lock holds from the kernel's start states,
+/// 0.244 trips of 61 pages): 0.66 − 0.2. No term at one CPU: the ends share a pageset.
+pub const UNIX_CROSS_SEND_NS: u32 = 450;
+/// The same, the reader's side, on memory the writer's CPU took: its page frees (the
+/// drains' zone-lock section under `free_frozen_page_commit`), memcg uncharge,
+/// `consume_skb`'s slab frees and the rest of its read path, in the same runs: fast
+/// state +0.63, +1.01, +0.98 (session medians), 0.71 pooled; slow +1.9 (05:20-05:27:
+/// 2.03-2.56); less the simulator's drains' 0.2.
+pub const UNIX_CROSS_RECV_NS: u32 = 500;
 /// The TCP reader's `_copy_to_iter`, the same way: 1.17 → 0.48 µs per write, cheaper at
 /// two CPUs (at one the reader copies 8 MiB of queued writes that have left the L2 by
 /// then): no term.

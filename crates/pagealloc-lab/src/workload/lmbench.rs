@@ -98,6 +98,16 @@ define_params! {
         /// scale (Ice Lake's hierarchy streams a modified line from a peer core at
         /// 50 ns / 16, slower than the measured cross-core read scales to).
         cross_copy_out_ns_per_kib: u64 = 0, full 0;
+        /// With the ends on two CPUs: the writer's work per chunk on memory the
+        /// reader's CPU freed last (its pageset's refills, skb heads, the memcg's
+        /// charge), ns, beyond the allocator's and the hierarchy's charge
+        /// (`stream.rs`, `StreamShape::cross_ns`). `pagealloc predict` sets what this
+        /// guest's profiles show (`predict/work.rs`); 0 at full scale (not measured on
+        /// the published machines).
+        cross_send_ns: u64 = 0, full 0;
+        /// The same on the reader, for memory the writer's CPU took (its pageset's
+        /// drains, `consume_skb`, the memcg's uncharge), ns.
+        cross_recv_ns: u64 = 0, full 0;
     }
 }
 
@@ -183,6 +193,8 @@ impl Lmbench {
             shared_switch_ns: p.shared_switch_ns,
             cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
             cross_copy_out_ns_per_kib: p.cross_copy_out_ns_per_kib,
+            cross_send_ns: p.cross_send_ns,
+            cross_recv_ns: p.cross_recv_ns,
             slab_every: 0,
         };
         Ok(Lmbench { params, shape })

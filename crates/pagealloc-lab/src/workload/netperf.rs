@@ -260,6 +260,8 @@ impl Netperf {
             shared_switch_ns: p.shared_switch_ns,
             cross_copy_in_ns_per_kib: p.cross_copy_in_ns_per_kib,
             cross_copy_out_ns_per_kib: p.cross_copy_out_ns_per_kib,
+            cross_send_ns: 0,
+            cross_recv_ns: 0,
             slab_every: if p.slab_every_writes == 0 {
                 0
             } else {

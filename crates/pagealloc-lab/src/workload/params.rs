@@ -78,6 +78,8 @@ pub const PARAM_BOUNDS: &[(&str, f64, &str)] = &[
     ("create_ns", MAX_NS, "ns"),
     ("cross_copy_in_ns_per_kib", MAX_NS_PER_KIB, "ns per KiB"),
     ("cross_copy_out_ns_per_kib", MAX_NS_PER_KIB, "ns per KiB"),
+    ("cross_recv_ns", MAX_NS, "ns"),
+    ("cross_send_ns", MAX_NS, "ns"),
     ("exit_jitter_ns", MAX_NS, "ns"),
     ("exit_shift", MAX_CPUS, "CPUs"),
     ("fault_shared_lines", 1000.0, "lines"),

@@ -97,6 +97,13 @@ pub(crate) struct StreamShape {
     /// Ends on two CPUs: the receiver's copy out of lines the sender's core wrote, per
     /// KiB served from the sender's cache, ns, beyond the hierarchy's charge.
     pub(crate) cross_copy_out_ns_per_kib: u64,
+    /// Ends on two CPUs: the sender's work per message on memory the receiver's CPU
+    /// freed last, ns, beyond the allocator's and the hierarchy's charge (see
+    /// [`StreamShape::cross_ns`]).
+    pub(crate) cross_send_ns: u64,
+    /// Ends on two CPUs: the receiver's work per message on memory the sender's CPU
+    /// took, ns, beyond the allocator's and the hierarchy's charge.
+    pub(crate) cross_recv_ns: u64,
     /// Ends on two CPUs: every this many messages (0: never) the sender also takes one
     /// order-1 unmovable block before the message's parts, a new slab page of the skb
     /// caches, and sends it after the message's first skb; the receiver frees it (see
@@ -151,6 +158,26 @@ impl StreamShape {
             on_sender,
             arrival,
             self.recv_protocol_ns - on_sender - arrival,
+        )
+    }
+
+    /// The sender's and the receiver's work per skb `i` of `skbs` on memory the other
+    /// end's CPU touched last (`cross_send_ns`, `cross_recv_ns`, by the skb's bytes).
+    ///
+    /// AF_UNIX with the ends on two CPUs: the writer allocates what the reader's CPU
+    /// freed and the reader frees what the writer's CPU allocated, and each end's
+    /// allocator, slab and memory-cgroup paths pay for it. In cpu-clock profiles by
+    /// call path (predict/work.rs, `UNIX_CROSS_SEND_NS`) the writer's page allocation
+    /// (its refills from the free lists the reader's drains filled, with interrupts off
+    /// under the zone lock), its `__alloc_skb` and its memcg charge cost more at two CPUs
+    /// than at one, and the reader's page frees (its drains), `consume_skb` and memcg
+    /// uncharge more again; the simulator's allocator charges the refills' and drains'
+    /// lines through the hierarchy, and the slab and the memcg are not modelled, so the
+    /// rest is charged here as compute. Both ends on one CPU: none.
+    fn cross_ns(&self, skbs: &[Skbs], i: usize) -> (u64, u64) {
+        (
+            skb_share(self.cross_send_ns, skbs, i),
+            skb_share(self.cross_recv_ns, skbs, i),
         )
     }
 
@@ -346,6 +373,8 @@ impl StreamShape {
             recv_arrival_pct: 0,
             cross_copy_in_ns_per_kib: 0,
             cross_copy_out_ns_per_kib: 0,
+            cross_send_ns: 0,
+            cross_recv_ns: 0,
             slab_every: 0,
             ..*self
         };
@@ -608,7 +637,9 @@ impl Sender {
         let recv_here = s.recv_protocol_split().0;
         compute(
             out,
-            skb_share(s.send_protocol_ns, skbs, i) + skb_share(recv_here, skbs, i),
+            skb_share(s.send_protocol_ns, skbs, i)
+                + skb_share(recv_here, skbs, i)
+                + s.cross_ns(skbs, i).0,
         );
     }
 
@@ -743,7 +774,7 @@ impl Receiver {
         } else {
             out.push_back(Phase::Free(skb.slots.clone()));
         }
-        compute(out, skb_share(recv_ns, skbs, i));
+        compute(out, skb_share(recv_ns, skbs, i) + s.cross_ns(skbs, i).1);
     }
 }
 
