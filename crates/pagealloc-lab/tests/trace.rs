@@ -483,3 +483,65 @@ fn free_lists_start_as_the_kernels() {
         .any(|n| n.contains("no /proc/pagetypeinfo")));
     assert!(pagetype::parse("").unwrap().is_empty());
 }
+
+/// A pageset that took pages without an event between the recorder's start snapshot and
+/// the trace's start: the kernel drains on the free that brings its count to `high`, 700
+/// pages of frees after a snapshot that read it 700 below `high`, 500 of them untraced
+/// (`trace::start::counts` reads the start count off that first drain). The replay
+/// starts from that count and drains on the same frees as many pages (200, then 400:
+/// `free_count` grown by the frees between); from the snapshot's count it would not
+/// have drained at all.
+#[test]
+fn the_first_drain_on_a_free_gives_the_start_count() {
+    let (mut h, _) = format::read(&data("iperf3.trace")).expect("reads");
+    // CPU 0's Normal pageset in the start zoneinfo: count set 700 below its high.
+    let zi = &h.start.zoneinfo;
+    let at = zi.find("zone   Normal").expect("a Normal zone");
+    let cpu0 = at + zi[at..].find("cpu: 0").expect("CPU 0's pageset");
+    let line = |key: &str| {
+        let s = cpu0 + zi[cpu0..].find(key).expect(key) + key.len();
+        let e = s + zi[s..].find('\n').expect("line end");
+        (s, e, zi[s..e].trim().parse::<i64>().expect("a number"))
+    };
+    let (cs, ce, _) = line("count:");
+    let (_, _, high) = line("high:");
+    let snapshot = high - 700;
+    h.start.zoneinfo = format!("{} {snapshot}{}", &zi[..cs], &zi[ce..]);
+    let base = 0x30_0000u64;
+    let mut ts = 0u64;
+    let mut ev = Vec::new();
+    let mut push = |kind: EventKind, pfn: u64| {
+        ts += 1_000;
+        ev.push(Event {
+            ts,
+            mt: 1,
+            ..Event::synthetic(0, kind, pfn)
+        });
+    };
+    for i in 0..200 {
+        push(EventKind::Free, base + i);
+    }
+    for i in 0..200 {
+        push(EventKind::PcpuDrain, base + 0x1_0000 + i);
+    }
+    for i in 0..400 {
+        push(EventKind::Free, base + 0x1000 + i);
+    }
+    for i in 0..400 {
+        push(EventKind::PcpuDrain, base + 0x1_1000 + i);
+    }
+    let opts = ReplayOptions {
+        config: Some("linux-6.18".into()),
+        out: None,
+    };
+    let r = replay::replay(&h, &ev, &opts).expect("replays");
+    assert_eq!((r.drain_trips_kernel, r.pages_drained_kernel), (2, 600));
+    assert_eq!(
+        (r.drain_trips_pagealloc, r.pages_drained_pagealloc),
+        (2, 600),
+        "{:?}",
+        r.notes
+    );
+    let want = format!("count at the start {}", high - 200);
+    assert!(r.notes.iter().any(|n| n.contains(&want)), "{:?}", r.notes);
+}

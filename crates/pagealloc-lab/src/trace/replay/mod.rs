@@ -214,6 +214,16 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         },
         built.config.batch_scale_max,
     );
+    let start_counts = super::start::counts(
+        ev,
+        zone_of,
+        |o| pcp_cached(o, thp),
+        |c, z| {
+            let (node, name) = built.zones.get(z)?;
+            let p = zi.zone(*node, name)?.pageset(c as usize)?;
+            Some((p.count, p.high))
+        },
+    );
     for kz in zi.populated() {
         let Some(z) = built.zone_index(kz.node, &kz.name) else {
             continue;
@@ -223,14 +233,23 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             if c >= ncpus {
                 continue;
             }
+            // The count the first drain on a free says the trace began with, where it
+            // is not the snapshot's (trace::start::counts).
+            let pc = start_counts.get(&(c as u32, z)).copied().unwrap_or(p.count);
+            if pc != p.count {
+                notes.push(format!(
+                    "cpu {c} zone {}: count at the start {pc}, the start zoneinfo's {} {:+} (read off the kernel's first drain on a free: pages the pageset took or gave without an event before the trace began)",
+                    kz.name,
+                    p.count,
+                    pc - p.count
+                ));
+            }
             // Each list the blocks the stream takes from it before its first refill,
-            // the rest of the kernel's count parked where the stream never reaches.
+            // the rest of the count parked where the stream never reaches.
             let lists = depth
                 .get(&(c, z))
-                .map(|l| super::lists::seed_lists(p.count.max(0) as u64, l))
-                .unwrap_or_else(|| {
-                    super::lists::seed_lists(p.count.max(0) as u64, &Default::default())
-                });
+                .map(|l| super::lists::seed_lists(pc.max(0) as u64, l))
+                .unwrap_or_else(|| super::lists::seed_lists(pc.max(0) as u64, &Default::default()));
             let batch = u64::from(a.pcp_info(c, z).map_or(1, |i| i.batch.max(1) as u32));
             let alloc_factor =
                 super::start::alloc_factor_of(first_refill.get(&(c as u32, z)), batch);
