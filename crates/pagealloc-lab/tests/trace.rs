@@ -545,3 +545,40 @@ fn the_first_drain_on_a_free_gives_the_start_count() {
     let want = format!("count at the start {}", high - 200);
     assert!(r.notes.iter().any(|n| n.contains(&want)), "{:?}", r.notes);
 }
+
+/// A recording with the vmstat worker's passes says when each CPU's decay ran: the
+/// replay ticks CPU 1 at its one pass (0.3 s), not a second in, and not again.
+#[test]
+fn decay_runs_at_the_traced_vmstat_passes() {
+    let (h, _) = format::read(&data("iperf3.trace")).expect("reads");
+    let ev = |ts: u64, cpu: u32, kind: EventKind, pfn: u64, aux: u64| Event {
+        ts,
+        mt: if kind == EventKind::Vmstat { -1 } else { 1 },
+        aux,
+        ..Event::synthetic(cpu, kind, pfn)
+    };
+    let s = 1_000_000_000u64;
+    let v = vec![
+        ev(0, 1, EventKind::Alloc, 0x20_0000, 0x14_0cca),
+        ev(3 * s / 10, 1, EventKind::Vmstat, 0xffff_ffff_8100_0000, 0),
+        ev(3 * s, 0, EventKind::Alloc, 0x20_1000, 0x14_0cca),
+    ];
+    let opts = ReplayOptions {
+        config: Some("linux-6.18".into()),
+        out: None,
+    };
+    let r = replay::replay(&h, &v, &opts).expect("replays");
+    let high_at = |t: f64| -> i64 {
+        let (_, v) = r.high_pagealloc.iter().find(|x| x.0 == 1).expect("cpu 1");
+        v.iter().rev().find(|x| x.0 <= t + 1e-9).expect("sampled").1
+    };
+    let start = high_at(0.0);
+    assert_eq!(high_at(0.29), start);
+    assert!(high_at(0.31) < start, "decayed at the pass");
+    assert_eq!(high_at(2.9), high_at(0.31), "one pass, one decay");
+    assert!(
+        r.notes.iter().any(|n| n.contains("1 vmstat_update passes")),
+        "{:?}",
+        r.notes
+    );
+}
