@@ -367,18 +367,22 @@ fn lost_events_refuse_the_trace() {
     }
 }
 
+/// An event at `ts` ns: a page event of a movable block, or another kind (no type).
+fn ev(ts: u64, cpu: u32, kind: EventKind, pfn: u64, aux: u64) -> Event {
+    Event {
+        ts,
+        mt: if kind.is_page() { 1 } else { -1 },
+        aux,
+        ..Event::synthetic(cpu, kind, pfn)
+    }
+}
+
 /// The decay tick is deferrable work: on a CPU that the trace shows idle (its last
 /// sched_switch went to pid 0) it waits until the CPU wakes, then `high` decays; on a
 /// busy CPU it runs a second into the trace.
 #[test]
 fn decay_waits_for_an_idle_cpu_to_wake() {
     let (h, _) = format::read(&data("iperf3.trace")).expect("reads");
-    let ev = |ts: u64, cpu: u32, kind: EventKind, pfn: u64, aux: u64| Event {
-        ts,
-        mt: if kind == EventKind::Switch { -1 } else { 1 },
-        aux,
-        ..Event::synthetic(cpu, kind, pfn)
-    };
     let s = 1_000_000_000u64;
     // An allocation on CPU 0 three seconds in; CPU 1 allocates at the start, then
     // goes idle at 0.5 s and wakes at 2.5 s (or never sleeps).
@@ -551,12 +555,6 @@ fn the_first_drain_on_a_free_gives_the_start_count() {
 #[test]
 fn decay_runs_at_the_traced_vmstat_passes() {
     let (h, _) = format::read(&data("iperf3.trace")).expect("reads");
-    let ev = |ts: u64, cpu: u32, kind: EventKind, pfn: u64, aux: u64| Event {
-        ts,
-        mt: if kind == EventKind::Vmstat { -1 } else { 1 },
-        aux,
-        ..Event::synthetic(cpu, kind, pfn)
-    };
     let s = 1_000_000_000u64;
     let v = vec![
         ev(0, 1, EventKind::Alloc, 0x20_0000, 0x14_0cca),
