@@ -367,18 +367,22 @@ fn lost_events_refuse_the_trace() {
     }
 }
 
+/// An event at `ts` ns: a page event of a movable block, or another kind (no type).
+fn ev(ts: u64, cpu: u32, kind: EventKind, pfn: u64, aux: u64) -> Event {
+    Event {
+        ts,
+        mt: if kind.is_page() { 1 } else { -1 },
+        aux,
+        ..Event::synthetic(cpu, kind, pfn)
+    }
+}
+
 /// The decay tick is deferrable work: on a CPU that the trace shows idle (its last
 /// sched_switch went to pid 0) it waits until the CPU wakes, then `high` decays; on a
 /// busy CPU it runs a second into the trace.
 #[test]
 fn decay_waits_for_an_idle_cpu_to_wake() {
     let (h, _) = format::read(&data("iperf3.trace")).expect("reads");
-    let ev = |ts: u64, cpu: u32, kind: EventKind, pfn: u64, aux: u64| Event {
-        ts,
-        mt: if kind == EventKind::Switch { -1 } else { 1 },
-        aux,
-        ..Event::synthetic(cpu, kind, pfn)
-    };
     let s = 1_000_000_000u64;
     // An allocation on CPU 0 three seconds in; CPU 1 allocates at the start, then
     // goes idle at 0.5 s and wakes at 2.5 s (or never sleeps).
@@ -482,4 +486,97 @@ fn free_lists_start_as_the_kernels() {
         .iter()
         .any(|n| n.contains("no /proc/pagetypeinfo")));
     assert!(pagetype::parse("").unwrap().is_empty());
+}
+
+/// A pageset that took pages without an event between the recorder's start snapshot and
+/// the trace's start: the kernel drains on the free that brings its count to `high`, 700
+/// pages of frees after a snapshot that read it 700 below `high`, 500 of them untraced
+/// (`trace::start::counts` reads the start count off that first drain). The replay
+/// starts from that count and drains on the same frees as many pages (200, then 400:
+/// `free_count` grown by the frees between); from the snapshot's count it would not
+/// have drained at all.
+#[test]
+fn the_first_drain_on_a_free_gives_the_start_count() {
+    let (mut h, _) = format::read(&data("iperf3.trace")).expect("reads");
+    // CPU 0's Normal pageset in the start zoneinfo: count set 700 below its high.
+    let zi = &h.start.zoneinfo;
+    let at = zi.find("zone   Normal").expect("a Normal zone");
+    let cpu0 = at + zi[at..].find("cpu: 0").expect("CPU 0's pageset");
+    let line = |key: &str| {
+        let s = cpu0 + zi[cpu0..].find(key).expect(key) + key.len();
+        let e = s + zi[s..].find('\n').expect("line end");
+        (s, e, zi[s..e].trim().parse::<i64>().expect("a number"))
+    };
+    let (cs, ce, _) = line("count:");
+    let (_, _, high) = line("high:");
+    let snapshot = high - 700;
+    h.start.zoneinfo = format!("{} {snapshot}{}", &zi[..cs], &zi[ce..]);
+    let base = 0x30_0000u64;
+    let mut ts = 0u64;
+    let mut ev = Vec::new();
+    let mut push = |kind: EventKind, pfn: u64| {
+        ts += 1_000;
+        ev.push(Event {
+            ts,
+            mt: 1,
+            ..Event::synthetic(0, kind, pfn)
+        });
+    };
+    for i in 0..200 {
+        push(EventKind::Free, base + i);
+    }
+    for i in 0..200 {
+        push(EventKind::PcpuDrain, base + 0x1_0000 + i);
+    }
+    for i in 0..400 {
+        push(EventKind::Free, base + 0x1000 + i);
+    }
+    for i in 0..400 {
+        push(EventKind::PcpuDrain, base + 0x1_1000 + i);
+    }
+    let opts = ReplayOptions {
+        config: Some("linux-6.18".into()),
+        out: None,
+    };
+    let r = replay::replay(&h, &ev, &opts).expect("replays");
+    assert_eq!((r.drain_trips_kernel, r.pages_drained_kernel), (2, 600));
+    assert_eq!(
+        (r.drain_trips_pagealloc, r.pages_drained_pagealloc),
+        (2, 600),
+        "{:?}",
+        r.notes
+    );
+    let want = format!("count at the start {}", high - 200);
+    assert!(r.notes.iter().any(|n| n.contains(&want)), "{:?}", r.notes);
+}
+
+/// A recording with the vmstat worker's passes says when each CPU's decay ran: the
+/// replay ticks CPU 1 at its one pass (0.3 s), not a second in, and not again.
+#[test]
+fn decay_runs_at_the_traced_vmstat_passes() {
+    let (h, _) = format::read(&data("iperf3.trace")).expect("reads");
+    let s = 1_000_000_000u64;
+    let v = vec![
+        ev(0, 1, EventKind::Alloc, 0x20_0000, 0x14_0cca),
+        ev(3 * s / 10, 1, EventKind::Vmstat, 0xffff_ffff_8100_0000, 0),
+        ev(3 * s, 0, EventKind::Alloc, 0x20_1000, 0x14_0cca),
+    ];
+    let opts = ReplayOptions {
+        config: Some("linux-6.18".into()),
+        out: None,
+    };
+    let r = replay::replay(&h, &v, &opts).expect("replays");
+    let high_at = |t: f64| -> i64 {
+        let (_, v) = r.high_pagealloc.iter().find(|x| x.0 == 1).expect("cpu 1");
+        v.iter().rev().find(|x| x.0 <= t + 1e-9).expect("sampled").1
+    };
+    let start = high_at(0.0);
+    assert_eq!(high_at(0.29), start);
+    assert!(high_at(0.31) < start, "decayed at the pass");
+    assert_eq!(high_at(2.9), high_at(0.31), "one pass, one decay");
+    assert!(
+        r.notes.iter().any(|n| n.contains("1 vmstat_update passes")),
+        "{:?}",
+        r.notes
+    );
 }

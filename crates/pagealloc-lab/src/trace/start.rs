@@ -240,6 +240,148 @@ pub fn free_counts(
     out
 }
 
+/// Each pageset's `count` at the start where the trace's first drain on an order-0 free
+/// of it pins it, when that differs from the start zoneinfo's: pages the pageset took
+/// or gave without an event between the recorder's start snapshot and the trace's
+/// start (another task's exit freeing there, say) leave the snapshot's count off by as
+/// many, and every later drain on a free with it.
+///
+/// # How
+/// `free_frozen_page_commit` adds the freed block to the pageset, then drains when
+/// `count >= high` (`nr_pcp_high`), so a drain on the commit of an order-0 block says the
+/// count was exactly `high` after that block counted (it was below `high` before, else the
+/// commit before would have drained). The count at that commit is the start's plus the
+/// traced changes since (frees and allocations of the pcp orders, refills, drains), so the
+/// start is `high` minus those. `free_unref_folios` traces every block's `mm_page_free`
+/// first and commits the batch after, each commit after an `mm_page_free_batched`: a
+/// batched block counts at its `mm_page_free_batched`, a block freed alone at its
+/// `mm_page_free`. Only where `high` is still the snapshot's: a pageset refilled
+/// (`nr_pcp_alloc` raises `high`), a CPU whose decay tick ran (`vmstat_update`,
+/// `decay_pcp_high` lowers it) or a drain not on a free before that drain leave the
+/// snapshot's count; so does a start that would have drained at an earlier commit.
+/// `zone_of` maps a pfn to pagealloc's zone, `pcp` says whether an order is cached by the
+/// pagesets, `start` is a pageset's count and `high` in the start zoneinfo.
+pub fn counts(
+    ev: &[Event],
+    zone_of: impl Fn(u64) -> usize,
+    pcp: impl Fn(u8) -> bool,
+    start: impl Fn(u32, usize) -> Option<(i64, i64)>,
+) -> HashMap<(u32, usize), i64> {
+    // The blocks committed through a batch: each `mm_page_free` whose pfn an
+    // `mm_page_free_batched` of the same CPU names before another kind of event (the
+    // batch's drains aside).
+    let mut batched: std::collections::HashSet<usize> = Default::default();
+    let mut run: HashMap<u32, (bool, Vec<(u64, usize)>)> = HashMap::new();
+    for (i, e) in ev.iter().enumerate().filter(|(_, e)| e.kind.is_page()) {
+        let r = run.entry(e.cpu).or_default();
+        match e.kind {
+            EventKind::Free => {
+                if r.0 {
+                    r.1.clear();
+                    r.0 = false;
+                }
+                r.1.push((e.pfn, i));
+            }
+            EventKind::FreeBatched => {
+                r.0 = true;
+                if let Some(k) = r.1.iter().position(|&(p, _)| p == e.pfn) {
+                    batched.insert(r.1.swap_remove(k).1);
+                }
+            }
+            // A drain inside the batch's commits (`free_frozen_page_commit`).
+            EventKind::PcpuDrain => {}
+            _ => {
+                r.1.clear();
+                r.0 = false;
+            }
+        }
+    }
+    #[derive(Default)]
+    struct Set {
+        /// Traced change of the count so far.
+        net: i64,
+        /// The count change after the latest commit, and the largest after one before it.
+        latest: Option<i64>,
+        peak: Option<i64>,
+        /// Read (or given up).
+        done: bool,
+    }
+    let mut sets: HashMap<(u32, usize), Set> = HashMap::new();
+    let mut out = HashMap::new();
+    // Per CPU: the previous page event was the commit of an order-0 block (its zone), a
+    // drain, or neither; and whether its decay tick has run.
+    let mut last: HashMap<u32, Option<usize>> = HashMap::new();
+    let mut ticked: std::collections::HashSet<u32> = Default::default();
+    // Each pending batched block's order and zone, by (CPU, pfn).
+    let mut pending: HashMap<(u32, u64), (u8, usize)> = HashMap::new();
+    let mut in_drain: HashMap<u32, bool> = HashMap::new();
+    for (i, e) in ev.iter().enumerate() {
+        if e.kind == EventKind::Vmstat {
+            ticked.insert(e.cpu);
+            continue;
+        }
+        if !e.kind.is_page() {
+            continue;
+        }
+        let was_drain = in_drain.insert(e.cpu, e.kind == EventKind::PcpuDrain) == Some(true);
+        let prev = last.insert(e.cpu, None).flatten();
+        let pages = 1i64 << e.order.min(20);
+        let z = zone_of(e.pfn);
+        let commit = |sets: &mut HashMap<(u32, usize), Set>, z: usize, pages: i64| {
+            let s = sets.entry((e.cpu, z)).or_default();
+            s.net += pages;
+            s.peak = s.peak.max(s.latest);
+            s.latest = Some(s.net);
+        };
+        match e.kind {
+            EventKind::Free if pcp(e.order) => {
+                if batched.contains(&i) {
+                    pending.insert((e.cpu, e.pfn), (e.order, z));
+                } else {
+                    commit(&mut sets, z, pages);
+                    if e.order == 0 {
+                        last.insert(e.cpu, Some(z));
+                    }
+                }
+            }
+            EventKind::FreeBatched => {
+                if let Some((o, bz)) = pending.remove(&(e.cpu, e.pfn)) {
+                    commit(&mut sets, bz, 1i64 << o);
+                    if o == 0 {
+                        last.insert(e.cpu, Some(bz));
+                    }
+                }
+            }
+            EventKind::Alloc if pcp(e.order) => sets.entry((e.cpu, z)).or_default().net -= pages,
+            EventKind::ZoneLocked if e.aux != 0 => {
+                let s = sets.entry((e.cpu, z)).or_default();
+                s.net += pages;
+                s.done = true;
+            }
+            EventKind::PcpuDrain => {
+                let s = sets.entry((e.cpu, z)).or_default();
+                if !was_drain && !s.done {
+                    s.done = true;
+                    if prev == Some(z) && !ticked.contains(&e.cpu) {
+                        // The commit before this drain left the count at `high`; every
+                        // commit before it below.
+                        if let Some((count, high)) = start(e.cpu, z) {
+                            let c = high - s.net;
+                            if c >= 0 && s.peak.is_none_or(|p| c + p < high) && c != count {
+                                out.insert((e.cpu, z), c);
+                            }
+                        }
+                    }
+                }
+                s.net -= pages;
+                s.done = true;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,5 +440,53 @@ mod tests {
         // an order-2 free, which says nothing.
         v.insert(3, at(EventKind::FreeBatched, 0, 0x200));
         assert!(f(&v).is_empty());
+    }
+
+    /// The first drain on an order-0 free says the count was `high` after that free: 10
+    /// frees and one allocation before it from a snapshot of 100 (high 120) say 111; a
+    /// batch (`free_unref_folios`: five `mm_page_free`, then the commits, drained on the
+    /// third) counts its blocks at their commits; a decay tick before, a refill, or a
+    /// start that would have drained earlier say nothing.
+    #[test]
+    fn the_first_drain_on_a_free_gives_the_start_count() {
+        let at = |kind, pfn| Event {
+            pfn,
+            ..ev(kind, 0, 0)
+        };
+        let f = |v: &[Event]| counts(v, |_| 1, |o| o <= 3, |_, _| Some((100, 120)));
+        let mut v: Vec<Event> = (0..10).map(|i| at(EventKind::Free, i)).collect();
+        v.insert(4, at(EventKind::Alloc, 99));
+        v.extend((0..63).map(|i| at(EventKind::PcpuDrain, 0x100 + i)));
+        assert_eq!(f(&v)[&(0, 1)], 111);
+        let mut b: Vec<Event> = (0..5).map(|i| at(EventKind::Free, i)).collect();
+        b.extend((0..3).map(|i| at(EventKind::FreeBatched, i)));
+        b.extend((0..63).map(|i| at(EventKind::PcpuDrain, 0x100 + i)));
+        b.extend((3..5).map(|i| at(EventKind::FreeBatched, i)));
+        assert_eq!(f(&b)[&(0, 1)], 117, "three committed, not five");
+        let mut t = v.clone();
+        t.insert(0, ev(EventKind::Vmstat, 0, 0));
+        assert!(f(&t).is_empty(), "high decayed: unknown");
+        let mut r = v.clone();
+        r.insert(
+            0,
+            Event {
+                aux: 1,
+                ..at(EventKind::ZoneLocked, 0x200)
+            },
+        );
+        assert!(f(&r).is_empty(), "high raised by the refill: unknown");
+        // 30 frees, 25 allocations, 10 frees: high - 15 at the drain would have been
+        // above high after the 30th free.
+        let mut e: Vec<Event> = (0..30).map(|i| at(EventKind::Free, i)).collect();
+        e.extend((0..25).map(|i| at(EventKind::Alloc, 0x300 + i)));
+        e.extend((0..10).map(|i| at(EventKind::Free, 0x400 + i)));
+        e.extend((0..63).map(|i| at(EventKind::PcpuDrain, 0x100 + i)));
+        assert!(f(&e).is_empty());
+        // The snapshot's own count: nothing to say.
+        let s: Vec<Event> = (0..20)
+            .map(|i| at(EventKind::Free, i))
+            .chain((0..63).map(|i| at(EventKind::PcpuDrain, 0x100 + i)))
+            .collect();
+        assert!(f(&s).is_empty());
     }
 }

@@ -15,15 +15,19 @@
 //!    its start), the rest of the count on a list the stream does not take from; its
 //!    `alloc_factor` from the kernel's first order-0 refill of it (`batch <<
 //!    alloc_factor` when uncapped), its `free_count` from the kernel's first drain on a
-//!    free of it (trace::start). Then each zone's free lists take the kernel's shape
+//!    free of it, and its count from that drain too where the start snapshot missed
+//!    pages the pageset took or gave without an event before the trace began
+//!    (trace::start). Then each zone's free lists take the kernel's shape
 //!    (`/proc/pagetypeinfo`; trace::freelists, [`Allocator::seed_free_lists`]), the
 //!    blocks the trace frees without having seen them allocated (allocated before it
 //!    began) held at their kernel pfns.
 //! 3. Every allocation and free is replayed on its CPU in time order on a
 //!    [`ManualPlatform`] clock set to the event's time. Each CPU's decay tick
-//!    (`vmstat_update`) runs every second at the phase of the kernel's first drain that
-//!    followed no free (a decay's; a second after the start when there is none), and
-//!    waits while the CPU is idle (`sched_switch` to pid 0: the work is deferrable). A
+//!    (`vmstat_update`) runs at the worker's passes on that CPU where the trace recorded
+//!    them (`EventKind::Vmstat`); in a trace without them, every second at the phase of
+//!    the kernel's first drain that followed no free (a decay's; a second after the start
+//!    when there is none), waiting while the CPU is idle (`sched_switch` to pid 0: the
+//!    work is deferrable). A
 //!    kernel pfn maps to the frame pagealloc handed out for it; pagealloc chooses its
 //!    own frames, so a block is never the kernel's pfn unless both allocators pick the
 //!    same one. Each operation's trips are the difference of its CPU's counters around
@@ -214,6 +218,16 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
         },
         built.config.batch_scale_max,
     );
+    let start_counts = super::start::counts(
+        ev,
+        zone_of,
+        |o| pcp_cached(o, thp),
+        |c, z| {
+            let (node, name) = built.zones.get(z)?;
+            let p = zi.zone(*node, name)?.pageset(c as usize)?;
+            Some((p.count, p.high))
+        },
+    );
     for kz in zi.populated() {
         let Some(z) = built.zone_index(kz.node, &kz.name) else {
             continue;
@@ -223,14 +237,23 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
             if c >= ncpus {
                 continue;
             }
+            // The count the first drain on a free says the trace began with, where it
+            // is not the snapshot's (trace::start::counts).
+            let pc = start_counts.get(&(c as u32, z)).copied().unwrap_or(p.count);
+            if pc != p.count {
+                notes.push(format!(
+                    "cpu {c} zone {}: count at the start {pc}, the start zoneinfo's {} {:+} (read off the kernel's first drain on a free: pages the pageset took or gave without an event before the trace began)",
+                    kz.name,
+                    p.count,
+                    pc - p.count
+                ));
+            }
             // Each list the blocks the stream takes from it before its first refill,
-            // the rest of the kernel's count parked where the stream never reaches.
+            // the rest of the count parked where the stream never reaches.
             let lists = depth
                 .get(&(c, z))
-                .map(|l| super::lists::seed_lists(p.count.max(0) as u64, l))
-                .unwrap_or_else(|| {
-                    super::lists::seed_lists(p.count.max(0) as u64, &Default::default())
-                });
+                .map(|l| super::lists::seed_lists(pc.max(0) as u64, l))
+                .unwrap_or_else(|| super::lists::seed_lists(pc.max(0) as u64, &Default::default()));
             let batch = u64::from(a.pcp_info(c, z).map_or(1, |i| i.batch.max(1) as u32));
             let alloc_factor =
                 super::start::alloc_factor_of(first_refill.get(&(c as u32, z)), batch);
@@ -327,7 +350,14 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     // The replay.
     let ktrips = kernel_trips(ev);
     let ticks = TickPlan::of(ev, &ktrips, ncpus);
-    if let Some(p) = ticks.phase_ns {
+    // A recording with the vmstat worker's passes (`EventKind::Vmstat`) says when each
+    // CPU's decay ran: the replay ticks there, not on a schedule of its own.
+    let passes = ev.iter().filter(|e| e.kind == EventKind::Vmstat).count();
+    if passes > 0 {
+        notes.push(format!(
+            "decay ticks at the kernel's {passes} vmstat_update passes the trace shows"
+        ));
+    } else if let Some(p) = ticks.phase_ns {
         notes.push(format!(
             "decay ticks at {:.3} s past each second of the trace (the kernel's first drain not on a free)",
             p as f64 / 1e9
@@ -336,7 +366,14 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     let mut ours: HashMap<u32, Side> = HashMap::new();
     let mut clk = Clocks {
         high: vec![Vec::new(); ncpus],
-        next_tick: vec![ticks.first_ns(); ncpus],
+        next_tick: vec![
+            if passes > 0 {
+                u64::MAX
+            } else {
+                ticks.first_ns()
+            };
+            ncpus
+        ],
         idle: ticks.idle_at_start.clone(),
         deferred: vec![false; ncpus],
         next_sample: 0,
@@ -398,6 +435,12 @@ pub fn replay(h: &Header, ev: &[Event], opts: &ReplayOptions) -> Result<ReplayRe
     let mut unpaired: std::collections::HashSet<u64> = Default::default();
     let mut unpaired_frees = 0u64;
     for (i, e) in ev.iter().enumerate() {
+        if e.kind == EventKind::Vmstat && (e.cpu as usize) < ncpus {
+            // `vmstat_update` on this CPU: `decay_pcp_high` on each of its pagesets.
+            tick_to(&a, e.ts, &mut ours, &mut clk);
+            tick_one(&a, e.cpu as usize, e.ts, &mut ours);
+            continue;
+        }
         let start = starts.get(&i);
         if start.is_none()
             && !matches!(
