@@ -341,12 +341,26 @@ fn kernel_symbol(name: &str) -> Option<u64> {
     })
 }
 
-fn snapshot() -> Result<Snapshot, TraceError> {
+/// `/proc/zoneinfo` (the pagesets' counts), `/proc/pagetypeinfo` and the vm sysctls.
+/// The pages that move between the counts' read and the tracer's first or last event
+/// have no event: at a recording's start (`counts_last`) the counts are read last,
+/// right before the tracer starts, after the slow `pagetypeinfo` (it walks every free
+/// list); at its end first. (One thp_mix recording read in the old order, counts
+/// first, then `pagetypeinfo` and the readers' start: CPU 0's pageset took 2 517 pages
+/// without an event before the trace began; `trace::start::counts` infers them since.)
+fn snapshot(counts_last: bool) -> Result<Snapshot, TraceError> {
+    let counts = || read_text(Path::new("/proc/zoneinfo"));
+    let early = if counts_last { None } else { Some(counts()?) };
+    // Root-only; a kernel without it records an empty string.
+    let pagetypeinfo = read_text(Path::new("/proc/pagetypeinfo")).unwrap_or_default();
+    let vm = VmSysctls::read().map_err(|e| TraceError::Failed(e.to_string()))?;
     Ok(Snapshot {
-        zoneinfo: read_text(Path::new("/proc/zoneinfo"))?,
-        // Root-only; a kernel without it records an empty string.
-        pagetypeinfo: read_text(Path::new("/proc/pagetypeinfo")).unwrap_or_default(),
-        vm: VmSysctls::read().map_err(|e| TraceError::Failed(e.to_string()))?,
+        zoneinfo: match early {
+            Some(z) => z,
+            None => counts()?,
+        },
+        pagetypeinfo,
+        vm,
     })
 }
 
@@ -425,7 +439,6 @@ pub fn record(
         .filter(|c| c.online)
         .map(|c| c.cpu as u32)
         .collect();
-    let start = snapshot()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     for &c in &online {
@@ -433,6 +446,16 @@ pub fn record(
         let stop = stop.clone();
         threads.push(std::thread::spawn(move || reader(path, c, stop)));
     }
+    let start = match snapshot(true) {
+        Ok(s) => s,
+        Err(e) => {
+            stop.store(true, Ordering::Release);
+            for t in threads {
+                let _ = t.join();
+            }
+            return Err(e);
+        }
+    };
     write_text(&p("tracing_on"), "1")?;
     let t_start = Instant::now();
     progress(&format!(
@@ -446,7 +469,7 @@ pub fn record(
         .status();
     write_text(&p("tracing_on"), "0")?;
     let duration_ns = t_start.elapsed().as_nanos() as u64;
-    let end = snapshot()?;
+    let end = snapshot(false)?;
     stop.store(true, Ordering::Release);
     let mut per_cpu = Vec::new();
     for t in threads {
