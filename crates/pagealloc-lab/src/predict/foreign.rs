@@ -368,15 +368,33 @@ mod tests {
         }
     }
 
-    /// Only the window's frees of blocks the program did not allocate are other
-    /// processes': its prelude's blocks freed in the window are its own, another
-    /// process's block freed by it is not; its block freed by another task on its CPU
-    /// inside its window is its own; its prelude's blocks freed by RCU (interrupt
-    /// context) inside the window are not the window's, whichever task ran them;
-    /// nothing is reattributed for a stream.
+    /// `e` in interrupt context (a softirq).
     fn irq(mut e: Event) -> Event {
         e.flags = crate::trace::format::FLAG_SOFTIRQ;
         e
+    }
+
+    /// `e` of an order-0 unmovable block (a page table, a batch page).
+    fn unmovable(mut e: Event) -> Event {
+        e.mt = 0;
+        e
+    }
+
+    /// A program of one operation whose tasks are `(pid, cpu, start_ns, end_ns)`.
+    fn program(tasks: &[(u32, u32, u64, u64)]) -> ProgramResult {
+        ProgramResult {
+            ops: 1,
+            tasks: tasks
+                .iter()
+                .map(|&(pid, cpu, start_ns, end_ns)| TaskWindow {
+                    pid,
+                    cpu,
+                    start_ns,
+                    end_ns,
+                    ..TaskWindow::default()
+                })
+                .collect(),
+        }
     }
 
     /// Three loops of two page tables and a batch page each (order 0, unmovable) and
@@ -386,28 +404,7 @@ mod tests {
     /// for nothing.
     #[test]
     fn table_free_lag_counts_the_loops_rcu_had_not_freed() {
-        let prog = ProgramResult {
-            ops: 1,
-            tasks: vec![
-                TaskWindow {
-                    pid: 7,
-                    start_ns: 100,
-                    end_ns: 1000,
-                    ..TaskWindow::default()
-                },
-                TaskWindow {
-                    pid: 8,
-                    cpu: 1,
-                    start_ns: 100,
-                    end_ns: 1000,
-                    ..TaskWindow::default()
-                },
-            ],
-        };
-        let unmovable = |mut e: Event| {
-            e.mt = 0;
-            e
-        };
+        let prog = program(&[(7, 0, 100, 1000), (8, 1, 100, 1000)]);
         let mut e = Vec::new();
         for l in 0..3u64 {
             let t = 100 + l * 100;
@@ -437,17 +434,14 @@ mod tests {
         assert_eq!(table_free_lag(&e, 0, &prog, &[2], 3), 0);
     }
 
+    /// Only the window's frees of blocks the program did not allocate are other
+    /// processes': its prelude's blocks freed in the window are its own, another
+    /// process's block freed by it is not; its block freed by another task on its CPU
+    /// inside its window is its own; its prelude's blocks freed by RCU (interrupt
+    /// context) inside the window are not the window's, whichever task ran them.
     #[test]
     fn frees_follow_the_blocks_owner() {
-        let prog = ProgramResult {
-            ops: 1,
-            tasks: vec![TaskWindow {
-                pid: 7,
-                start_ns: 100,
-                end_ns: 200,
-                ..TaskWindow::default()
-            }],
-        };
+        let prog = program(&[(7, 0, 100, 200)]);
         let e = vec![
             ev(10, 7, EventKind::Alloc, 1),  // the prelude's
             ev(20, 9, EventKind::Alloc, 2),  // another process's
@@ -492,26 +486,8 @@ mod tests {
     /// the prelude's held pages; CPU 1's task freed none inside its window.
     #[test]
     fn lru_held_counts_the_preludes_pages_freed_in_the_window() {
-        let prog = ProgramResult {
-            ops: 1,
-            tasks: vec![
-                TaskWindow {
-                    pid: 7,
-                    start_ns: 100,
-                    end_ns: 200,
-                    ..TaskWindow::default()
-                },
-                TaskWindow {
-                    pid: 8,
-                    cpu: 1,
-                    start_ns: 100,
-                    end_ns: 200,
-                    ..TaskWindow::default()
-                },
-            ],
-        };
-        let mut table = ev(14, 7, EventKind::Alloc, 5);
-        table.mt = 0;
+        let prog = program(&[(7, 0, 100, 200), (8, 1, 100, 200)]);
+        let table = unmovable(ev(14, 7, EventKind::Alloc, 5));
         let mut e = vec![
             ev(10, 7, EventKind::Alloc, 1),
             ev(11, 7, EventKind::Alloc, 2),
@@ -542,17 +518,8 @@ mod tests {
     /// before the window are not its faults.
     #[test]
     fn lru_tail_counts_the_windows_pages_not_freed_by_its_end() {
-        let prog = ProgramResult {
-            ops: 1,
-            tasks: vec![TaskWindow {
-                pid: 7,
-                start_ns: 100,
-                end_ns: 200,
-                ..TaskWindow::default()
-            }],
-        };
-        let mut table = ev(115, 7, EventKind::Alloc, 5);
-        table.mt = 0;
+        let prog = program(&[(7, 0, 100, 200)]);
+        let table = unmovable(ev(115, 7, EventKind::Alloc, 5));
         let mut e = vec![
             ev(50, 7, EventKind::Alloc, 9),
             ev(110, 7, EventKind::Alloc, 1),
@@ -572,16 +539,7 @@ mod tests {
     /// (6) is not one of its tasks.
     #[test]
     fn a_streams_frees_follow_the_blocks_owner_too() {
-        let task = |pid: u32, start_ns: u64, end_ns: u64| TaskWindow {
-            pid,
-            start_ns,
-            end_ns,
-            ..TaskWindow::default()
-        };
-        let prog = ProgramResult {
-            ops: 1,
-            tasks: vec![task(7, 100, 210), task(8, 105, 200)],
-        };
+        let prog = program(&[(7, 0, 100, 210), (8, 0, 105, 200)]);
         let mut e = vec![
             ev(10, 6, EventKind::Alloc, 1),      // the main thread's socket page
             irq(ev(120, 7, EventKind::Free, 1)), // freed by RCU in the writer's softirq
