@@ -248,8 +248,8 @@ pub fn read_host() -> Result<Machine, String> {
 
 /// Sets each populated zone's `managed` pages of `zi` to `managed` (numbered as
 /// [`crate::sim::start::zone_managed`] numbers them, each at most the zone's span);
-/// false, and `zi` unchanged, when the counts of zones differ or a figure is 0.
-fn set_managed(zi: &mut pagealloc::os::zoneinfo::KernelZoneinfo, managed: &[u64]) -> bool {
+/// `zi` stays as read when the counts of zones differ or a figure is 0.
+fn set_managed(zi: &mut pagealloc::os::zoneinfo::KernelZoneinfo, managed: &[u64]) {
     let idx: Vec<usize> = zi
         .nodes()
         .into_iter()
@@ -262,13 +262,12 @@ fn set_managed(zi: &mut pagealloc::os::zoneinfo::KernelZoneinfo, managed: &[u64]
         })
         .collect();
     if idx.len() != managed.len() || managed.contains(&0) {
-        return false;
+        return;
     }
     for (&i, &m) in idx.iter().zip(managed) {
         let z = &mut zi.zones[i];
         z.managed = m.min(z.spanned);
     }
-    true
 }
 
 /// [`read_host`] with each zone's `managed` pages as given (`None`: as read now).
