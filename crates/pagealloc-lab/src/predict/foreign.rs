@@ -168,8 +168,8 @@ pub fn lru_held(ev: &[Event], t0: u64, prog: &ProgramResult, f: &Frees, cpus: u3
 
 /// Per CPU `0..cpus`, the order-0 movable blocks the program's task there allocated
 /// inside its window that no free had given back by its window's end: page_fault1's
-/// (and thp_mix's order-0 CPUs') last loop's last faults, which the CPU's LRU add batch still held after the last
-/// unmap (the process's exit frees them). `ev` sorted by time, from `t0`.
+/// (and thp_mix's order-0 CPUs') last loop's last faults, which the CPU's LRU add batch
+/// still held after the last unmap (the process's exit frees them). `ev` sorted by time, from `t0`.
 pub fn lru_tail(ev: &[Event], t0: u64, prog: &ProgramResult, cpus: u32) -> Vec<u32> {
     let win: HashMap<u32, TaskWindow> = prog.tasks.iter().map(|t| (t.pid, *t)).collect();
     // The window's blocks not freed yet: their task's CPU.
@@ -204,12 +204,11 @@ pub fn lru_tail(ev: &[Event], t0: u64, prog: &ProgramResult, cpus: u32) -> Vec<u
     out
 }
 
-/// The workload `wl`'s parameters of the pages the CPUs' LRU add batches held past an
-/// unmap in a kernel run ([`lru_held`], [`lru_tail`]; each CPU group's median, of two
-/// the upper): thp_mix's `lru_held_thp`, `lru_held_base` and `lru_tail` (its order-0
-/// CPUs'), page_fault1's `lru_tail`; and the pages the simulated scripts free as they
-/// end that the kernel freed after its window (the tails, every CPU of their group).
-pub fn lru_overrides(wl: &str, cpus: u32, start: &StartState) -> (Vec<(String, String)>, u64) {
+/// The pages the CPUs' LRU add batches held past an unmap in a kernel run ([`lru_held`],
+/// [`lru_tail`]) as workload `wl`'s parameters, each CPU group's median (of two, the
+/// upper): thp_mix's `lru_held_thp`, `lru_held_base` and `lru_tail` (its order-0
+/// CPUs'), page_fault1's `lru_tail`; and how many CPUs each tail is on.
+fn lru_set(wl: &str, cpus: u32, start: &StartState) -> (Vec<(&'static str, u32)>, usize) {
     let n = cpus as usize;
     let median = |of: &[u32], group: std::ops::Range<usize>| {
         let mut v: Vec<u32> = group.map(|c| of.get(c).copied().unwrap_or(0)).collect();
@@ -219,7 +218,7 @@ pub fn lru_overrides(wl: &str, cpus: u32, start: &StartState) -> (Vec<(String, S
             .unwrap_or(0)
             .min(crate::workload::LRU_BATCH - 1)
     };
-    let (set, tail_cpus) = match wl {
+    match wl {
         "thp_mix" => {
             let thp = (super::program::thp_cpus(cpus) as usize).min(n);
             let base = thp..n;
@@ -234,17 +233,30 @@ pub fn lru_overrides(wl: &str, cpus: u32, start: &StartState) -> (Vec<(String, S
         }
         "page_fault1" => (vec![("lru_tail", median(&start.lru_tail, 0..n))], n),
         _ => (Vec::new(), 0),
-    };
-    let tail = set
-        .iter()
-        .find(|(k, _)| *k == "lru_tail")
-        .map_or(0, |&(_, v)| u64::from(v) * tail_cpus as u64);
-    let ov = set
+    }
+}
+
+/// The workload `wl`'s parameters of the pages the CPUs' LRU add batches held past an
+/// unmap in a kernel run ([`lru_held`], [`lru_tail`]; each CPU group's median, of two
+/// the upper), those above 0: thp_mix's `lru_held_thp`, `lru_held_base` and `lru_tail`
+/// (its order-0 CPUs'), page_fault1's `lru_tail`.
+pub fn lru_overrides(wl: &str, cpus: u32, start: &StartState) -> Vec<(String, String)> {
+    lru_set(wl, cpus, start)
+        .0
         .into_iter()
         .filter(|&(_, v)| v > 0)
         .map(|(k, v)| (k.to_owned(), v.to_string()))
-        .collect();
-    (ov, tail)
+        .collect()
+}
+
+/// The pages the simulated scripts free as they end that the kernel freed after its
+/// window: the workload's `lru_tail` (each CPU group's median of [`lru_tail`]) on every
+/// CPU of its group.
+pub fn lru_tail_pages(wl: &str, cpus: u32, start: &StartState) -> u64 {
+    let (set, tail_cpus) = lru_set(wl, cpus, start);
+    set.iter()
+        .find(|(k, _)| *k == "lru_tail")
+        .map_or(0, |&(_, v)| u64::from(v) * tail_cpus as u64)
 }
 
 /// Loops of the program whose unmap ended before RCU freed a loop's page tables: on

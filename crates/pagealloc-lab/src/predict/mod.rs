@@ -551,7 +551,7 @@ pub fn simulate_row(
     }
     // The pages the CPUs' LRU add batches held past an unmap, as the kernel run
     // showed them; those freed after its window are out of the simulator's lines.
-    ov.extend(foreign::lru_overrides(wl, opts.cpus, start).0);
+    ov.extend(foreign::lru_overrides(wl, opts.cpus, start));
     if let Some(ns) = line_ns {
         for (k, v) in &mut ov {
             if k == "line_transfer_ns" {
@@ -642,7 +642,7 @@ pub(crate) fn figures_of(
     // unmap, freed as the scripts end, the kernel's after its window: out of the frees
     // and the pageset's end (and its peak when that was the end).
     // (The faulting programs' lab workloads have the programs' names.)
-    let tail = foreign::lru_overrides(&opts.workload, opts.cpus, start).1;
+    let tail = foreign::lru_tail_pages(&opts.workload, opts.cpus, start);
     let late =
         foreign::after_window(&opts.workload, opts.cpus, opts.size, start.table_free_lag) + tail;
     if late > 0 {
