@@ -316,6 +316,7 @@ fn a_saved_start_state_loads_equal_and_replays_the_same_run() {
         runs: 2,
         host_zones: saved::host_zones(),
         line_ns: None,
+        clear_us: Some(61.5),
     };
     let d = scratch("roundtrip");
     saved::write(&d, &m, &runs).unwrap();

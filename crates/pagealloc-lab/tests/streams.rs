@@ -815,7 +815,7 @@ fn tcp_stream_cpu_time_splits_by_end() {
     use pagealloc_lab::predict::{self, work};
     let row = |cpus: u32| {
         let opts = predict_opts("tcp_stream", cpus);
-        let r = predict::simulate_row(&opts, "linux-6.18", &Default::default(), None)
+        let r = predict::simulate_row(&opts, "linux-6.18", &Default::default(), Default::default())
             .unwrap_or_else(|e| panic!("tcp_stream at {cpus}: {e}"));
         let writes = predict::ops_of("tcp_stream", cpus, opts.size) as f64;
         (r, writes)

@@ -172,9 +172,17 @@ fn predict_charges_page_fault1_both_terms_at_the_measured_line() {
         runs: 1,
     };
     let at = |ns: f64| {
-        predict::simulate_with(&opts, "linux-6.18", &StartState::default(), Some(ns))
-            .unwrap()
-            .0
+        predict::simulate_with(
+            &opts,
+            "linux-6.18",
+            &StartState::default(),
+            predict::HostNow {
+                line_ns: Some(ns),
+                clear_us: None,
+            },
+        )
+        .unwrap()
+        .0
     };
     let (near, apart) = (at(40.0), at(160.0));
     let faults: f64 = 16.0 * 4096.0;

@@ -169,6 +169,7 @@ pub fn cmd_predict(a: &PredictArgs) -> Result<(), CliError> {
             runs: p.runs.len() as u32,
             host_zones: saved::host_zones(),
             line_ns: p.line_ns,
+            clear_us: p.clear_us,
         };
         saved::write(st.path(), &m, &p.runs).map_err(CliError::run)?;
         st.commit_dir().map_err(CliError::run)?;

@@ -22,7 +22,7 @@ impl Line {
 }
 
 /// Pins the calling thread to `cpu`; false if the kernel refused.
-fn pin_thread(cpu: u32) -> bool {
+pub(super) fn pin_thread(cpu: u32) -> bool {
     if cpu as usize >= libc::CPU_SETSIZE as usize {
         return false;
     }

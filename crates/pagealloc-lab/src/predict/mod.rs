@@ -48,6 +48,7 @@
 //! CPUs (the load is printed).
 
 pub mod background;
+pub mod clear;
 pub mod foreign;
 pub mod kernel;
 pub mod line;
@@ -427,6 +428,21 @@ pub struct Prediction {
     /// The time a line took between the program's CPUs, measured before the timing
     /// runs and given to the simulator (ns; `None`: not measured).
     pub line_ns: Option<f64>,
+    /// A 2 MiB clear on CPU 0 ([`clear::clear_2m_us`]), measured before the timing
+    /// runs and given to the simulator (µs; `None`: not measured).
+    pub clear_us: Option<f64>,
+}
+
+/// What `predict` measured on the host beside the kernel's timing runs, for the
+/// simulator (`None`: not measured; the constants of [`work`] stand in).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostNow {
+    /// The time one line takes between the program's CPUs ([`line::line_transfer_ns`]),
+    /// ns: parallel_free's and page_fault1's `line_transfer_ns`.
+    pub line_ns: Option<f64>,
+    /// A 2 MiB clear on CPU 0 ([`clear::clear_2m_us`]), µs: thp_mix's
+    /// `thp_fault_work_ns` ([`clear::thp_fault_work_ns`]).
+    pub clear_us: Option<f64>,
 }
 
 /// Options of one prediction.
@@ -513,12 +529,11 @@ pub fn simulate(
     config: &str,
     start: &StartState,
 ) -> Result<(Figures, String), String> {
-    simulate_with(opts, config, start, None)
+    simulate_with(opts, config, start, HostNow::default())
 }
 
-/// [`simulate`], with the time one line takes between the program's CPUs as measured
-/// beside the kernel's runs ([`line::line_transfer_ns`]) in place of
-/// [`work::LINE_TRANSFER_NS`] where the workload takes one (parallel_free, page_fault1).
+/// [`simulate`], with what was measured on the host beside the kernel's runs
+/// ([`HostNow`]) in place of the constants of [`work`] that stand in for it.
 ///
 /// # Errors
 /// As [`simulate`].
@@ -526,9 +541,9 @@ pub fn simulate_with(
     opts: &PredictOptions,
     config: &str,
     start: &StartState,
-    line_ns: Option<f64>,
+    host: HostNow,
 ) -> Result<(Figures, String), String> {
-    let row = simulate_row(opts, config, start, line_ns)?;
+    let row = simulate_row(opts, config, start, host)?;
     Ok(figures_of(opts, start, &row))
 }
 
@@ -541,7 +556,7 @@ pub fn simulate_row(
     opts: &PredictOptions,
     config: &str,
     start: &StartState,
-    line_ns: Option<f64>,
+    host: HostNow,
 ) -> Result<crate::row::Row, String> {
     let (wl, mut ov) = sim_workload(&opts.workload, opts.cpus, opts.size)
         .ok_or_else(|| format!("no workload {}", opts.workload))?;
@@ -552,11 +567,11 @@ pub fn simulate_row(
     // The pages the CPUs' LRU add batches held past an unmap, as the kernel run
     // showed them; those freed after its window are out of the simulator's lines.
     ov.extend(foreign::lru_overrides(wl, opts.cpus, start));
-    if let Some(ns) = line_ns {
-        for (k, v) in &mut ov {
-            if k == "line_transfer_ns" {
-                *v = format!("{}", ns.round() as u64);
-            }
+    for (k, v) in &mut ov {
+        match (k.as_str(), host.line_ns, host.clear_us) {
+            ("line_transfer_ns", Some(ns), _) => *v = format!("{}", ns.round() as u64),
+            ("thp_fault_work_ns", _, Some(us)) => *v = clear::thp_fault_work_ns(us).to_string(),
+            _ => {}
         }
     }
     let w = workload::build(wl, Scale::Full, &ov).map_err(|e| e.to_string())?;
@@ -732,10 +747,15 @@ pub fn predict(
     let mut per_task: Vec<Vec<f64>> = Vec::new();
     let mut sleeps: Vec<[f64; 2]> = Vec::new();
     let mut lines = Vec::new();
+    let mut clears = Vec::new();
     for i in 0..timed {
         progress(&format!("timing run {} of {timed} (no recorder)", i + 1));
         // Where the host runs the two vCPUs now (docs/predict.md, parallel_free).
         lines.extend(line::line_transfer_ns(opts.cpus));
+        if opts.workload == "thp_mix" {
+            // What a THP's clear costs on the host now (docs/predict.md).
+            clears.extend(clear::clear_2m_us(0));
+        }
         let prog = kernel::run_untraced(opts)?;
         let ops = ops_of(&opts.workload, opts.cpus, opts.size).max(1) as f64;
         per_task.push(
@@ -788,17 +808,23 @@ pub fn predict(
             .collect::<Vec<_>>()
             .join(" / ")
     ));
+    let each = |v: &[f64], d: usize| v.iter().map(|t| format!("{t:.d$}")).collect::<Vec<_>>();
     let line_ns = (!lines.is_empty()).then(|| median(lines.clone()));
     if let Some(m) = line_ns {
         notes.push(format!(
             "kernel: a line moves between CPUs 0 and 1 in {m:.0} ns (before each timing run: {}; ~40 while the host runs the vCPUs on one L3, ~160 apart)",
-            lines
-                .iter()
-                .map(|t| format!("{t:.0}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            each(&lines, 0).join(", ")
         ));
     }
+    let clear_us = (!clears.is_empty()).then(|| median(clears.clone()));
+    if let Some(m) = clear_us {
+        notes.push(format!(
+            "kernel: a 2 MiB clear on CPU 0 after 3 ms took {m:.1} µs (before each timing batch: {}): the simulated THP fault's work beyond the simulator's own {:.1} µs",
+            each(&clears, 1).join(", "),
+            clear::thp_fault_work_ns(m) as f64 * 1e-3
+        ));
+    }
+    let host = HostNow { line_ns, clear_us };
     let mut saved = Vec::new();
     let (sim, hash) = if simulable(&opts.workload, opts.cpus) {
         progress(&format!(
@@ -809,7 +835,7 @@ pub fn predict(
         let mut by_cpu = Vec::new();
         let mut hash = String::new();
         for (i, st) in starts.iter().enumerate() {
-            let row = simulate_row(opts, &config, st, line_ns).map_err(TraceError::Failed)?;
+            let row = simulate_row(opts, &config, st, host).map_err(TraceError::Failed)?;
             by_cpu.push(cpu_us_by_cpu(opts, &row));
             let (f, h) = figures_of(opts, st, &row);
             if i == 0 {
@@ -905,6 +931,7 @@ pub fn predict(
         config,
         kernel_release: release,
         line_ns,
+        clear_us,
     })
 }
 

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::program::Size;
 use super::{
-    by_cpu_note, cpu_us_by_cpu, figures_of, lines_of, simulate_row, trips_of, Figures,
+    by_cpu_note, cpu_us_by_cpu, figures_of, lines_of, simulate_row, trips_of, Figures, HostNow,
     PredictOptions, Prediction,
 };
 use crate::sim::start::StartState;
@@ -68,6 +68,10 @@ pub struct Manifest {
     /// given to the simulator (ns; `None`: not measured).
     #[serde(default)]
     pub line_ns: Option<f64>,
+    /// A 2 MiB clear on CPU 0 as measured for the run and given to the simulator (µs;
+    /// `None`: not measured, as in sessions saved before the probe).
+    #[serde(default)]
+    pub clear_us: Option<f64>,
 }
 
 /// `run-K.json`: one kernel run.
@@ -332,8 +336,16 @@ pub fn replay(
             "simulating run {k} of {} from its saved start state, config {config}",
             runs.len()
         ));
-        let row = simulate_row(&opts, &config, &r.start, m.line_ns)
-            .map_err(|e| format!("run {k}: {e}"))?;
+        let row = simulate_row(
+            &opts,
+            &config,
+            &r.start,
+            HostNow {
+                line_ns: m.line_ns,
+                clear_us: m.clear_us,
+            },
+        )
+        .map_err(|e| format!("run {k}: {e}"))?;
         by_cpu.push(cpu_us_by_cpu(&opts, &row));
         let (f, h) = figures_of(&opts, &r.start, &row);
         if hash.is_empty() {
@@ -388,5 +400,6 @@ pub fn replay(
         config,
         kernel_release: m.kernel_release.clone(),
         line_ns: m.line_ns,
+        clear_us: m.clear_us,
     })
 }
