@@ -234,8 +234,9 @@ pub const WAKEUP_NS: u32 = 15_000 - WAKE_NS;
 /// `try_to_wake_up` then activates the reader on that CPU itself and sends a
 /// reschedule IPI, and the reader's CPU clock counts the IPI's delay (`wakeup_preempt`
 /// skips the next clock update: beside other tasks on CPU 1, 08:36-08:40 UTC
-/// 2026-11-28, load 2-2.7, the reader's CPU clock read 11.2-15.0 µs per write against
-/// 5.8-13.0 on CPU by its `sched_switch` events, 10-12 µs more per sleep). An idle CPU
+/// 2026-11-28, load 2-2.7, 17 runs, the reader's CPU clock read 11.2-15.3 µs per write
+/// against 5.8-13.2 on CPU by its `sched_switch` events (tracefs), 9.5-19.7 µs more per
+/// sleep, median 12.5, as long as its wakeup to running there). An idle CPU
 /// takes the wakeup from its wake list. The cpu-clock profiles by call path of
 /// [`UNIX_CROSS_SEND_NS`] (16 fast runs, 06:06-06:16 UTC) give the wake path 1.4 µs
 /// per write beyond one CPU at 0.40 reader sleeps per write: 3.5 µs per wakeup
