@@ -581,9 +581,10 @@ pub fn simulate_row(
     let mut cost = m.cost;
     if is_stream(&opts.workload) {
         // Wakeups across this guest's vCPUs, measured here (`work`).
-        cost.wake_ns = work::WAKE_NS.into();
-        cost.switch_ns = work::SWITCH_NS.into();
-        cost.wakeup_ns = work::WAKEUP_NS.into();
+        let (wake, switch, wakeup) = work::stream_wakeups(&opts.workload);
+        cost.wake_ns = wake.into();
+        cost.switch_ns = switch.into();
+        cost.wakeup_ns = wakeup.into();
     }
     let mut o = SimOptions::new(m, cfg);
     o.cost = Some(cost);

@@ -227,6 +227,47 @@ pub const SWITCH_NS: u32 = 3_650;
 /// line; the poll state's usage is 0), so the idle reader has halted and does not
 /// spin: every wakeup pays the whole interval. 15 000 less `WAKE_NS`.
 pub const WAKEUP_NS: u32 = 15_000 - WAKE_NS;
+/// AF_UNIX with the ends on two CPUs, the waker's cost per wakeup in the state
+/// `predict`'s quiet sessions find the kernel in (the fast one: the reader's vCPU halted
+/// while it sleeps). The shared [`WAKE_NS`], [`SWITCH_NS`] and [`WAKEUP_NS`] were
+/// measured under a profiler or the recorder, whose tasks keep the reader's CPU busy:
+/// `try_to_wake_up` then activates the reader on that CPU itself and sends a
+/// reschedule IPI, and the reader's CPU clock counts the IPI's delay (`wakeup_preempt`
+/// skips the next clock update: beside other tasks on CPU 1, 08:36-08:40 UTC
+/// 2026-11-28, load 2-2.7, 17 runs, the reader's CPU clock read 11.2-15.3 µs per write
+/// against 5.8-13.2 on CPU by its `sched_switch` events (tracefs), 9.5-19.7 µs more per
+/// sleep, median 12.5, as long as its wakeup to running there). An idle CPU
+/// takes the wakeup from its wake list. The cpu-clock profiles by call path of
+/// [`UNIX_CROSS_SEND_NS`] (16 fast runs, 06:06-06:16 UTC) give the wake path 1.4 µs
+/// per write beyond one CPU at 0.40 reader sleeps per write: 3.5 µs per wakeup
+/// (the slow runs' 2.3 at 0.39: 5.9, the shared constant's state).
+pub const UNIX_WAKE_NS: u32 = 3_500;
+/// The same, the reader's switches per sleep: `finish_task_switch` and the rest, 0.9 µs
+/// per write beyond one CPU at 0.40 sleeps in the fast runs (slow: 1.6 at 0.39, 4.1).
+pub const UNIX_SWITCH_NS: u32 = 2_250;
+/// The same, from the end of the waker's [`UNIX_WAKE_NS`] to the woken reader running:
+/// 6.5 µs from `try_to_wake_up` in all. The untraced runs' own counters (the runs
+/// `predict` times) give the reader's time off its CPU per sleep, from the queue found
+/// empty to running again: (2 × window − CPU) / sleeps per write, the writer never
+/// idle (0.002-0.007 sleeps per write): 5.5, 6.6, 6.6, 7.7 and 8.9 µs in five quiet
+/// sessions (2026-11-28 03:44, 03:51, 03:54, 08:25 and 08:35 UTC, load 1.5-2.3;
+/// reader sleeps 0.54-0.63 per write), median 6.6; it holds the wait for the writer's
+/// next skb too (the simulator's reader waits 1-2 µs for it). The shared 15 µs
+/// ([`WAKEUP_NS`]) is longer than the whole of it: `perf record` of the two sched
+/// events keeps no switch from the idle task into the reader (08:33 UTC: 2 713 reader
+/// wakeups, its switches out to `swapper/1`, none back), so it measured only wakeups
+/// onto a busy CPU (11-17 µs again at 08:36-08:40 beside other tasks, by tracefs).
+pub const UNIX_WAKEUP_NS: u32 = 6_500 - UNIX_WAKE_NS;
+
+/// The wakeup costs `predict` gives the simulator for stream program `workload` on two
+/// CPUs (`wake_ns`, `switch_ns`, `wakeup_ns`): AF_UNIX's own, TCP's the shared ones.
+pub fn stream_wakeups(workload: &str) -> (u32, u32, u32) {
+    if workload == "unix_stream" {
+        (UNIX_WAKE_NS, UNIX_SWITCH_NS, UNIX_WAKEUP_NS)
+    } else {
+        (WAKE_NS, SWITCH_NS, WAKEUP_NS)
+    }
+}
 /// TCP over loopback: the data in flight when the writer sleeps, bytes, given to the
 /// simulated stream as its receive buffer (its window is half of it): the writer's send
 /// buffer, unacknowledged or unsent (`sk_wmem_queued` up to `sk_sndbuf`), and the
