@@ -953,7 +953,7 @@ fn unix_reader_sleeps_follow_the_quiet_wakeup() {
     let ((s, off), (s_shared, off_shared)) = (race(&quiet), race(&shared));
     // predict's own simulation gives the same.
     let opts = predict_opts("unix_stream", 2);
-    let row = predict::simulate_row(&opts, "linux-6.18", &Default::default(), None)
+    let row = predict::simulate_row(&opts, "linux-6.18", &Default::default(), Default::default())
         .unwrap_or_else(|e| panic!("unix_stream: {e}"));
     let via_predict = race(&row);
     println!(
