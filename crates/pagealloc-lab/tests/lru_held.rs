@@ -53,6 +53,7 @@ fn run(cpus: u32, held: &[u32], tail: &[u32]) -> Figures {
                     },
                 ],
                 used: [(0, 0), (0, 1)].into_iter().collect(),
+                refilled: None,
                 alloc_factor: 0,
                 free_count: 0,
             })

@@ -146,6 +146,7 @@ fn recorded() -> StartState {
                     })
                     .collect(),
                 used: used.iter().copied().collect::<BTreeSet<_>>(),
+                refilled: None,
                 // Not captured with this state (0: unknown, as `predict` says when the
                 // recording does not show them).
                 alloc_factor: 0,

@@ -293,6 +293,7 @@ mod tests {
                     blocks: 600,
                 }],
                 used: [(0u8, 1u8)].into_iter().collect(),
+                refilled: None,
                 alloc_factor: 0,
                 free_count: 0,
             }],

@@ -164,6 +164,7 @@ pub fn measure(
                 if let Some(l) = lists.get(&(p.cpu, p.zone)) {
                     p.taken.clone_from(&l.taken);
                     p.used.clone_from(&l.used);
+                    p.refilled.clone_from(&l.refilled);
                 }
                 let key = (p.cpu as u32, p.zone);
                 let batch = bh.get(&key).map_or(1, |b| b.0.max(1) as u64);

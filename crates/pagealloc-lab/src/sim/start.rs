@@ -10,8 +10,9 @@
 //! 8 619 pages (`high` 30 149) and still refilled 46 times in 65 536 faults, and in
 //! another run on 34 005 pages took them all without one refill. So each list gets the
 //! blocks the recorded events take from it before it is refilled ([`depths`]; the THP
-//! list's too where the config has one), and the rest of the count goes on a list no
-//! event touches: `trace replay`'s own reading of its start ([`crate::trace::lists`]).
+//! list's too where the config has one), and the rest of the count goes to the order-0
+//! lists the events reached and the kernel never refilled, else to a list no event
+//! touches: `trace replay`'s own reading of its start ([`crate::trace::lists`]).
 //! The zones' free lists are seeded by `trace replay`'s own
 //! [`crate::trace::freelists::seed_zone`] from the start `/proc/pagetypeinfo`.
 
@@ -242,6 +243,12 @@ pub struct PagesetStart {
     pub taken: Vec<SeedList>,
     /// Every (order, migratetype) list the recorded events touched on this pageset.
     pub used: BTreeSet<(u8, u8)>,
+    /// Every (order, migratetype) list the kernel refilled in the recording; the
+    /// order-0 lists in `used` and not here share the rest of `count`
+    /// ([`crate::trace::lists::seed_lists`]). `None` (a start state saved without it):
+    /// the rest is parked where no event reaches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refilled: Option<BTreeSet<(u8, u8)>>,
     /// Its order-0 refill scale (`alloc_factor`), read off the recording as `trace
     /// replay` reads it ([`crate::trace::start::alloc_factor_of`]); 0: unknown.
     pub alloc_factor: u8,
@@ -321,6 +328,7 @@ pub fn from_zoneinfo(zi: &KernelZoneinfo, cpus: u32) -> Vec<PagesetStart> {
             high: p.high.clamp(0, i64::from(i32::MAX)) as i32,
             taken: Vec::new(),
             used: BTreeSet::new(),
+            refilled: None,
             alloc_factor: 0,
             free_count: 0,
         })
@@ -415,6 +423,7 @@ fn lists_of(p: &PagesetStart) -> Vec<SeedList> {
         &PagesetLists {
             taken: p.taken.clone(),
             used: p.used.clone(),
+            refilled: p.refilled.clone(),
         },
     )
 }
@@ -531,6 +540,7 @@ Node 0, zone   Normal
             high,
             taken: Vec::new(),
             used: BTreeSet::new(),
+            refilled: None,
             alloc_factor: 0,
             free_count: 0,
         };
@@ -576,6 +586,7 @@ Node 0, zone   Normal
                 taken: Vec::new(),
                 // The run's events reach order-0 Unmovable and Movable.
                 used: [(0, 0), (0, 1)].into_iter().collect(),
+                refilled: None,
                 alloc_factor: 0,
                 free_count: 0,
             }],
@@ -599,8 +610,9 @@ Node 0, zone   Normal
     }
 
     /// A list's depth is the deepest its running sum went; the blocks go first, the rest
-    /// of the count is parked on order 0 of a type no event reached, and a count too
-    /// small for the depths keeps them.
+    /// of the count goes to the order-0 list reached and never refilled (without the
+    /// refills known, to order 0 of a type no event reached), and a count too small for
+    /// the depths keeps them.
     #[test]
     fn depths_fill_lists_first_and_park_the_rest() {
         let ev = |delta, order, mt| ListEvent {
@@ -609,11 +621,16 @@ Node 0, zone   Normal
             order,
             mt,
             delta,
+            refill: false,
         };
         // Movable order 0: -1 -1 +1 -1 -1 (min -3), then a refill; a THP taken.
         let mut v: Vec<ListEvent> = [-1, -1, 1, -1, -1, 1, 1, 1]
             .iter()
-            .map(|&d| ev(d, 0, 1))
+            .enumerate()
+            .map(|(i, &d)| ListEvent {
+                refill: i >= 5,
+                ..ev(d, 0, 1)
+            })
             .collect();
         v.push(ev(-1, 9, 1));
         v.push(ev(1, 0, 0)); // a free only: no depth, but the list is reached
@@ -637,16 +654,20 @@ Node 0, zone   Normal
             high: 1000,
             taken: lists.taken.clone(),
             used: lists.used.clone(),
+            refilled: lists.refilled.clone(),
             alloc_factor: 0,
             free_count: 0,
         };
-        // Unmovable and Movable order 0 are reached: the rest goes on Reclaimable.
-        let parked = |blocks| SeedList {
+        // Unmovable order 0 is reached and never refilled: the rest goes there.
+        let rest = |mt| SeedList {
             order: 0,
-            mt: MigrateType::Reclaimable,
-            blocks,
+            mt,
+            blocks: 85,
         };
-        assert_eq!(lists_of(&p), [three, thp, parked(85)]);
+        assert_eq!(lists_of(&p), [rest(MigrateType::Unmovable), three, thp]);
+        // Without the refills: on Reclaimable, which no event reached.
+        p.refilled = None;
+        assert_eq!(lists_of(&p), [three, thp, rest(MigrateType::Reclaimable)]);
         // A count below the depths keeps them (they time the refills).
         p.count = 2;
         assert_eq!(lists_of(&p), [three, thp]);
@@ -672,6 +693,7 @@ Node 0, zone   Normal
                 high: 1000,
                 taken: vec![seeded],
                 used: [(0, 1)].into_iter().collect(),
+                refilled: None,
                 alloc_factor: 0,
                 free_count: 0,
             }],
@@ -723,6 +745,69 @@ Node 0, zone   Normal
         assert_eq!(all.since(bg.counters()).pcp_refill, 1);
         // The pagesets less the other process's 84 pages taken.
         assert_eq!(bg.pcp_pages(pcp), pcp + 84);
+    }
+
+    /// A list the kernel never refilled held at least what its events took: the rest
+    /// of the count is shared by such lists, so a simulated program that takes a few
+    /// more unmovable pages before giving any back (page tables freed a loop later than
+    /// RCU freed them) does not refill where the kernel did not. A list the kernel
+    /// refilled held exactly its depth and still refills at the same allocation; a
+    /// start state saved without `refilled` parks the rest and refills.
+    #[test]
+    fn a_list_the_kernel_never_refilled_is_not_refilled() {
+        use crate::trace::format::{Event, EventKind};
+        let page = |kind, pfn, mt: i8, aux| Event {
+            mt,
+            aux,
+            ..Event::synthetic(0, kind, pfn)
+        };
+        // The kernel: 30 unmovable pages taken, 20 given back, 10 more taken (depth
+        // 30, never refilled); 50 movable pages taken, then a refill, then 10 more.
+        let mut ev: Vec<Event> = (0..30).map(|p| page(EventKind::Alloc, p, 0, 0)).collect();
+        ev.extend((0..20).map(|p| page(EventKind::Free, p, -1, 0)));
+        ev.extend((100..110).map(|p| page(EventKind::Alloc, p, 0, 0)));
+        ev.extend((200..250).map(|p| page(EventKind::Alloc, p, 1, 0)));
+        ev.extend((300..363).map(|p| page(EventKind::ZoneLocked, p, 1, 1)));
+        ev.extend((300..310).map(|p| page(EventKind::Alloc, p, 1, 0)));
+        let reading = crate::trace::lists::list_events(&ev, |_| 0, |o| o <= 3, &Default::default());
+        let lists = depths(reading.events).remove(&(0, 0)).unwrap();
+        assert_eq!(lists.refilled, Some([(0u8, 1u8)].into_iter().collect()));
+        let start = |refilled: Option<BTreeSet<(u8, u8)>>| StartState {
+            pagesets: vec![PagesetStart {
+                cpu: 0,
+                zone: 0,
+                count: 500,
+                high: 4000,
+                taken: lists.taken.clone(),
+                used: lists.used.clone(),
+                refilled,
+                alloc_factor: 0,
+                free_count: 0,
+            }],
+            ..StartState::default()
+        };
+        // Refills of `n` allocations of `gfp` from the start state.
+        let refills = |st: &StartState, gfp: Gfp, n: usize| {
+            let a = Allocator::new(&Layout::single(262_144, 1), Config::default()).unwrap();
+            apply(&a, st).unwrap();
+            let before = a.counters();
+            for _ in 0..n {
+                a.alloc_on(0, 0, gfp, None).unwrap();
+            }
+            a.validate().unwrap();
+            a.counters().since(&before).pcp_refill
+        };
+        let read = start(lists.refilled.clone());
+        assert_eq!(
+            refills(&read, Gfp::KERNEL, 35),
+            0,
+            "{:?}",
+            lists_of(&read.pagesets[0])
+        );
+        assert_eq!(refills(&read, Gfp::MOVABLE, 50), 0);
+        assert_eq!(refills(&read, Gfp::MOVABLE, 51), 1);
+        let unknown = start(None);
+        assert_eq!(refills(&unknown, Gfp::KERNEL, 35), 1);
     }
 
     /// A run from a start state says in its replay command that the command does not
@@ -780,6 +865,7 @@ Node 0, zone   Normal
                 high: 20_000,
                 taken: Vec::new(),
                 used: [(0, 1)].into_iter().collect(),
+                refilled: None,
                 alloc_factor: 0,
                 free_count: 0,
             }],

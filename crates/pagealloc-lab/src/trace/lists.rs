@@ -14,13 +14,19 @@
 //! ([`depths`]) is the blocks it held at the start: the kernel refills a list only when it
 //! is empty, so those blocks were there.
 //!
-//! The rest of `count` ([`seed_lists`]) is on lists no event reveals. It is parked on
-//! order 0 of a migratetype the stream neither takes from nor gives to on that pageset
-//! (else order 3 of one), so that it counts towards `high` (which sizes refills and starts
-//! drains) and leaves by drains only: a parked block on a list the stream takes from would
-//! serve an allocation the kernel served from a refill. Every list's depth is kept even
-//! where the depths add up to more than `count` (the zoneinfo is read a moment before the
-//! events begin): the depths are what time the refills.
+//! A list the kernel refilled held exactly its depth (it was empty at the first refill);
+//! one it never refilled held at least that. The rest of `count` ([`seed_lists`]) is on
+//! lists the events do not split: it is shared by the order-0 lists the stream reached and
+//! the kernel never refilled, whose blocks served every allocation the kernel made from
+//! them (a simulated program that takes a page more or sooner than the kernel's, page
+//! tables freed at a loop's unmap rather than mid-loop by RCU, then refills no more than
+//! the kernel did). With none, or the refills unknown, it is parked on order 0 of a
+//! migratetype the stream neither takes from nor gives to on that pageset (else order 3
+//! of one), so that it counts towards `high` (which sizes refills and starts drains) and
+//! leaves by drains only: a parked block on a list the kernel refilled would serve an
+//! allocation the kernel served from a refill. Every list's depth is kept even where the
+//! depths add up to more than `count` (the zoneinfo is read a moment before the events
+//! begin): the depths are what time the refills.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -90,6 +96,8 @@ pub struct ListEvent {
     pub mt: u8,
     /// Blocks the list gained (+1) or lost (−1).
     pub delta: i8,
+    /// A block of a kernel refill (`percpu_refill`): the list was empty.
+    pub refill: bool,
 }
 
 /// A stream's list changes, and the blocks it freed without having allocated them.
@@ -121,6 +129,7 @@ pub(crate) fn list_events(
                 order,
                 mt: mt.max(0) as u8,
                 delta,
+                refill: delta > 0 && e.kind == EventKind::ZoneLocked,
             });
         };
         if let Some(st) = untraced.get(&i) {
@@ -169,20 +178,32 @@ pub struct PagesetLists {
     pub taken: Vec<SeedList>,
     /// Every (order, migratetype) list an event touched.
     pub used: BTreeSet<(u8, u8)>,
+    /// Every (order, migratetype) list the kernel refilled in the recording (its depth
+    /// is the blocks it held: it was empty at the first); `None`: not known (a start
+    /// state saved without it).
+    pub refilled: Option<BTreeSet<(u8, u8)>>,
 }
 
 /// Per pageset (CPU, zone), its lists ([`PagesetLists`]) from the list changes.
 pub fn depths(ev: impl IntoIterator<Item = ListEvent>) -> BTreeMap<(usize, usize), PagesetLists> {
     let mut run: BTreeMap<(usize, usize, u8, u8), (i64, i64)> = BTreeMap::new();
+    let mut refilled: BTreeSet<(usize, usize, u8, u8)> = BTreeSet::new();
     for e in ev {
         let r = run.entry((e.cpu, e.zone, e.order, e.mt)).or_insert((0, 0));
         r.0 += i64::from(e.delta);
         r.1 = r.1.min(r.0);
+        if e.refill {
+            refilled.insert((e.cpu, e.zone, e.order, e.mt));
+        }
     }
     let mut out: BTreeMap<(usize, usize), PagesetLists> = BTreeMap::new();
     for ((cpu, zone, order, mt), (_, min)) in run {
         let p = out.entry((cpu, zone)).or_default();
         p.used.insert((order, mt));
+        let r = p.refilled.get_or_insert_with(BTreeSet::new);
+        if refilled.contains(&(cpu, zone, order, mt)) {
+            r.insert((order, mt));
+        }
         if min < 0 {
             if let Some(mt) = mt_of(mt) {
                 p.taken.push(SeedList {
@@ -206,9 +227,10 @@ fn mt_of(mt: u8) -> Option<MigrateType> {
 }
 
 /// The lists a pageset of `count` pages starts with: `lists.taken`, then the rest of
-/// `count` parked on order 0 of the first migratetype (Unmovable, Movable, Reclaimable)
-/// no event touched there, else on order 3 of one (blocks of 8 pages, rounded up), else
-/// on order-0 Reclaimable.
+/// `count` shared equally among the order-0 lists the events took from or gave to and
+/// the kernel never refilled (where `lists.refilled` is known), else parked on order 0
+/// of the first migratetype (Unmovable, Movable, Reclaimable) no event touched there,
+/// else on order 3 of one (blocks of 8 pages, rounded up), else on order-0 Reclaimable.
 pub fn seed_lists(count: u64, lists: &PagesetLists) -> Vec<SeedList> {
     let mut out = lists.taken.clone();
     out.sort_unstable_by_key(|l| (l.order, l.mt as u8));
@@ -217,26 +239,37 @@ pub fn seed_lists(count: u64, lists: &PagesetLists) -> Vec<SeedList> {
     if rest == 0 {
         return out;
     }
+    let unrefilled: Vec<u8> = lists.refilled.as_ref().map_or_else(Vec::new, |r| {
+        (0..3u8)
+            .filter(|&m| lists.used.contains(&(0, m)) && !r.contains(&(0, m)))
+            .collect()
+    });
+    if !unrefilled.is_empty() {
+        let n = unrefilled.len() as u64;
+        for (i, &m) in unrefilled.iter().enumerate() {
+            let share = rest / n + u64::from((i as u64) < rest % n);
+            add(&mut out, 0, m, share);
+        }
+        out.sort_unstable_by_key(|l| (l.order, l.mt as u8));
+        return out;
+    }
     let free = |order: u8| (0..3u8).find(|&m| !lists.used.contains(&(order, m)));
     let (order, mt) = free(0)
         .map(|m| (0u8, m))
         .or_else(|| free(3).map(|m| (3u8, m)))
         .unwrap_or((0, 2));
-    let blocks = (rest + (1 << order) - 1) >> order;
-    let mt = mt_of(mt).unwrap_or(MigrateType::Reclaimable);
-    match out.iter_mut().find(|l| l.order == order && l.mt == mt) {
-        Some(l) => {
-            l.blocks = l
-                .blocks
-                .saturating_add(blocks.min(u64::from(u32::MAX)) as u32)
-        }
-        None => out.push(SeedList {
-            order,
-            mt,
-            blocks: blocks.min(u64::from(u32::MAX)) as u32,
-        }),
-    }
+    add(&mut out, order, mt, (rest + (1 << order) - 1) >> order);
     out
+}
+
+/// Adds `blocks` blocks to the (`order`, `mt`) list of `out`.
+fn add(out: &mut Vec<SeedList>, order: u8, mt: u8, blocks: u64) {
+    let mt = mt_of(mt).unwrap_or(MigrateType::Reclaimable);
+    let blocks = blocks.min(u64::from(u32::MAX)) as u32;
+    match out.iter_mut().find(|l| l.order == order && l.mt == mt) {
+        Some(l) => l.blocks = l.blocks.saturating_add(blocks),
+        None => out.push(SeedList { order, mt, blocks }),
+    }
 }
 
 #[cfg(test)]
@@ -291,6 +324,7 @@ mod tests {
             ]
         );
         assert!(p.used.contains(&(0, 1)) && !p.used.contains(&(0, 2)));
+        assert_eq!(p.refilled, Some([(0u8, 1u8)].into_iter().collect()));
     }
 
     /// The rest of the count goes to order 0 of a type no event touched, else order 3;
@@ -305,6 +339,7 @@ mod tests {
         let mut p = PagesetLists {
             taken: vec![mv],
             used: [(0, 1), (0, 0)].into_iter().collect(),
+            refilled: None,
         };
         let parked = |order, blocks| SeedList {
             order,
@@ -319,6 +354,24 @@ mod tests {
             mt: MigrateType::Unmovable,
             blocks: 1,
         };
+        assert_eq!(seed_lists(12, &p), vec![mv, un3]);
+        // Known refills: the rest is shared by the order-0 lists reached and never
+        // refilled, the first the odd page.
+        p.refilled = Some([(0, 1)].into_iter().collect());
+        let l = |mt, blocks| SeedList {
+            order: 0,
+            mt,
+            blocks,
+        };
+        assert_eq!(
+            seed_lists(12, &p),
+            vec![
+                l(MigrateType::Unmovable, 4),
+                mv,
+                l(MigrateType::Reclaimable, 3)
+            ]
+        );
+        p.refilled = Some([(0, 0), (0, 1), (0, 2)].into_iter().collect());
         assert_eq!(seed_lists(12, &p), vec![mv, un3]);
     }
 }

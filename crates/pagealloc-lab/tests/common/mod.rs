@@ -119,6 +119,7 @@ pub(crate) fn page_fault1_pageset(
             },
         ],
         used: [(0, 0), (0, 1)].into_iter().collect(),
+        refilled: None,
         alloc_factor: 0,
         free_count: 0,
     }
