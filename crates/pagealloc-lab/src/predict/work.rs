@@ -132,9 +132,10 @@ pub const TCP_RECV_ON_SENDER_PCT: u32 = 55;
 /// `sock_def_readable` and the `try_to_wake_up` under it (the ACK, transmit and backlog
 /// paths apart) was 0.00-0.04 µs per reader sleep in four runs at 0.09-0.21 sleeps per
 /// write (2026-11-28 08:35 UTC, load 1.5-1.7) and 0.07-0.38 in four at 08:34 (load
-/// 2.4-3.1), against the wake path's 4.8-6.9 and 7.8-10.6 µs ([`TCP_WAKE_NS`]). The
-/// data's receive stays on the reader's CPU (its backlog, and its own softirq, where its
-/// ACK releases the writer's queued segments): 0.
+/// 2.4-3.1), 0.10-0.16 in three at 08:49 (load 10.6), against the wake path's 4.8-6.9,
+/// 7.8-10.6 and 10.9-15.9 µs ([`TCP_WAKE_NS`]). The data's receive stays on the
+/// reader's CPU (its backlog, and its own softirq, where its ACK releases the writer's
+/// queued segments): 0.
 pub const TCP_RECV_ARRIVAL_PCT: u32 = 0;
 /// A stream's copy when its ends run on two CPUs, per KiB the simulator's `host`
 /// hierarchy serves from the other CPU's cache (its `Charge::crossed`: lines the other
@@ -221,10 +222,12 @@ pub const WAKE_NS: u32 = 5_600;
 /// sleep in runs alternated with them (`predict-program unix_stream --cpus 2 --count
 /// 16384 --extra 65536`): TCP 4.8, 6.7, 6.9, 6.3 µs against AF_UNIX 7.0, 8.7, 7.8, 9.8
 /// (08:35 UTC, load 1.5-1.7; medians 6.5 / 8.3) and 10.6, 9.3, 7.8, 10.4 against 10.6,
-/// 13.5, 11.7, 11.4 (08:34, load 2.4-3.1; 9.9 / 11.6). The profiler's share of either
-/// follows the load; their ratio does not: 0.79 and 0.85, TCP's path 0.82 of
-/// AF_UNIX's, whose cost is [`WAKE_NS`]. (By the previous profiles' path shares times
-/// the untraced runs' CPU, 05:34 UTC, load 2.2: 4.3-4.4 µs per sleep.)
+/// 13.5, 11.7, 11.4 (08:34, load 2.4-3.1; 9.9 / 11.6). Either grows with the load,
+/// and their ratio towards 1 (08:49, load 10.6, three pairs: 13.1, 10.9, 15.9 against
+/// 16.0, 13.5, 12.0, 0.97); on the quiet machine, where [`WAKE_NS`] was measured,
+/// TCP's path is 0.79 and 0.85 of AF_UNIX's: 0.82 of it. (By the previous profiles'
+/// path shares times the untraced runs' CPU, 05:34 UTC, load 2.2: 4.3-4.4 µs per
+/// sleep.)
 pub const TCP_WAKE_NS: u32 = 4_600;
 /// TCP's [`WAKEUP_NS`]: the same interval from the waker's `try_to_wake_up` until the
 /// reader runs, the waker's own [`TCP_WAKE_NS`] inside it.
