@@ -808,7 +808,7 @@ fn unix_cross_copy_terms_add_only_what_the_hierarchy_leaves() {
 /// task times by `predict` (its note `simulator: CPU µs/op writer / reader`): the two
 /// ends' add up to the row's CPU time, and each holds its own charges: the writer its
 /// `Compute` (system call, transmit, the receive work that runs on its CPU), the
-/// wakeups it pays for the reader's sleeps (`wake_ns`) and its copy in, over the
+/// wakeups it pays for the reader's sleeps (`wake_ns`: `TCP_WAKE_NS`) and its copy in, over the
 /// crossing lines' surcharge; the reader its `Compute`, a switch back in per sleep
 /// (`switch_ns`) and its copy out. With both ends on one CPU, that CPU holds it all.
 #[test]
@@ -837,7 +837,7 @@ fn tcp_stream_cpu_time_splits_by_end() {
         "{busy:?} {}",
         us("cpu_time_s")
     );
-    let wakes = sleeps * f64::from(work::WAKE_NS) / 1e3;
+    let wakes = sleeps * f64::from(work::TCP_WAKE_NS) / 1e3;
     let switches = sleeps * f64::from(work::SWITCH_NS) / 1e3;
     // The writer's copy in pays the crossing lines' surcharge on at least 8 of a
     // write's 16 KiB (the reader's CPU read them out last).
