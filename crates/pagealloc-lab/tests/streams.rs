@@ -808,9 +808,9 @@ fn unix_cross_copy_terms_add_only_what_the_hierarchy_leaves() {
 /// task times by `predict` (its note `simulator: CPU µs/op writer / reader`): the two
 /// ends' add up to the row's CPU time, and each holds its own charges: the writer its
 /// `Compute` (system call, transmit, the receive work that runs on its CPU), the
-/// wakeups it pays for the reader's sleeps (`wake_ns`: `TCP_WAKE_NS`) and its copy in, over the
-/// crossing lines' surcharge; the reader its `Compute`, a switch back in per sleep
-/// (`switch_ns`) and its copy out. With both ends on one CPU, that CPU holds it all.
+/// wakeups it pays for the reader's sleeps (`wake_ns`: `TCP_WAKE_NS`) and its copy in,
+/// over the crossing lines' surcharge; the reader its `Compute`, a switch back in per
+/// sleep (`switch_ns`) and its copy out. With both ends on one CPU, that CPU holds it all.
 #[test]
 fn tcp_stream_cpu_time_splits_by_end() {
     use pagealloc_lab::predict::{self, work};
