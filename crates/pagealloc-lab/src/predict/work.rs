@@ -115,23 +115,28 @@ pub const TCP_RECV_PROTOCOL_NS: u32 = 4_370;
 /// profiler (the least-CPU two-CPU runs of four sessions: writer 6.02, reader 2.90 µs
 /// against 1.64 / 5.10 at one CPU, less the copy in's +1.28 µs and the wakes at 0.21
 /// sleeps per write, 1.18 µs on the writer and 0.77 on the reader) the writer gained
-/// 1.92 µs (44 %) and the reader lost 2.97 (68 %) with the arrivals below in both: their
-/// mean, 55 %, less the arrivals' 15 % × 0.8 (the share of them the writer's CPU took
-/// in the profiles: 0.52-0.69 of 0.69-0.85 µs per write).
-pub const TCP_RECV_ON_SENDER_PCT: u32 = 43;
+/// 1.92 µs (44 %) and the reader lost 2.97 (68 %): their mean, 55 %. The data segments
+/// the writer's CPU processed at arrival in those profiles (0.52-0.69 µs per write at
+/// 0.03-0.05 reader sleeps) were its wakeups of the reader ([`TCP_RECV_ARRIVAL_PCT`]),
+/// which the wakes taken out above hold: nothing else moves.
+pub const TCP_RECV_ON_SENDER_PCT: u32 = 55;
 /// TCP over loopback with the ends on two CPUs: share of the reader's protocol work done
 /// where a data segment arrives, %: `tcp_v4_rcv` → `tcp_rcv_established` →
-/// `tcp_data_queue` and the reader's wakeup, on the writer's CPU (its transmit's
-/// `NET_RX` softirq) when the reader does not own its socket, on the reader's from the
-/// backlog (`__release_sock`, `__sk_flush_backlog` in `tcp_recvmsg_locked`) when it
-/// does (netperf's `recv_arrival_pct`: the simulated reader owns it except while asleep
-/// for data). The same profiles: data segments processed at arrival on the writer's CPU
-/// 0.52-0.69 µs per write, from the reader's backlog 0.12-0.17, in all 0.69-0.85 (median
-/// 0.77); at one CPU 0.64. Less the profiler's fifth: 0.64 µs, 15 % of 4.37. (The
-/// writer's CPU took 0.52-0.69 of them while the reader slept only 0.03-0.05 times per
-/// write under the profiler: the live reader also leaves its socket between its
-/// receives, which the simulated one does not.)
-pub const TCP_RECV_ARRIVAL_PCT: u32 = 15;
+/// `tcp_data_queue` on the writer's CPU (its transmit's `NET_RX` softirq) when the
+/// reader does not own its socket (asleep in `sk_wait_data`), on the reader's from the
+/// backlog when it does (netperf's `recv_arrival_pct`). What the writer's CPU does there
+/// is the reader's wakeup: by call path (`perf record -e cpu-clock -F 4000 -g --
+/// pagealloc predict-program tcp_stream --cpus 2 --count 65536 --extra 16384`, each
+/// path's share of the writer's samples times its CPU per write, over the reader's
+/// sleeps in the same run), the data segments' work on the writer's CPU outside
+/// `sock_def_readable` and the `try_to_wake_up` under it (the ACK, transmit and backlog
+/// paths apart) was 0.00-0.04 µs per reader sleep in four runs at 0.09-0.21 sleeps per
+/// write (2026-11-28 08:35 UTC, load 1.5-1.7) and 0.07-0.38 in four at 08:34 (load
+/// 2.4-3.1), 0.10-0.16 in three at 08:49 (load 10.6), against the wake path's 4.8-6.9,
+/// 7.8-10.6 and 10.9-15.9 µs ([`TCP_WAKE_NS`]). The data's receive stays on the
+/// reader's CPU (its backlog, and its own softirq, where its ACK releases the writer's
+/// queued segments): 0.
+pub const TCP_RECV_ARRIVAL_PCT: u32 = 0;
 /// A stream's copy when its ends run on two CPUs, per KiB the simulator's `host`
 /// hierarchy serves from the other CPU's cache (its `Charge::crossed`: lines the other
 /// core's L2 or the LLC it evicted them to still holds; the engine charges the term on
@@ -209,6 +214,24 @@ pub const TCP_CROSS_COPY_OUT_NS_PER_KIB: u32 = 0;
 /// sleeps per write and +1.14 µs per TCP write at 0.207 (the runs without perf the
 /// CPU was taken from): 5.7 and 5.5 µs per wakeup. (At load 13: 11 µs.)
 pub const WAKE_NS: u32 = 5_600;
+/// The TCP writer's wakeup of its reader across the vCPUs (`predict`'s tcp_stream; the
+/// others take [`WAKE_NS`]): the writer's `sock_def_readable` and the `try_to_wake_up`
+/// under it (the data segment's `tcp_data_queue` in its `NET_RX` softirq) per reader
+/// sleep, by call path in the runs of [`TCP_RECV_ARRIVAL_PCT`], against AF_UNIX's
+/// writer's same path (`unix_stream_sendmsg` → `sock_def_readable`) per its reader's
+/// sleep in runs alternated with them (`predict-program unix_stream --cpus 2 --count
+/// 16384 --extra 65536`): TCP 4.8, 6.7, 6.9, 6.3 µs against AF_UNIX 7.0, 8.7, 7.8, 9.8
+/// (08:35 UTC, load 1.5-1.7; medians 6.5 / 8.3) and 10.6, 9.3, 7.8, 10.4 against 10.6,
+/// 13.5, 11.7, 11.4 (08:34, load 2.4-3.1; 9.9 / 11.6). Either grows with the load,
+/// and their ratio towards 1 (08:49, load 10.6, three pairs: 13.1, 10.9, 15.9 against
+/// 16.0, 13.5, 12.0, 0.97); on the quiet machine, where [`WAKE_NS`] was measured,
+/// TCP's path is 0.79 and 0.85 of AF_UNIX's: 0.82 of it. (By the previous profiles'
+/// path shares times the untraced runs' CPU, 05:34 UTC, load 2.2: 4.3-4.4 µs per
+/// sleep.)
+pub const TCP_WAKE_NS: u32 = 4_600;
+/// TCP's [`WAKEUP_NS`]: the same interval from the waker's `try_to_wake_up` until the
+/// reader runs, the waker's own [`TCP_WAKE_NS`] inside it.
+pub const TCP_WAKEUP_NS: u32 = 15_000 - TCP_WAKE_NS;
 /// The sleeper's switches out and back in (the cost model's `switch_ns`): the readers'
 /// `finish_task_switch` in the same profiles, +1.12 µs per AF_UNIX write at 0.344
 /// sleeps and +0.83 µs per TCP write at 0.207: 3.3 and 4.0 µs. (At load 13: 6.7 µs.)
@@ -260,12 +283,13 @@ pub const UNIX_SWITCH_NS: u32 = 2_250;
 pub const UNIX_WAKEUP_NS: u32 = 6_500 - UNIX_WAKE_NS;
 
 /// The wakeup costs `predict` gives the simulator for stream program `workload` on two
-/// CPUs (`wake_ns`, `switch_ns`, `wakeup_ns`): AF_UNIX's own, TCP's the shared ones.
+/// CPUs (`wake_ns`, `switch_ns`, `wakeup_ns`): AF_UNIX's own; TCP's writer wakes its
+/// reader from its softirq, on a shorter path ([`TCP_WAKE_NS`]); the shared ones else.
 pub fn stream_wakeups(workload: &str) -> (u32, u32, u32) {
-    if workload == "unix_stream" {
-        (UNIX_WAKE_NS, UNIX_SWITCH_NS, UNIX_WAKEUP_NS)
-    } else {
-        (WAKE_NS, SWITCH_NS, WAKEUP_NS)
+    match workload {
+        "unix_stream" => (UNIX_WAKE_NS, UNIX_SWITCH_NS, UNIX_WAKEUP_NS),
+        "tcp_stream" => (TCP_WAKE_NS, SWITCH_NS, TCP_WAKEUP_NS),
+        _ => (WAKE_NS, SWITCH_NS, WAKEUP_NS),
     }
 }
 /// TCP over loopback: the data in flight when the writer sleeps, bytes, given to the
@@ -285,11 +309,17 @@ pub fn stream_wakeups(workload: &str) -> (u32, u32, u32) {
 pub const TCP_BUFFER_BYTES: u32 = 2 * (4_194_304 + 867_242);
 /// TCP with the ends on two CPUs: share of the order-3 fragments freed on the writer's
 /// CPU, %. The reader queues a consumed skb on its allocating CPU's deferred-free list
-/// (`skb_attempt_defer_free`) and frees it itself when the list is full; the quiet
-/// kernel freed 98.1, 95.8, 84.9 and 96.4 % of the program's blocks on the writer's CPU
-/// (four sessions; median 96). The rest, freed on the reader's CPU, are what the
-/// writer's pageset refills (the kernel: 56 pages a trip).
-pub const TCP_SENDER_FREE_PCT: u32 = 96;
+/// (`skb_attempt_defer_free`, which the writer's `NET_RX` softirq empties after each
+/// transmit) and frees it itself only when that list is full: while other processes
+/// hold the writer's CPU. The writer's CPU refills one order-3 block for each the reader
+/// frees (`perf record -e kmem:mm_page_free --filter 'order == 3' -e
+/// kmem:mm_page_alloc_zone_locked -C 0,1`, 65 536 writes, 2026-11-28: the reader freed
+/// 102, 117 and 269 of 32 768 at 08:35 UTC, load 1.5, the writer's CPU refilling 84,
+/// 168 and 308 order-3 pages; 3 751-13 797 beside a build on the writer's CPU at 08:33,
+/// load 4.6, refilling as many). Six quiet `predict` sessions' refill trips per write
+/// (02:20-08:24 UTC, load 1.3-2.7: 4.4e-4-9.8e-4, median 8.2e-4, of 56 pages: 7 blocks
+/// a trip, 0.5 blocks per write) give the reader 0.6-1.4 % (median 1.1): 99.
+pub const TCP_SENDER_FREE_PCT: u32 = 99;
 /// TCP with the ends on two CPUs: writes per new order-1 slab page of the skb caches
 /// (`allocate_slab` under `tcp_stream_alloc_skb` on the writer's CPU, `discard_slab`
 /// mostly on the reader's: a `perf record -e kmem:mm_page_alloc -g` of 131 072 writes).

@@ -435,8 +435,9 @@ pub(crate) fn order_for(bytes: u64) -> u32 {
 /// `skb_defer_free_flush`), which runs after every transmit on loopback. So after each
 /// message it sends, the sender takes back what has come back so far, never waiting
 /// ([`Phase::TryRecv`]), and frees it; only after its last message does it wait for
-/// the rest. The live kernel freed 89-99.7 % of the stream's order-3 fragments on the
-/// sender's CPU in softirq (docs/predict.md).
+/// the rest. The live kernel freed 99.2-99.7 % of the stream's order-3 fragments on the
+/// sender's CPU in softirq on a quiet machine, 58-89 % while other processes held that
+/// CPU (docs/predict.md).
 ///
 /// With the ends on two CPUs the sender also does `recv_on_sender_pct` of the receive
 /// protocol's work, as TCP over loopback does: a writer running beside its reader

@@ -124,3 +124,27 @@ pub(crate) fn page_fault1_pageset(
         free_count: 0,
     }
 }
+
+/// `predict`'s options for program `name` on `cpus` CPUs at its default size, for its
+/// simulator side (no binary runs).
+#[allow(dead_code)]
+pub(crate) fn predict_opts(name: &str, cpus: u32) -> pagealloc_lab::predict::PredictOptions {
+    use pagealloc_lab::predict;
+    predict::PredictOptions {
+        workload: name.into(),
+        cpus,
+        size: predict::default_size(name).unwrap(),
+        config: None,
+        exe: "unused".into(),
+        runs: 1,
+    }
+}
+
+/// `predict`'s simulation of program `name` on `cpus` CPUs of `host` at its default
+/// size, from the simulator's own start state.
+#[allow(dead_code)]
+pub(crate) fn predicted(name: &str, cpus: u32) -> pagealloc_lab::predict::Figures {
+    pagealloc_lab::predict::simulate(&predict_opts(name, cpus), "linux-6.18", &Default::default())
+        .unwrap_or_else(|e| panic!("{name} at {cpus}: {e}"))
+        .0
+}
