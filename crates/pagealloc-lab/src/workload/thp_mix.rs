@@ -7,6 +7,11 @@
 //! split and must be merged again; barrier 1 starts the measured window. Then CPUs
 //! `0..thp_cpus` run page_fault1 with order-9 blocks and the others with order 0, over
 //! the same memory per loop. Score: pages per second, reported per group (`thp`, `base`).
+//! With `pte_tables`, a THP CPU's unmap frees each THP's deposited page table as its zap
+//! reaches the THP, before the gather frees the THPs (`zap_huge_pmd` →
+//! `zap_deposited_table`, as the `munmap` of `pagealloc predict-program thp_mix` does on
+//! the live kernel), so a THP free that reaches `high` drains 2 560 pages, not 2 048
+//! (page_fault1's `unmap_zapping`).
 
 use std::collections::VecDeque;
 
