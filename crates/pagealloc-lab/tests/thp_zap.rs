@@ -5,56 +5,23 @@
 //! `high` drains five blocks (2 560 pages), as the kernel's recordings show, where the
 //! THPs freed first would drain four.
 
-use pagealloc::{MigrateType, SeedList};
-use pagealloc_lab::predict::program::Size;
-use pagealloc_lab::predict::{self, Figures, PredictOptions};
-use pagealloc_lab::sim::start::{PagesetStart, StartState};
+mod common;
+
+use pagealloc_lab::predict::{self, Figures};
+use pagealloc_lab::sim::start::StartState;
 
 /// thp_mix at one CPU as `predict` runs it (the gather's pages, a table per THP), one
-/// loop of 8 THPs after a prelude of 512 pages, from a pageset of `count` pages (600
-/// order-0 movable ones for the prelude, 20 unmovable for the tables and the gather
+/// loop of 8 THPs after a prelude of 512 pages, from page_fault1's pageset of `count`
+/// pages (its movable pages the prelude's, 20 unmovable for the tables and the gather
 /// page, the rest on a list nothing takes from) whose `high` is `high`: the THPs are
 /// refilled from the free lists, so the unmap's frees raise the pageset by 8 × 512
 /// pages beside the tables.
 fn run(count: u32, high: i32) -> Figures {
-    let opts = PredictOptions {
-        workload: "thp_mix".into(),
-        cpus: 1,
-        size: Size {
-            pages: 4096,
-            count: 1,
-            extra: 512,
-        },
-        config: None,
-        exe: "unused".into(),
-        runs: 1,
-    };
-    let normal = predict::saved::host_zones()
-        .iter()
-        .position(|z| z.starts_with("Normal"))
-        .expect("the host has a Normal zone");
+    let (mut opts, normal) = common::page_fault1_16m(1);
+    opts.workload = "thp_mix".into();
+    opts.size.extra = 512;
     let st = StartState {
-        pagesets: vec![PagesetStart {
-            cpu: 0,
-            zone: normal,
-            count,
-            high,
-            taken: vec![
-                SeedList {
-                    order: 0,
-                    mt: MigrateType::Movable,
-                    blocks: 600,
-                },
-                SeedList {
-                    order: 0,
-                    mt: MigrateType::Unmovable,
-                    blocks: 20,
-                },
-            ],
-            used: [(0, 0), (0, 1), (9, 1)].into_iter().collect(),
-            alloc_factor: 0,
-            free_count: 0,
-        }],
+        pagesets: vec![common::page_fault1_pageset(normal, count, high, 20)],
         ..StartState::default()
     };
     predict::simulate(&opts, "linux-6.18", &st).unwrap().0
