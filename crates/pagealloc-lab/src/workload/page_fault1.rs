@@ -333,7 +333,7 @@ impl FaultLoop {
     /// `pte_alloc_one` in `do_huge_pmd_anonymous_page`) and freed by the unmap's zap of
     /// the block ([`unmap_zapping`]), not by `free_pgtables` after it.
     fn deposited(&self) -> bool {
-        self.tables > 0 && !self.table_batch && PTE_SPAN_PAGES >> self.order == 1
+        self.tables > 0 && PTE_SPAN_PAGES >> self.order == 1
     }
 
     /// Sets of page-table slots in use at once: the loop's and the `lag` before it
@@ -491,6 +491,8 @@ pub(crate) fn unmap_zapping(
             }
         }
     };
+    // Blocks gathered when gather page `k` is taken (its entry's).
+    let entry = |k: Slot| slots.start + GATHER_FIRST + (k - gather.start) * GATHER_PER_PAGE;
     let mut next = gather.start;
     let mut at = slots.start;
     // With the gather: frees waiting for its flush, and the blocks one flush frees.
@@ -506,12 +508,9 @@ pub(crate) fn unmap_zapping(
         // The gather pages whose entry lies in this batch, taken before its frees,
         // each once its entry's block (and the zapped pages up to it) is gathered.
         let mut zapped_to = at;
-        while next < gather.end
-            && slots.start + GATHER_FIRST + (next - gather.start) * GATHER_PER_PAGE <= end
-        {
-            let entry = slots.start + GATHER_FIRST + (next - gather.start) * GATHER_PER_PAGE;
-            zap(zapped_to..entry.max(zapped_to), out);
-            zapped_to = entry.max(zapped_to);
+        while next < gather.end && entry(next) <= end {
+            zap(zapped_to..entry(next), out);
+            zapped_to = entry(next);
             out.push_back(Phase::Fill(Fill::new(
                 next..next + 1,
                 0,
