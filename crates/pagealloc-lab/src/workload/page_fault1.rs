@@ -56,7 +56,8 @@ define_params! {
         order: u8 = 0, full 0;
         /// 1: each 2 MiB of the region takes a page-table page (order 0, unmovable)
         /// just before its first fault, freed after the unmap (`free_pgtables`), as the
-        /// live kernel's PTE tables and THP's deposited table (`pagealloc predict`:
+        /// live kernel's PTE tables, or by the zap of its block, before the block, as
+        /// a THP's deposited table (`unmap_zapping`; `pagealloc predict`:
         /// 1.004 blocks per 4 KiB fault, 1 per THP); 0: none (the published tables'
         /// model, and the default).
         pte_tables: u8 = 0, full 0;
@@ -328,6 +329,13 @@ impl FaultLoop {
         (base..base + self.tables, base + self.tables)
     }
 
+    /// Each block has its own page table, deposited at its fault (a THP's,
+    /// `pte_alloc_one` in `do_huge_pmd_anonymous_page`) and freed by the unmap's zap of
+    /// the block ([`unmap_zapping`]), not by `free_pgtables` after it.
+    fn deposited(&self) -> bool {
+        self.tables > 0 && PTE_SPAN_PAGES >> self.order == 1
+    }
+
     /// Sets of page-table slots in use at once: the loop's and the `lag` before it
     /// whose tables RCU has not freed yet.
     fn table_sets(&self) -> u32 {
@@ -348,8 +356,10 @@ impl FaultLoop {
             0
         };
         let mut phases = VecDeque::new();
-        unmap(
+        unmap_zapping(
             0..self.blocks,
+            self.deposited()
+                .then_some(self.blocks..self.blocks + self.tables),
             self.unmap_work_ns,
             self.unmap_batch_ns,
             gather,
@@ -446,10 +456,43 @@ pub(crate) fn unmap(
     gather: std::ops::Range<Slot>,
     out: &mut VecDeque<Phase>,
 ) {
-    if work_ns == 0 && batch_ns == 0 && gather.is_empty() {
+    unmap_zapping(slots, None, work_ns, batch_ns, gather, out);
+}
+
+/// [`unmap`], where each block of `slots` has a page of `zapped` (from its start, one
+/// per block) that the zap frees at once as it reaches the block, before the block
+/// enters the gather: a THP's deposited page table (`zap_huge_pmd` →
+/// `zap_deposited_table` → `pte_free`, then `tlb_remove_page_size`, whose entry may
+/// take a gather page). So the tables' frees come before their blocks', the gather's
+/// pages between them where their entries fall: the live kernel's thp_mix unmap of 8
+/// THPs frees 7 tables, takes a gather page, frees the 8th table, then the 8 THPs
+/// (`tlb_finish_mmu`), then the gather page. The order-0 frees before the THPs leave
+/// the pageset's `free_count` off a multiple of 512, so a THP free that reaches `high`
+/// drains one block more (`nr_pcp_free`, `free_pcppages_bulk` frees while its count of
+/// pages is above 0): 2 560 pages where the THPs alone drain 2 048.
+pub(crate) fn unmap_zapping(
+    slots: std::ops::Range<Slot>,
+    zapped: Option<std::ops::Range<Slot>>,
+    work_ns: u64,
+    batch_ns: u64,
+    gather: std::ops::Range<Slot>,
+    out: &mut VecDeque<Phase>,
+) {
+    if work_ns == 0 && batch_ns == 0 && gather.is_empty() && zapped.is_none() {
         out.push_back(Phase::Free(slots));
         return;
     }
+    // The zapped pages of `slots`' blocks `r` (absolute), freed at their zap.
+    let zap = |r: std::ops::Range<Slot>, out: &mut VecDeque<Phase>| {
+        if let Some(z) = &zapped {
+            if !r.is_empty() {
+                let base = z.start - slots.start;
+                out.push_back(Phase::Free(base + r.start..base + r.end));
+            }
+        }
+    };
+    // Blocks gathered when gather page `k` is taken (its entry's).
+    let entry = |k: Slot| slots.start + GATHER_FIRST + (k - gather.start) * GATHER_PER_PAGE;
     let mut next = gather.start;
     let mut at = slots.start;
     // With the gather: frees waiting for its flush, and the blocks one flush frees.
@@ -462,10 +505,12 @@ pub(crate) fn unmap(
                 ns: work_ns * u64::from(end - at) + batch_ns,
             }));
         }
-        // The gather pages whose entry lies in this batch, taken before its frees.
-        while next < gather.end
-            && slots.start + GATHER_FIRST + (next - gather.start) * GATHER_PER_PAGE <= end
-        {
+        // The gather pages whose entry lies in this batch, taken before its frees,
+        // each once its entry's block (and the zapped pages up to it) is gathered.
+        let mut zapped_to = at;
+        while next < gather.end && entry(next) <= end {
+            zap(zapped_to..entry(next), out);
+            zapped_to = entry(next);
             out.push_back(Phase::Fill(Fill::new(
                 next..next + 1,
                 0,
@@ -473,6 +518,7 @@ pub(crate) fn unmap(
             )));
             next += 1;
         }
+        zap(zapped_to..end, out);
         if gather.is_empty() {
             out.push_back(Phase::Free(at..end));
         } else {
@@ -548,7 +594,7 @@ impl Program for FaultLoop {
                     out.push_back(Phase::Free(b..b + 1));
                 }
             }
-        } else {
+        } else if !self.deposited() {
             out.push_back(Phase::Free(self.blocks..self.blocks + self.tables));
         }
         self.free_lru_tail(out);

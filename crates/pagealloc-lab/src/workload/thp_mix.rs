@@ -7,6 +7,11 @@
 //! split and must be merged again; barrier 1 starts the measured window. Then CPUs
 //! `0..thp_cpus` run page_fault1 with order-9 blocks and the others with order 0, over
 //! the same memory per loop. Score: pages per second, reported per group (`thp`, `base`).
+//! With `pte_tables`, a THP CPU's unmap frees each THP's deposited page table as its zap
+//! reaches the THP, before the gather frees the THPs (`zap_huge_pmd` →
+//! `zap_deposited_table`, as the `munmap` of `pagealloc predict-program thp_mix` does on
+//! the live kernel), so a THP free that reaches `high` drains 2 560 pages, not 2 048
+//! (page_fault1's `unmap_zapping`).
 
 use std::collections::VecDeque;
 
@@ -343,6 +348,49 @@ mod tests {
                 _ => None,
             })
             .sum()
+    }
+
+    /// A THP CPU's unmap frees each THP's deposited table as its zap reaches the THP,
+    /// takes the gather's page once 7 THPs are gathered, and frees the THPs after every
+    /// table, then the gather's page: the live kernel's order (`zap_huge_pmd`).
+    #[test]
+    fn the_thp_unmap_frees_each_table_at_its_zap_before_the_thps() {
+        let p = ThpMixParams {
+            pages_per_loop: 4096,
+            loops: 1,
+            break_pages_per_cpu: 16,
+            pte_tables: 1,
+            gather_pages: 1,
+            unmap_work_ns: 100,
+            ..ThpMixParams::default()
+        };
+        let ph = first_loop(&p, true);
+        let window = ph
+            .iter()
+            .position(|x| *x == Phase::Op(Op::Barrier { id: 1 }))
+            .unwrap();
+        // After the last fault: the unmap's frees and the gather's page.
+        let last_fault = ph
+            .iter()
+            .rposition(|x| matches!(x, Phase::Fill(f) if f.kind() == MigrateKind::Movable))
+            .unwrap();
+        assert!(last_fault > window);
+        let unmap: Vec<_> = ph[last_fault + 1..]
+            .iter()
+            .filter(|x| !matches!(x, Phase::Op(_)))
+            .cloned()
+            .collect();
+        assert_eq!(
+            unmap,
+            [
+                Phase::Free(8..15),
+                Phase::Fill(Fill::new(16..17, 0, MigrateKind::Unmovable)),
+                Phase::Free(15..16),
+                Phase::Free(0..8),
+                Phase::Free(16..17),
+            ],
+            "{ph:?}"
+        );
     }
 
     /// The held pages are the prelude's last, kept past its unmap and freed in the
