@@ -3,20 +3,15 @@
 //! kernel's fault takes beside it, and the simulator's own share is the one the
 //! calibration subtracts.
 
-use pagealloc_lab::predict::{self, clear, HostNow, PredictOptions};
+use pagealloc_lab::predict::{self, clear, HostNow};
 use pagealloc_lab::sim::start::StartState;
+
+mod common;
 
 /// `predict thp_mix --cpus 1` at its default size, simulated from an empty start with a
 /// probe of `clear_us` µs (`None`: not measured).
 fn cpu_us_per_page(clear_us: Option<f64>) -> f64 {
-    let opts = PredictOptions {
-        workload: "thp_mix".into(),
-        cpus: 1,
-        size: predict::default_size("thp_mix").unwrap(),
-        config: None,
-        exe: "unused".into(),
-        runs: 1,
-    };
+    let opts = common::predict_opts("thp_mix", 1);
     let host = HostNow {
         line_ns: None,
         clear_us,

@@ -94,18 +94,6 @@ impl Drop for Buffer {
     }
 }
 
-/// The calling thread's CPU time, ns.
-fn thread_cpu_ns() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid timespec the call writes; the clock is the calling
-    // thread's own. No lock is involved.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
-}
-
 /// The probe on the calling thread: µs per 2 MiB clear (see the module's doc).
 fn probe() -> Option<f64> {
     let block = Buffer::new(BLOCK_BYTES)?;
@@ -119,9 +107,9 @@ fn probe() -> Option<f64> {
             while spin.elapsed() < IDLE {
                 std::hint::spin_loop();
             }
-            let t0 = thread_cpu_ns();
+            let t0 = crate::exec::clock::thread_cpu_ns();
             block.fill((round + k) as u8);
-            sum += thread_cpu_ns() - t0;
+            sum += crate::exec::clock::thread_cpu_ns().saturating_sub(t0) as f64;
         }
         best = best.min(sum / CLEARS as f64 / 1e3);
     }

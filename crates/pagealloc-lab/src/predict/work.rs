@@ -68,9 +68,10 @@ pub const LINE_TRANSFER_NS: u32 = 42;
 /// pageset every ~1 ms, and a THP fault on a block freed 0.1 ms before costs 55 µs, 1 ms
 /// before 104, 3 ms or more 200 (`SCHED_FIFO`, 20 faults each, 2026-11-27 21:01 UTC),
 /// user-space 4 KiB `rep stosb` over a resident 2 MiB buffer 24 → 75 µs over the same
-/// gaps: the host's other tenants evict the lines within milliseconds. No probe run
-/// before a run follows it (docs/predict.md, "The kernel's spread"): the constant is
-/// the median.
+/// gaps: the host's other tenants evict the lines within milliseconds. `predict`
+/// measures that on the host beside its runs and takes the fault's work from it
+/// ([`super::clear::thp_fault_work_ns`]); this evening's median stands in where no
+/// probe was measured (sessions saved before it, `predict::simulate`).
 pub const THP_FAULT_WORK_NS: u32 = 92_000;
 /// thp_mix's timing batches per batch the other faulting programs take (`predict`'s
 /// `max(K, 3)`): its batch of least CPU spreads the widest within a minute (25 batches
